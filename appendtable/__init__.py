@@ -1,0 +1,80 @@
+"""appendtable: Apache Paimon-style append tables in pure Python.
+
+Tables without a primary key, insert only, stored as Parquet files plus immutable metadata:
+atomic snapshots, time travel, pruned batch scans, ordered streaming reads and compaction.
+
+    import appendtable, pyarrow as pa
+    table = appendtable.create_table("/tmp/events", schema, partition_by=["day"],
+                                     options={"bucket": 4, "bucket-key": "user_id"})
+    table.append(batch)
+    table.scan(filter=[("user_id", "=", 42)]).to_arrow()
+"""
+
+from appendtable.datafiles.table_write import TableWriter
+from appendtable.errors import (
+    AppendTableError,
+    AtomicCreateUnsupportedError,
+    CommitConflictError,
+    CommitError,
+    CommitStateUnknownError,
+    CorruptMetadataError,
+    InvalidFilterError,
+    InvalidOptionError,
+    InvalidSchemaError,
+    ObjectExistsError,
+    ObjectNotFoundError,
+    SchemaMismatchError,
+    SnapshotExpiredError,
+    SnapshotNotFoundError,
+    StorageError,
+    TableExistsError,
+    TableNotFoundError,
+    TransientStorageError,
+    UnsupportedFormatVersionError,
+)
+from appendtable.metadata.models import (
+    CommitKind,
+    CommitMessage,
+    DataFileMeta,
+    Snapshot,
+    Split,
+)
+from appendtable.scan import Scan
+from appendtable.table import Table, create_table, open_table
+from appendtable.write import TableCommit
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AppendTableError",
+    "AtomicCreateUnsupportedError",
+    "CommitConflictError",
+    "CommitError",
+    "CommitKind",
+    "CommitMessage",
+    "CommitStateUnknownError",
+    "CorruptMetadataError",
+    "DataFileMeta",
+    "InvalidFilterError",
+    "InvalidOptionError",
+    "InvalidSchemaError",
+    "ObjectExistsError",
+    "ObjectNotFoundError",
+    "Scan",
+    "SchemaMismatchError",
+    "Snapshot",
+    "SnapshotExpiredError",
+    "SnapshotNotFoundError",
+    "Split",
+    "StorageError",
+    "Table",
+    "TableCommit",
+    "TableExistsError",
+    "TableNotFoundError",
+    "TableWriter",
+    "TransientStorageError",
+    "UnsupportedFormatVersionError",
+    "__version__",
+    "create_table",
+    "open_table",
+]

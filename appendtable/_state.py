@@ -1,0 +1,44 @@
+"""What every facade object of one open table shares (internal)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from appendtable.commit.manifests import ManifestStore
+from appendtable.commit.snapshots import SnapshotStore
+from appendtable.datafiles.arrow_schema import arrow_schema
+from appendtable.metadata import options as opt
+from appendtable.metadata.models import TableSchema
+from appendtable.metadata.types import TypeSpec
+from appendtable.storage import Storage
+
+__all__ = ["TableState"]
+
+
+@dataclass
+class TableState:
+    storage: Storage
+    schema: TableSchema
+    options: opt.Options = field(init=False)
+    arrow_schema: pa.Schema = field(init=False)
+    snapshots: SnapshotStore = field(init=False)
+    manifests: ManifestStore = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.options = opt.Options(self.schema.options)
+        self.arrow_schema = arrow_schema(self.schema.fields)
+        self.snapshots = SnapshotStore(self.storage)
+        self.manifests = ManifestStore(
+            self.storage, target_size=self.options.get(opt.MANIFEST_TARGET_SIZE)
+        )
+
+    @property
+    def column_types(self) -> dict[str, TypeSpec]:
+        return {f.name: f.type for f in self.schema.fields}
+
+    @property
+    def partition_types(self) -> tuple[TypeSpec, ...]:
+        types = self.column_types
+        return tuple(types[key] for key in self.schema.partition_keys)

@@ -1,0 +1,168 @@
+"""A commit is data: the request, and pure functions that apply it to the latest state.
+
+Nothing here does I/O, so every rule of the commit protocol (sequence numbers, conflicts,
+watermarks, idempotence records) is testable on plain values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import msgspec
+
+from appendtable.errors import CommitConflictError
+from appendtable.metadata.models import (
+    CommitKind,
+    CommitMessage,
+    CommitUserRecord,
+    FileKind,
+    ManifestEntry,
+    PartitionValues,
+)
+
+__all__ = [
+    "CommitRequest",
+    "OverwriteScope",
+    "already_committed",
+    "check_deletes_live",
+    "check_overwrite",
+    "entries_for",
+    "merged_watermark",
+    "updated_users",
+]
+
+
+@dataclass(frozen=True)
+class OverwriteScope:
+    """Which live files an overwrite replaces: all (``partitions`` None) or those whose partition
+    values match every key in one of ``partitions`` (static partition specs)."""
+
+    partitions: tuple[Mapping[str, object], ...] | None = None
+
+    def matches(self, partition: PartitionValues, keys: Sequence[str]) -> bool:
+        if self.partitions is None:
+            return True
+        values = dict(zip(keys, partition, strict=True))
+        return any(
+            all(values.get(key) == value for key, value in spec.items())
+            for spec in self.partitions
+        )
+
+
+@dataclass(frozen=True)
+class CommitRequest:
+    """Everything a commit wants, independent of the table state it will land on.
+
+    ``identifier`` (with ``commit_user``) makes the commit idempotent: if that user already
+    committed this or a larger identifier, the commit is skipped. ``base_snapshot_id`` is the
+    snapshot an overwrite planned against: files appended after it in the overwritten partitions
+    make the overwrite conflict instead of silently disappearing.
+    """
+
+    kind: CommitKind
+    commit_user: str
+    messages: tuple[CommitMessage, ...]
+    identifier: int | None = None
+    watermark: int | None = None
+    overwrite: OverwriteScope | None = None
+    base_snapshot_id: int | None = None
+    properties: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def is_empty(self) -> bool:
+        return self.overwrite is None and all(m.is_empty for m in self.messages)
+
+
+def entries_for(
+    messages: Iterable[CommitMessage], next_sequence: int
+) -> tuple[list[ManifestEntry], list[ManifestEntry], int]:
+    """(ADD entries, DELETE entries, the table's next sequence number afterwards).
+
+    New files get contiguous sequence ranges in message order and, within a message, file order
+    (their local ranges are shifted); compaction outputs keep the ranges they were given."""
+    adds: list[ManifestEntry] = []
+    deletes: list[ManifestEntry] = []
+    for message in messages:
+        for file in message.new_files:
+            shifted = msgspec.structs.replace(
+                file,
+                min_seq=next_sequence,
+                max_seq=next_sequence + file.row_count - 1,
+            )
+            next_sequence += file.row_count
+            adds.append(
+                ManifestEntry(
+                    FileKind.ADD, message.partition, message.bucket, message.total_buckets, shifted
+                )
+            )
+        for file in message.compact_after:
+            adds.append(
+                ManifestEntry(
+                    FileKind.ADD, message.partition, message.bucket, message.total_buckets, file
+                )
+            )
+        for file in message.compact_before:
+            deletes.append(
+                ManifestEntry(
+                    FileKind.DELETE, message.partition, message.bucket, message.total_buckets, file
+                )
+            )
+    return adds, deletes, next_sequence
+
+
+def check_deletes_live(delete_paths: Iterable[str], live_paths: set[str]) -> None:
+    """A commit may only delete files that are still live (else it would resurrect or lose
+    rows rewritten by a concurrent compaction or overwrite)."""
+    gone = sorted(path for path in delete_paths if path not in live_paths)
+    if gone:
+        raise CommitConflictError(
+            f"{len(gone)} file(s) this commit removes are no longer live (another compaction "
+            f"or overwrite changed them first), e.g. {gone[0]}; re-plan and try again"
+        )
+
+
+def check_overwrite(planned_deletes: set[str], live_in_scope: set[str]) -> None:
+    """The live files of the overwritten partitions must be exactly those the overwrite planned
+    to replace: any other file was appended (or compacted) after it planned."""
+    appeared = sorted(live_in_scope - planned_deletes)
+    if appeared:
+        raise CommitConflictError(
+            f"{len(appeared)} file(s) were added to the overwritten partitions after the "
+            f"overwrite started (e.g. {appeared[0]}); committing would silently drop them, so "
+            "the overwrite was not applied: retry it"
+        )
+    check_deletes_live(planned_deletes, live_in_scope)
+
+
+def merged_watermark(previous: int | None, new: int | None) -> int | None:
+    """Snapshot watermarks never decrease: the max of the non-null values."""
+    if previous is None:
+        return new
+    if new is None:
+        return previous
+    return max(previous, new)
+
+
+def already_committed(
+    records: Sequence[CommitUserRecord], commit_user: str, identifier: int
+) -> bool:
+    """True if ``commit_user`` already committed ``identifier`` or a later one."""
+    return any(r.user == commit_user and r.identifier >= identifier for r in records)
+
+
+def updated_users(
+    records: Sequence[CommitUserRecord],
+    commit_user: str,
+    identifier: int,
+    snapshot_id: int,
+    now_ms: int,
+    retention_ms: int,
+) -> list[CommitUserRecord]:
+    """The registry after ``commit_user`` committed ``identifier``: other users idle longer than
+    the retention are dropped; sorted by user for deterministic bytes."""
+    kept = [
+        r for r in records if r.user != commit_user and now_ms - r.time_ms <= retention_ms
+    ]
+    kept.append(CommitUserRecord(commit_user, identifier, snapshot_id, now_ms))
+    return sorted(kept, key=lambda r: r.user)

@@ -1,0 +1,315 @@
+"""The commit protocol: turn a ``CommitRequest`` into the next snapshot, atomically.
+
+1. Read the latest snapshot. If the request's (commit user, identifier) already landed, do
+   nothing (idempotence survives expiration: the last identifier per user is carried forward by
+   every snapshot in a small registry file).
+2. Conflict checks: appends never conflict. A request that deletes files fails with
+   ``CommitConflictError`` if any of them is no longer live; an overwrite also fails if files it
+   did not plan to replace appeared in its partitions since it started.
+3. Write the delta manifest, merge small manifests by size tier, write both manifest lists.
+4. Publish ``snapshot-<latest + 1>`` with put-if-absent. If the id is taken, delete this
+   attempt's manifests, back off (capped exponential with jitter) and go to 1. If the publish
+   fails ambiguously, read the snapshot back and compare its nonce; if that cannot settle it,
+   raise ``CommitStateUnknownError`` and delete nothing.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from collections.abc import Callable, Sequence
+
+from appendtable.commit.changes import (
+    CommitRequest,
+    already_committed,
+    check_deletes_live,
+    check_overwrite,
+    entries_for,
+    merged_watermark,
+    updated_users,
+)
+from appendtable.commit.manifests import ManifestStore
+from appendtable.commit.snapshots import SnapshotStore
+from appendtable.errors import (
+    AtomicCreateUnsupportedError,
+    CommitConflictError,
+    CommitStateUnknownError,
+    StorageError,
+)
+from appendtable.metadata import layout
+from appendtable.metadata import options as opt
+from appendtable.metadata.models import (
+    CommitKind,
+    FileKind,
+    ManifestEntry,
+    ManifestFileMeta,
+    Snapshot,
+)
+from appendtable.planning.manifest_merge import choose_merge
+from appendtable.storage import Storage
+
+__all__ = ["Committer"]
+
+_AMBIGUOUS_PUBLISH_RETRIES = 3
+
+
+class Committer:
+    """Commits requests to one table. Safe to use from many processes at once."""
+
+    def __init__(
+        self,
+        storage: Storage,
+        snapshots: SnapshotStore,
+        manifests: ManifestStore,
+        options: opt.Options,
+        *,
+        schema_id: int,
+        partition_keys: Sequence[str],
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._storage = storage
+        self._snapshots = snapshots
+        self._manifests = manifests
+        self._options = options
+        self._schema_id = schema_id
+        self._partition_keys = tuple(partition_keys)
+        self._sleep = sleep
+
+    def commit(self, request: CommitRequest) -> Snapshot | None:
+        """Commit ``request``; the new snapshot, or None when there was nothing to do (empty, or
+        this identifier of this commit user already landed)."""
+        self._check_atomic_publish()
+        self._check_buckets(request)
+        if request.identifier is not None and request.identifier < 0:
+            raise ValueError(f"commit identifiers must be >= 0, got {request.identifier}")
+        if request.is_empty and request.watermark is None:
+            return None
+        max_retries = self._options.get(opt.COMMIT_MAX_RETRIES)
+        timeout_ms = self._options.get(opt.COMMIT_TIMEOUT)
+        deadline = time.monotonic() + timeout_ms / 1000 if timeout_ms else None
+        planned_overwrite: set[str] | None = None
+        attempt = 0
+        while True:
+            latest = self._snapshots.latest()
+            if self._landed(latest, request):
+                return None
+            if request.overwrite is not None and planned_overwrite is None:
+                planned_overwrite = self._overwrite_targets(request)
+            written: list[str] = []
+            snapshot = self._prepare(request, latest, planned_overwrite, written)
+            if snapshot is None:
+                return None
+            if self._publish(snapshot):
+                return snapshot
+            self._delete_quietly(written)
+            attempt += 1
+            if attempt > max_retries or (deadline is not None and time.monotonic() > deadline):
+                raise CommitConflictError(
+                    f"gave up committing after {attempt} attempts: other commits kept taking the "
+                    "next snapshot id (raise 'commit.max-retries' or 'commit.timeout')"
+                )
+            self._sleep(self._backoff(attempt))
+
+    # ---- steps ------------------------------------------------------------------------------
+
+    def _check_atomic_publish(self) -> None:
+        if self._storage.atomic_create or self._options.get(opt.COMMIT_SINGLE_WRITER):
+            return
+        raise AtomicCreateUnsupportedError(
+            f"the '{self._storage.backend}' storage under {self._storage.root} cannot create a "
+            "file atomically-if-absent, so two concurrent commits could overwrite each other and "
+            "lose data; if only one process ever writes this table, set option "
+            "'commit.single-writer' = 'true'",
+            path=self._storage.root,
+            operation="commit",
+        )
+
+    def _check_buckets(self, request: CommitRequest) -> None:
+        expected = self._options.bucket
+        for message in request.messages:
+            if message.total_buckets != expected:
+                raise CommitConflictError(
+                    f"a commit message was written for bucket = {message.total_buckets} but the "
+                    f"table has bucket = {expected}"
+                )
+
+    def _landed(self, latest: Snapshot | None, request: CommitRequest) -> bool:
+        if latest is None or request.identifier is None:
+            return False
+        records = self._manifests.read_users(latest.commit_users)
+        return already_committed(records, request.commit_user, request.identifier)
+
+    def _overwrite_targets(self, request: CommitRequest) -> set[str]:
+        """The files the overwrite replaces: live in its base snapshot, in its scope."""
+        scope = request.overwrite
+        assert scope is not None
+        base_id = request.base_snapshot_id
+        base = self._snapshots.get(base_id) if base_id is not None else self._snapshots.latest()
+        if base is None:
+            return set()
+        return {
+            entry.file.path
+            for entry in self._manifests.live_files(base)
+            if scope.matches(entry.partition, self._partition_keys)
+        }
+
+    def _prepare(
+        self,
+        request: CommitRequest,
+        latest: Snapshot | None,
+        planned_overwrite: set[str] | None,
+        written: list[str],
+    ) -> Snapshot | None:
+        next_sequence = latest.next_sequence if latest is not None else 0
+        adds, deletes, next_sequence = entries_for(request.messages, next_sequence)
+        if planned_overwrite is not None or deletes:
+            live = self._live_paths(latest, request, planned_overwrite)
+            if planned_overwrite is not None:
+                scope = request.overwrite
+                assert scope is not None
+                in_scope = {path for path, entry in live.items()
+                            if scope.matches(entry.partition, self._partition_keys)}
+                check_overwrite(planned_overwrite, in_scope)
+                deletes.extend(
+                    ManifestEntry(FileKind.DELETE, e.partition, e.bucket, e.total_buckets, e.file)
+                    for path, e in live.items()
+                    if path in planned_overwrite
+                )
+            check_deletes_live((entry.file.path for entry in deletes), set(live))
+        if not adds and not deletes and latest is not None and (
+            merged_watermark(latest.watermark, request.watermark) == latest.watermark
+        ):
+            return None
+
+        delta = self._manifests.write_manifests(adds + deletes)
+        written.extend(layout.manifest_path(m.file_name) for m in delta)
+        previous: list[ManifestFileMeta] = (
+            self._manifests.all_manifests(latest) if latest is not None else []
+        )
+        base = previous
+        choice = choose_merge(
+            previous,
+            target_size=self._options.get(opt.MANIFEST_TARGET_SIZE),
+            merge_min_count=self._options.get(opt.MANIFEST_MERGE_MIN_COUNT),
+            full_threshold=self._options.get(opt.MANIFEST_FULL_COMPACTION_SIZE),
+        )
+        if choice is not None:
+            base, merged_names = self._manifests.merge(previous, choice)
+            written.extend(layout.manifest_path(name) for name in merged_names)
+        base_list = self._manifests.write_list(base)
+        delta_list = self._manifests.write_list(delta)
+        written.extend(layout.manifest_path(name) for name in (base_list, delta_list))
+
+        snapshot_id = latest.id + 1 if latest is not None else 1
+        now_ms = int(time.time() * 1000)
+        users_file = latest.commit_users if latest is not None else None
+        if request.identifier is not None:
+            records = self._manifests.read_users(users_file)
+            users_file = self._manifests.write_users(
+                updated_users(
+                    records,
+                    request.commit_user,
+                    request.identifier,
+                    snapshot_id,
+                    now_ms,
+                    self._options.get(opt.COMMIT_USER_RETENTION),
+                )
+            )
+            written.append(layout.manifest_path(users_file))
+        added_rows = sum(e.file.row_count for e in adds)
+        deleted_rows = sum(e.file.row_count for e in deletes)
+        kind = request.kind
+        if kind == CommitKind.APPEND and deletes:
+            kind = CommitKind.OVERWRITE
+        return Snapshot(
+            id=snapshot_id,
+            schema_id=self._schema_id,
+            parent_id=latest.id if latest is not None else None,
+            kind=kind,
+            commit_user=request.commit_user,
+            commit_identifier=request.identifier if request.identifier is not None else -1,
+            time_ms=now_ms,
+            base_manifest_list=base_list,
+            delta_manifest_list=delta_list,
+            total_record_count=(latest.total_record_count if latest else 0)
+            + added_rows
+            - deleted_rows,
+            delta_record_count=added_rows - deleted_rows,
+            total_file_count=(latest.total_file_count if latest else 0) + len(adds) - len(deletes),
+            next_sequence=next_sequence,
+            watermark=merged_watermark(
+                latest.watermark if latest is not None else None, request.watermark
+            ),
+            nonce=uuid.uuid4().hex,
+            commit_users=users_file,
+            properties=dict(request.properties),
+        )
+
+    def _live_paths(
+        self,
+        latest: Snapshot | None,
+        request: CommitRequest,
+        planned_overwrite: set[str] | None,
+    ) -> dict[str, ManifestEntry]:
+        if latest is None:
+            return {}
+        partitions = {m.partition for m in request.messages}
+        scope = request.overwrite
+
+        def relevant(entry: ManifestEntry) -> bool:
+            if planned_overwrite is not None and scope is not None:
+                if scope.matches(entry.partition, self._partition_keys):
+                    return True
+            return entry.partition in partitions
+
+        return {e.file.path: e for e in self._manifests.live_files(latest, entry_filter=relevant)}
+
+    def _publish(self, snapshot: Snapshot) -> bool:
+        """True if published; False if another commit holds the id.
+
+        A failed publish may still have landed (or land later, on object stores), so after one,
+        the outcome is settled by reading the snapshot back and comparing its nonce; retrying
+        with the same bytes is safe for the same reason."""
+        ambiguous: StorageError | None = None
+        for _ in range(_AMBIGUOUS_PUBLISH_RETRIES):
+            try:
+                created = self._snapshots.publish(snapshot)
+            except AtomicCreateUnsupportedError:
+                raise
+            except StorageError as exc:
+                ambiguous = exc
+                ours = self._read_back(snapshot, exc)
+                if ours is not None:
+                    return ours
+                continue
+            if created or ambiguous is None:
+                return created
+            # The id is taken after an ambiguous attempt: possibly by that attempt itself.
+            return bool(self._read_back(snapshot, ambiguous))
+        raise CommitStateUnknownError(
+            f"publishing snapshot {snapshot.id} kept failing ({ambiguous}); the commit may or "
+            "may not have landed: do not delete its files"
+        ) from ambiguous
+
+    def _read_back(self, snapshot: Snapshot, cause: StorageError) -> bool | None:
+        try:
+            return self._snapshots.read_back_is_ours(snapshot)
+        except StorageError as exc:
+            raise CommitStateUnknownError(
+                f"publishing snapshot {snapshot.id} failed ({cause}) and reading it back failed "
+                f"too ({exc}): the commit may or may not have landed; do not delete its files"
+            ) from exc
+
+    def _backoff(self, attempt: int) -> float:
+        low = self._options.get(opt.COMMIT_MIN_RETRY_WAIT)
+        high = self._options.get(opt.COMMIT_MAX_RETRY_WAIT)
+        wait_ms = min(high, low * 2 ** (attempt - 1))
+        return wait_ms * (1 + 0.2 * random.random()) / 1000
+
+    def _delete_quietly(self, paths: Sequence[str]) -> None:
+        for path in paths:
+            try:
+                self._storage.delete(path)
+            except StorageError:
+                pass  # unreferenced: orphan-file removal reclaims it

@@ -1,0 +1,284 @@
+"""Manifests and manifest lists: writing, reading (cached: they are immutable), folding entries
+into the live file set, and executing manifest merges."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+
+from appendtable.metadata import codec, layout
+from appendtable.metadata.models import (
+    CommitUserRecord,
+    CommitUsers,
+    FileKind,
+    Manifest,
+    ManifestEntry,
+    ManifestFileMeta,
+    ManifestList,
+    PartitionValues,
+    Snapshot,
+)
+from appendtable.planning.manifest_merge import MergeChoice
+from appendtable.storage import Storage
+
+__all__ = ["ManifestStore", "fold_live"]
+
+EntryFilter = Callable[[ManifestEntry], bool]
+ManifestFilter = Callable[[ManifestFileMeta], bool]
+
+_CACHE_MAX_ENTRIES = 2_000_000
+
+
+def fold_live(entries: Iterable[ManifestEntry]) -> dict[str, ManifestEntry]:
+    """The live files of a sequence of entries: every ADD not cancelled by a DELETE of the same
+    path. File names are unique and never re-added, so the fold does not depend on order."""
+    added: dict[str, ManifestEntry] = {}
+    deleted: set[str] = set()
+    for entry in entries:
+        if entry.kind == FileKind.ADD:
+            added[entry.file.path] = entry
+        else:
+            deleted.add(entry.file.path)
+    for path in deleted:
+        added.pop(path, None)
+    return added
+
+
+def _fold_keep_deletes(entries: Iterable[ManifestEntry]) -> list[ManifestEntry]:
+    """Cancel ADD/DELETE pairs; keep unmatched DELETEs (their ADD lives in another manifest)."""
+    added: dict[str, ManifestEntry] = {}
+    deletes: dict[str, ManifestEntry] = {}
+    for entry in entries:
+        if entry.kind == FileKind.ADD:
+            added[entry.file.path] = entry
+        else:
+            deletes[entry.file.path] = entry
+    cancelled = added.keys() & deletes.keys()
+    kept = [entry for path, entry in added.items() if path not in cancelled]
+    kept.extend(entry for path, entry in deletes.items() if path not in cancelled)
+    return kept
+
+
+def _partition_bounds(
+    partitions: Iterable[PartitionValues], width: int
+) -> tuple[PartitionValues, PartitionValues, tuple[int, ...]]:
+    lows: list[object] = [None] * width
+    highs: list[object] = [None] * width
+    nulls = [0] * width
+    for values in partitions:
+        for i, value in enumerate(values):
+            if value is None:
+                nulls[i] += 1
+                continue
+            low, high = lows[i], highs[i]
+            if low is None or _lt(value, low):
+                lows[i] = value
+            if high is None or _lt(high, value):
+                highs[i] = value
+    return tuple(lows), tuple(highs), tuple(nulls)  # type: ignore[return-value]
+
+
+def _lt(a: object, b: object) -> bool:
+    try:
+        return bool(a < b)  # type: ignore[operator]
+    except TypeError:
+        return str(a) < str(b)
+
+
+class ManifestStore:
+    """Reads and writes the manifests of one table."""
+
+    def __init__(self, storage: Storage, *, target_size: int) -> None:
+        self._storage = storage
+        self._target_size = target_size
+        self._cache: OrderedDict[str, list[ManifestEntry]] = OrderedDict()
+        self._cached_entries = 0
+        self._lists: OrderedDict[str, list[ManifestFileMeta]] = OrderedDict()
+        self._users: OrderedDict[str, list[CommitUserRecord]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    # ---- manifests --------------------------------------------------------------------------
+
+    def write_manifests(self, entries: Sequence[ManifestEntry]) -> list[ManifestFileMeta]:
+        """Write entries as one or more manifests, rolled near the target size."""
+        if not entries:
+            return []
+        written = []
+        batch: list[ManifestEntry] = []
+        encoded_estimate = 0
+        for entry in entries:
+            batch.append(entry)
+            encoded_estimate += 160 + 24 * len(entry.file.min_values)
+            if encoded_estimate >= self._target_size:
+                written.append(self._write_manifest(batch))
+                batch, encoded_estimate = [], 0
+        if batch:
+            written.append(self._write_manifest(batch))
+        return written
+
+    def _write_manifest(self, entries: list[ManifestEntry]) -> ManifestFileMeta:
+        name = f"manifest-{uuid.uuid4().hex}"
+        data = codec.encode(Manifest(entries), codec.Kind.MANIFEST)
+        self._storage.write(layout.manifest_path(name), data)
+        self._remember(name, entries)
+        width = len(entries[0].partition)
+        low, high, nulls = _partition_bounds((e.partition for e in entries), width)
+        return ManifestFileMeta(
+            file_name=name,
+            file_size=len(data),
+            num_added=sum(1 for e in entries if e.kind == FileKind.ADD),
+            num_deleted=sum(1 for e in entries if e.kind == FileKind.DELETE),
+            schema_id=max(e.file.schema_id for e in entries),
+            min_bucket=min(e.bucket for e in entries),
+            max_bucket=max(e.bucket for e in entries),
+            partition_min=low,
+            partition_max=high,
+            partition_null_counts=nulls,
+            min_seq=min(e.file.min_seq for e in entries),
+            max_seq=max(e.file.max_seq for e in entries),
+        )
+
+    def read_manifest(self, name: str) -> list[ManifestEntry]:
+        with self._lock:
+            cached = self._cache.get(name)
+            if cached is not None:
+                self._cache.move_to_end(name)
+                return cached
+        path = layout.manifest_path(name)
+        data = self._storage.read(path)
+        entries = codec.decode(data, Manifest, codec.Kind.MANIFEST, self._storage.uri(path)).entries
+        self._remember(name, entries)
+        return entries
+
+    def _remember(self, name: str, entries: list[ManifestEntry]) -> None:
+        with self._lock:
+            if name in self._cache:
+                return
+            self._cache[name] = entries
+            self._cached_entries += len(entries)
+            while self._cached_entries > _CACHE_MAX_ENTRIES and len(self._cache) > 1:
+                _, dropped = self._cache.popitem(last=False)
+                self._cached_entries -= len(dropped)
+
+    # ---- manifest lists ---------------------------------------------------------------------
+
+    def write_list(self, manifests: Sequence[ManifestFileMeta]) -> str:
+        name = f"manifest-list-{uuid.uuid4().hex}"
+        data = codec.encode(ManifestList(list(manifests)), codec.Kind.MANIFEST_LIST)
+        self._storage.write(layout.manifest_path(name), data)
+        with self._lock:
+            self._lists[name] = list(manifests)
+            self._trim(self._lists)
+        return name
+
+    def read_list(self, name: str) -> list[ManifestFileMeta]:
+        with self._lock:
+            cached = self._lists.get(name)
+            if cached is not None:
+                return cached
+        path = layout.manifest_path(name)
+        data = self._storage.read(path)
+        manifests = codec.decode(
+            data, ManifestList, codec.Kind.MANIFEST_LIST, self._storage.uri(path)
+        ).manifests
+        with self._lock:
+            self._lists[name] = manifests
+            self._trim(self._lists)
+        return manifests
+
+    @staticmethod
+    def _trim(cache: OrderedDict[str, object], limit: int = 256) -> None:
+        while len(cache) > limit:
+            cache.popitem(last=False)
+
+    def all_manifests(self, snapshot: Snapshot) -> list[ManifestFileMeta]:
+        """Base then delta manifests of a snapshot: together, all of its files."""
+        return self.read_list(snapshot.base_manifest_list) + self.read_list(
+            snapshot.delta_manifest_list
+        )
+
+    # ---- reading entries --------------------------------------------------------------------
+
+    def entries(
+        self,
+        manifests: Iterable[ManifestFileMeta],
+        manifest_filter: ManifestFilter | None = None,
+    ) -> list[ManifestEntry]:
+        """All entries of the manifests that pass ``manifest_filter``, in list order."""
+        collected: list[ManifestEntry] = []
+        for manifest in manifests:
+            if manifest_filter is None or manifest_filter(manifest):
+                collected.extend(self.read_manifest(manifest.file_name))
+        return collected
+
+    def live_files(
+        self,
+        snapshot: Snapshot,
+        manifest_filter: ManifestFilter | None = None,
+        entry_filter: EntryFilter | None = None,
+    ) -> list[ManifestEntry]:
+        """The ADD entries live in ``snapshot`` (optionally pruned), in manifest order."""
+        live = fold_live(self.entries(self.all_manifests(snapshot), manifest_filter))
+        if entry_filter is None:
+            return list(live.values())
+        return [entry for entry in live.values() if entry_filter(entry)]
+
+    def delta_entries(self, snapshot: Snapshot) -> list[ManifestEntry]:
+        """The entries this snapshot itself added or deleted."""
+        return self.entries(self.read_list(snapshot.delta_manifest_list))
+
+    # ---- merging ----------------------------------------------------------------------------
+
+    def merge(
+        self, manifests: Sequence[ManifestFileMeta], choice: MergeChoice
+    ) -> tuple[list[ManifestFileMeta], list[str]]:
+        """Execute a merge: the new manifest list, and the names of the manifests it wrote
+        (to delete if the commit fails)."""
+        chosen = set(choice.indices)
+        merged_entries = self.entries(manifests[i] for i in sorted(chosen))
+        folded = (
+            list(fold_live(merged_entries).values())
+            if choice.full
+            else _fold_keep_deletes(merged_entries)
+        )
+        written = self.write_manifests(folded)
+        result: list[ManifestFileMeta] = []
+        inserted = False
+        for index, manifest in enumerate(manifests):
+            if index in chosen:
+                if not inserted:
+                    result.extend(written)
+                    inserted = True
+                continue
+            result.append(manifest)
+        return result, [m.file_name for m in written]
+
+    # ---- commit users -----------------------------------------------------------------------
+
+    def write_users(self, records: Sequence[CommitUserRecord]) -> str:
+        name = f"commit-users-{uuid.uuid4().hex}"
+        data = codec.encode(CommitUsers(list(records)), codec.Kind.COMMIT_USERS)
+        self._storage.write(layout.manifest_path(name), data)
+        with self._lock:
+            self._users[name] = list(records)
+            self._trim(self._users)
+        return name
+
+    def read_users(self, name: str | None) -> list[CommitUserRecord]:
+        if name is None:
+            return []
+        with self._lock:
+            cached = self._users.get(name)
+            if cached is not None:
+                return cached
+        path = layout.manifest_path(name)
+        data = self._storage.read(path)
+        records = codec.decode(
+            data, CommitUsers, codec.Kind.COMMIT_USERS, self._storage.uri(path)
+        ).records
+        with self._lock:
+            self._users[name] = records
+            self._trim(self._users)
+        return records

@@ -1,0 +1,194 @@
+"""The snapshot log: ``snapshot/snapshot-<id>`` files with ids 1, 2, 3, ... and no gaps.
+
+``LATEST`` and ``EARLIEST`` are hints only. The latest id is found by reading ``LATEST`` and
+probing forward for ``snapshot-<hint+1>``, ``+2``, ... until one is missing (O(1) when the hint is
+current); a missing or damaged hint falls back to listing. Snapshots are immutable once
+published, so decoded snapshots are cached by id.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+from appendtable.errors import (
+    AppendTableError,
+    CorruptMetadataError,
+    ObjectNotFoundError,
+    SnapshotExpiredError,
+    SnapshotNotFoundError,
+    StorageError,
+)
+from appendtable.metadata import codec, layout
+from appendtable.metadata.models import Snapshot
+from appendtable.storage import Storage
+
+__all__ = ["SnapshotStore"]
+
+_CACHE_LIMIT = 1024
+
+
+class SnapshotStore:
+    """Reads and publishes the snapshots of one table."""
+
+    def __init__(self, storage: Storage) -> None:
+        self._storage = storage
+        self._cache: OrderedDict[int, Snapshot] = OrderedDict()
+        self._lock = threading.Lock()
+        self._latest_seen = 0
+
+    # ---- ids --------------------------------------------------------------------------------
+
+    def list_ids(self) -> list[int]:
+        """Every snapshot id present, ascending (a listing: O(snapshots))."""
+        ids = [
+            layout.id_from_name(info.path, layout.SNAPSHOT_PREFIX)
+            for info in self._storage.list(layout.SNAPSHOT_DIR)
+        ]
+        return sorted(i for i in ids if i is not None)
+
+    def _read_hint(self, path: str) -> int | None:
+        try:
+            text = self._storage.read(path).decode("ascii", errors="replace").strip()
+        except ObjectNotFoundError:
+            return None
+        return int(text) if text.isdigit() and int(text) > 0 else None
+
+    def exists(self, snapshot_id: int) -> bool:
+        if snapshot_id in self._cache:
+            return True
+        return self._storage.exists(layout.snapshot_path(snapshot_id))
+
+    def latest_id(self) -> int | None:
+        """The id of the newest snapshot, None for an empty table."""
+        hint = max(self._read_hint(layout.LATEST_HINT) or 0, self._latest_seen)
+        if hint and self.exists(hint):
+            probe = hint
+            while self.exists(probe + 1):
+                probe += 1
+            self._latest_seen = probe
+            return probe
+        ids = self.list_ids()
+        if not ids:
+            return None
+        self._latest_seen = ids[-1]
+        return ids[-1]
+
+    def earliest_id(self) -> int | None:
+        """The id of the oldest retained snapshot, None for an empty table."""
+        hint = self._read_hint(layout.EARLIEST_HINT)
+        if hint and self.exists(hint) and not self.exists(hint - 1):
+            return hint
+        ids = self.list_ids()
+        return ids[0] if ids else None
+
+    def write_earliest_hint(self, snapshot_id: int) -> None:
+        self._write_hint(layout.EARLIEST_HINT, snapshot_id)
+
+    def _write_hint(self, path: str, snapshot_id: int) -> None:
+        try:
+            self._storage.write(path, str(snapshot_id).encode("ascii"))
+        except StorageError:
+            pass  # a hint: readers verify it and fall back to listing
+
+    # ---- snapshots --------------------------------------------------------------------------
+
+    def get(self, snapshot_id: int) -> Snapshot:
+        """Snapshot ``snapshot_id``. Raises SnapshotExpiredError if it was expired,
+        SnapshotNotFoundError if it never existed."""
+        with self._lock:
+            cached = self._cache.get(snapshot_id)
+        if cached is not None:
+            return cached
+        path = layout.snapshot_path(snapshot_id)
+        try:
+            data = self._storage.read(path)
+        except ObjectNotFoundError:
+            raise self._missing(snapshot_id) from None
+        snapshot = codec.decode(data, Snapshot, codec.Kind.SNAPSHOT, self._storage.uri(path))
+        if snapshot.id != snapshot_id:
+            raise CorruptMetadataError(
+                f"{self._storage.uri(path)} holds snapshot {snapshot.id}", path=path
+            )
+        self._remember(snapshot)
+        return snapshot
+
+    def _missing(self, snapshot_id: int) -> AppendTableError:
+        earliest = self.earliest_id()
+        latest = self.latest_id()
+        if earliest is not None and snapshot_id < earliest:
+            return SnapshotExpiredError(
+                f"snapshot {snapshot_id} has expired (earliest retained is {earliest}); "
+                "readers that must not miss data should use a consumer id, which protects "
+                "the snapshots it still needs from expiration"
+            )
+        return SnapshotNotFoundError(
+            f"snapshot {snapshot_id} does not exist"
+            + (f" (snapshots {earliest}..{latest} exist)" if latest else " (the table is empty)")
+        )
+
+    def _remember(self, snapshot: Snapshot) -> None:
+        with self._lock:
+            self._cache[snapshot.id] = snapshot
+            while len(self._cache) > _CACHE_LIMIT:
+                self._cache.popitem(last=False)
+
+    def latest(self) -> Snapshot | None:
+        latest_id = self.latest_id()
+        return None if latest_id is None else self.get(latest_id)
+
+    def find_by_time(self, timestamp_ms: int) -> Snapshot | None:
+        """The newest snapshot committed at or before ``timestamp_ms`` (binary search)."""
+        earliest, latest = self.earliest_id(), self.latest_id()
+        if earliest is None or latest is None:
+            return None
+        found: Snapshot | None = None
+        low, high = earliest, latest
+        while low <= high:
+            middle = (low + high) // 2
+            snapshot = self.get(middle)
+            if snapshot.time_ms <= timestamp_ms:
+                found, low = snapshot, middle + 1
+            else:
+                high = middle - 1
+        return found
+
+    def first_at_or_after(self, timestamp_ms: int) -> int | None:
+        """The id of the oldest snapshot committed at or after ``timestamp_ms``."""
+        before = self.find_by_time(timestamp_ms - 1)
+        if before is None:
+            return self.earliest_id()
+        latest = self.latest_id()
+        return before.id + 1 if latest is not None and before.id < latest else None
+
+    # ---- publishing -------------------------------------------------------------------------
+
+    def publish(self, snapshot: Snapshot) -> bool:
+        """Atomically create ``snapshot-<id>``. True if this call created it; False if another
+        commit took the id. Raises StorageError when the outcome is unknown."""
+        data = codec.encode(snapshot, codec.Kind.SNAPSHOT)
+        created = self._storage.put_if_absent(layout.snapshot_path(snapshot.id), data)
+        if created:
+            self._remember(snapshot)
+            self._latest_seen = max(self._latest_seen, snapshot.id)
+            self._write_hint(layout.LATEST_HINT, snapshot.id)
+        return created
+
+    def read_back_is_ours(self, snapshot: Snapshot) -> bool | None:
+        """After an ambiguous publish: True if the stored snapshot is ours (same nonce), False
+        if another commit holds the id, None if it is absent."""
+        path = layout.snapshot_path(snapshot.id)
+        try:
+            data = self._storage.read(path)
+        except ObjectNotFoundError:
+            return None
+        stored = codec.decode(data, Snapshot, codec.Kind.SNAPSHOT, self._storage.uri(path))
+        if stored.nonce == snapshot.nonce:
+            self._remember(stored)
+            return True
+        return False
+
+    def forget(self, snapshot_id: int) -> None:
+        """Drop a snapshot from the cache (after it was expired)."""
+        with self._lock:
+            self._cache.pop(snapshot_id, None)

@@ -1,0 +1,306 @@
+"""Arrow types <-> stored ``TypeSpec``s, and conforming input data to a table schema.
+
+``conform`` is the gate every write passes through. It matches columns **by name**, never by
+position, and casts only within a type family (integers to wider integers or floats, string to
+large string, timestamp units, ...), with overflow and truncation checks. It never parses strings
+into numbers or dates (pyarrow's cast would), never drops or invents columns, and checks that
+non-nullable columns hold no nulls. Any violation raises :class:`SchemaMismatchError` naming the
+column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from appendtable.errors import InvalidSchemaError, SchemaMismatchError
+from appendtable.metadata.types import FieldSpec, TypeSpec
+
+__all__ = [
+    "arrow_schema",
+    "arrow_type",
+    "conform",
+    "field_specs",
+    "to_table",
+    "type_spec",
+]
+
+_SIMPLE: dict[str, pa.DataType] = {
+    "null": pa.null(),
+    "bool": pa.bool_(),
+    "int8": pa.int8(),
+    "int16": pa.int16(),
+    "int32": pa.int32(),
+    "int64": pa.int64(),
+    "uint8": pa.uint8(),
+    "uint16": pa.uint16(),
+    "uint32": pa.uint32(),
+    "uint64": pa.uint64(),
+    "float16": pa.float16(),
+    "float32": pa.float32(),
+    "float64": pa.float64(),
+    "string": pa.string(),
+    "large_string": pa.large_string(),
+    "binary": pa.binary(),
+    "large_binary": pa.large_binary(),
+    "date32": pa.date32(),
+    "date64": pa.date64(),
+}
+_SIMPLE_BY_TYPE = {dtype: kind for kind, dtype in _SIMPLE.items()}
+
+
+def type_spec(dtype: pa.DataType, *, column: str = "") -> TypeSpec:
+    """The stored form of an Arrow type. Raises InvalidSchemaError for unsupported types."""
+    kind = _SIMPLE_BY_TYPE.get(dtype)
+    if kind is not None and kind != "null":
+        return TypeSpec(kind=kind)
+    if pa.types.is_string_view(dtype):
+        return TypeSpec(kind="string")
+    if pa.types.is_binary_view(dtype):
+        return TypeSpec(kind="binary")
+    if pa.types.is_timestamp(dtype):
+        return TypeSpec(kind="timestamp", unit=dtype.unit, tz=dtype.tz)
+    if pa.types.is_time32(dtype):
+        return TypeSpec(kind="time32", unit=dtype.unit)
+    if pa.types.is_time64(dtype):
+        return TypeSpec(kind="time64", unit=dtype.unit)
+    if pa.types.is_duration(dtype):
+        return TypeSpec(kind="duration", unit=dtype.unit)
+    if pa.types.is_decimal(dtype):
+        if dtype.precision > 38:
+            raise InvalidSchemaError(
+                f"column '{column}': decimal precision {dtype.precision} is above 38, which "
+                "engines such as Spark cannot read"
+            )
+        return TypeSpec(kind="decimal", precision=dtype.precision, scale=dtype.scale)
+    if pa.types.is_fixed_size_binary(dtype):
+        return TypeSpec(kind="fixed_size_binary", byte_width=dtype.byte_width)
+    if pa.types.is_dictionary(dtype):
+        return type_spec(dtype.value_type, column=column)
+    if pa.types.is_list(dtype) or pa.types.is_large_list(dtype) or pa.types.is_list_view(dtype):
+        kind = "large_list" if pa.types.is_large_list(dtype) else "list"
+        return TypeSpec(kind=kind, fields=(_field_spec(dtype.value_field, column),))
+    if pa.types.is_fixed_size_list(dtype):
+        return TypeSpec(
+            kind="fixed_size_list",
+            byte_width=dtype.list_size,
+            fields=(_field_spec(dtype.value_field, column),),
+        )
+    if pa.types.is_map(dtype):
+        return TypeSpec(
+            kind="map",
+            fields=(_field_spec(dtype.key_field, column), _field_spec(dtype.item_field, column)),
+        )
+    if pa.types.is_struct(dtype):
+        return TypeSpec(
+            kind="struct",
+            fields=tuple(_field_spec(dtype.field(i), column) for i in range(dtype.num_fields)),
+        )
+    raise InvalidSchemaError(f"column '{column}': unsupported type {dtype}")
+
+
+def _field_spec(field: pa.Field, column: str) -> FieldSpec:
+    path = f"{column}.{field.name}" if column else field.name
+    return FieldSpec(name=field.name, type=type_spec(field.type, column=path), nullable=field.nullable)
+
+
+def field_specs(schema: pa.Schema) -> tuple[FieldSpec, ...]:
+    """The stored fields of an Arrow schema (dictionary and view types are stored as their
+    plain value types). Raises InvalidSchemaError for unsupported or duplicate columns."""
+    names = [field.name for field in schema]
+    duplicates = sorted({name for name in names if names.count(name) > 1})
+    if duplicates:
+        raise InvalidSchemaError(f"duplicate column name(s): {', '.join(duplicates)}")
+    if not names:
+        raise InvalidSchemaError("a table needs at least one column")
+    return tuple(_field_spec(field, "") for field in schema)
+
+
+def arrow_type(spec: TypeSpec) -> pa.DataType:
+    """The Arrow type of a stored type."""
+    simple = _SIMPLE.get(spec.kind)
+    if simple is not None:
+        return simple
+    kind = spec.kind
+    if kind == "timestamp":
+        return pa.timestamp(spec.unit or "us", tz=spec.tz)
+    if kind == "time32":
+        return pa.time32(spec.unit or "ms")
+    if kind == "time64":
+        return pa.time64(spec.unit or "us")
+    if kind == "duration":
+        return pa.duration(spec.unit or "us")
+    if kind == "decimal":
+        precision = spec.precision or 38
+        return pa.decimal128(precision, spec.scale or 0)
+    if kind == "fixed_size_binary":
+        return pa.binary(spec.byte_width or 1)
+    if kind == "list":
+        return pa.list_(_arrow_field(spec.fields[0]))
+    if kind == "large_list":
+        return pa.large_list(_arrow_field(spec.fields[0]))
+    if kind == "fixed_size_list":
+        return pa.list_(_arrow_field(spec.fields[0]), spec.byte_width or 1)
+    if kind == "map":
+        key, item = spec.fields
+        return pa.map_(_arrow_field(key), _arrow_field(item))
+    if kind == "struct":
+        return pa.struct([_arrow_field(child) for child in spec.fields])
+    raise InvalidSchemaError(f"unknown stored type kind {kind!r}")
+
+
+def _arrow_field(spec: FieldSpec) -> pa.Field:
+    return pa.field(spec.name, arrow_type(spec.type), nullable=spec.nullable)
+
+
+def arrow_schema(fields: Sequence[FieldSpec]) -> pa.Schema:
+    return pa.schema([_arrow_field(field) for field in fields])
+
+
+# ---- conforming input ---------------------------------------------------------------------------
+
+_FAMILIES = (
+    ("int", pa.types.is_integer),
+    ("float", pa.types.is_floating),
+    ("decimal", pa.types.is_decimal),
+    ("string", lambda t: pa.types.is_string(t) or pa.types.is_large_string(t)
+     or pa.types.is_string_view(t)),
+    ("binary", lambda t: pa.types.is_binary(t) or pa.types.is_large_binary(t)
+     or pa.types.is_binary_view(t) or pa.types.is_fixed_size_binary(t)),
+    ("bool", pa.types.is_boolean),
+    ("date", pa.types.is_date),
+    ("timestamp", pa.types.is_timestamp),
+    ("time", pa.types.is_time),
+    ("duration", pa.types.is_duration),
+    ("list", lambda t: pa.types.is_list(t) or pa.types.is_large_list(t)
+     or pa.types.is_fixed_size_list(t) or pa.types.is_list_view(t)),
+    ("map", pa.types.is_map),
+    ("struct", pa.types.is_struct),
+)
+#: Cross-family casts that never change meaning (checked for overflow by a safe cast).
+_ALLOWED_CROSS = frozenset({("int", "float"), ("int", "decimal"), ("decimal", "float")})
+
+
+def _family(dtype: pa.DataType) -> str:
+    for name, predicate in _FAMILIES:
+        if predicate(dtype):
+            return name
+    return str(dtype)
+
+
+def _castable(source: pa.DataType, target: pa.DataType) -> bool:
+    if source == target or pa.types.is_null(source):
+        return True
+    if pa.types.is_dictionary(source):
+        return _castable(source.value_type, target)
+    source_family, target_family = _family(source), _family(target)
+    if source_family != target_family:
+        return (source_family, target_family) in _ALLOWED_CROSS
+    if source_family == "timestamp":
+        # An instant (with time zone) and a wall-clock time (without) are different things.
+        return (source.tz is None) == (target.tz is None)
+    if source_family == "struct":
+        target_names = {target.field(i).name: target.field(i).type for i in range(target.num_fields)}
+        source_fields = [source.field(i) for i in range(source.num_fields)]
+        return len(source_fields) == len(target_names) and all(
+            f.name in target_names and _castable(f.type, target_names[f.name])
+            for f in source_fields
+        )
+    if source_family == "list":
+        return _castable(source.value_type, target.value_type)
+    if source_family == "map":
+        return _castable(source.key_type, target.key_type) and _castable(
+            source.item_type, target.item_type
+        )
+    return True
+
+
+def conform(data: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``data`` with the table's column order and types, or SchemaMismatchError naming the
+    column that does not fit. Nothing is written before this check passes."""
+    present = data.column_names
+    duplicates = sorted({name for name in present if present.count(name) > 1})
+    if duplicates:
+        raise SchemaMismatchError(
+            f"input has duplicate column(s): {', '.join(duplicates)}", column=duplicates[0]
+        )
+    expected = set(schema.names)
+    extra = [name for name in present if name not in expected]
+    if extra:
+        raise SchemaMismatchError(
+            f"input column '{extra[0]}' is not in the table schema "
+            f"(table columns: {', '.join(schema.names)})",
+            column=extra[0],
+        )
+    missing = [name for name in schema.names if name not in present]
+    if missing:
+        raise SchemaMismatchError(
+            f"input is missing column '{missing[0]}' of the table schema", column=missing[0]
+        )
+    columns = []
+    for field in schema:
+        column = data.column(field.name)
+        columns.append(_conform_column(column, field))
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _conform_column(column: pa.ChunkedArray, field: pa.Field) -> pa.ChunkedArray:
+    source = column.type
+    if source != field.type:
+        if not _castable(source, field.type):
+            raise SchemaMismatchError(
+                f"column '{field.name}' has type {source}, which cannot be safely cast to the "
+                f"table's type {field.type}",
+                column=field.name,
+            )
+        try:
+            column = pc.cast(column, field.type, safe=True)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            raise SchemaMismatchError(
+                f"column '{field.name}': values do not fit the table's type {field.type}: {exc}",
+                column=field.name,
+            ) from exc
+    if not field.nullable and column.null_count:
+        raise SchemaMismatchError(
+            f"column '{field.name}' is not nullable but the input holds {column.null_count} "
+            "null value(s)",
+            column=field.name,
+        )
+    return column
+
+
+def to_table(data: object, schema: pa.Schema) -> pa.Table:
+    """Accept a pyarrow Table, RecordBatch, iterable of RecordBatches or a pandas DataFrame."""
+    if isinstance(data, pa.Table):
+        return data
+    if isinstance(data, pa.RecordBatch):
+        return pa.Table.from_batches([data])
+    if isinstance(data, pa.RecordBatchReader):
+        return data.read_all()
+    if hasattr(data, "__arrow_c_stream__") and not isinstance(data, Iterable):
+        return pa.table(data)
+    module = type(data).__module__
+    if module.startswith("pandas"):
+        return _from_pandas(data)
+    if isinstance(data, Iterable) and not isinstance(data, str | bytes | dict):
+        batches = list(data)
+        if not all(isinstance(batch, pa.RecordBatch) for batch in batches):
+            raise SchemaMismatchError(
+                "an iterable input must yield pyarrow RecordBatches only"
+            )
+        if not batches:
+            return schema.empty_table()
+        return pa.Table.from_batches(batches)
+    raise SchemaMismatchError(
+        f"cannot write {type(data).__name__}: pass a pyarrow Table, RecordBatch, an iterable "
+        "of RecordBatches or a pandas DataFrame"
+    )
+
+
+def _from_pandas(frame: object) -> pa.Table:
+    try:
+        return pa.Table.from_pandas(frame, preserve_index=False)
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise SchemaMismatchError(f"cannot convert the pandas DataFrame: {exc}") from exc

@@ -1,0 +1,66 @@
+"""A parsed ``Filter`` as a pyarrow compute expression, for exact row filtering."""
+
+from __future__ import annotations
+
+import decimal
+import functools
+import operator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from appendtable.datafiles.arrow_schema import arrow_type
+from appendtable.metadata.models import StatValue
+from appendtable.metadata.types import TypeSpec
+from appendtable.planning.filters import Filter, Predicate
+
+__all__ = ["to_expression"]
+
+
+def to_expression(row_filter: Filter | None) -> pc.Expression | None:
+    if row_filter is None:
+        return None
+    clauses = [
+        functools.reduce(operator.and_, (_predicate(p) for p in clause))
+        for clause in row_filter.clauses
+    ]
+    return functools.reduce(operator.or_, clauses)
+
+
+def _scalar(value: StatValue, type_spec: TypeSpec) -> pa.Scalar:
+    dtype = arrow_type(type_spec)
+    if type_spec.kind == "decimal" and isinstance(value, str):
+        return pa.scalar(decimal.Decimal(value), type=dtype)
+    if type_spec.kind == "date64" and isinstance(value, int):
+        return pa.scalar(value * 86_400_000, type=dtype)
+    if type_spec.kind in ("float16", "float32", "float64"):
+        return pa.scalar(float(value), type=pa.float64())  # type: ignore[arg-type]
+    if type_spec.kind in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"):
+        return pa.scalar(value, type=pa.float64() if isinstance(value, float) else pa.int64())
+    return pa.scalar(value, type=dtype)
+
+
+def _predicate(predicate: Predicate) -> pc.Expression:
+    field = pc.field(predicate.column)
+    op = predicate.op
+    if op == "is null":
+        return field.is_null()
+    if op == "is not null":
+        return field.is_valid()
+    scalars = [_scalar(v, predicate.type) for v in predicate.values]
+    if op in ("=", "=="):
+        return field == scalars[0]
+    if op == "!=":
+        return field != scalars[0]
+    if op == "<":
+        return field < scalars[0]
+    if op == "<=":
+        return field <= scalars[0]
+    if op == ">":
+        return field > scalars[0]
+    if op == ">=":
+        return field >= scalars[0]
+    values = pa.array([s.as_py() for s in scalars], type=scalars[0].type if scalars else None)
+    membership = field.isin(values)
+    # SQL semantics, as in pruning: a null is neither in nor not in a list.
+    return membership if op == "in" else ~membership & field.is_valid()

@@ -1,0 +1,247 @@
+"""Parquet data files: rolling writes with statistics, and ordered reads.
+
+A data file holds exactly the table's columns (partition columns included), written with the
+table's codec (zstd by default) and Parquet statistics. Files roll when they reach
+``target-file-size``; a file may overshoot by at most one row group, which is sized to a quarter
+of the target (estimated from the observed compression ratio). Files are fsynced on local disk
+before they are reported, so a committed snapshot never references a file that a crash can lose.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from appendtable.datafiles.stats import StatsCollector
+from appendtable.errors import ObjectNotFoundError
+from appendtable.metadata import layout
+from appendtable.metadata.models import DataFileMeta, FileSource
+from appendtable.metadata.types import FieldSpec
+from appendtable.storage import Storage
+from appendtable.storage.translate import translated
+
+__all__ = [
+    "FileWriteSpec",
+    "arrow_filesystem",
+    "choose_dictionary_columns",
+    "read_file",
+    "write_files",
+]
+
+_MAX_ROW_GROUP_ROWS = 1024 * 1024
+_MAX_ROW_GROUP_BYTES = 128 * 1024 * 1024
+_DICTIONARY_SAMPLE_ROWS = 65_536
+_DICTIONARY_MAX_DISTINCT_RATIO = 0.5
+
+
+@dataclass
+class FileWriteSpec:
+    """How to write data files of one table."""
+
+    schema: pa.Schema
+    fields: Sequence[FieldSpec]
+    schema_id: int
+    compression: str
+    compression_level: int | None
+    stats_mode: str
+    stats_truncate: int | None
+    target_file_size: int
+    dictionary_columns: list[str] | None = None
+    #: Observed bytes on disk per byte of Arrow data; refined as files are written.
+    compression_ratio: float = 0.5
+    _ratio_samples: list[float] = field(default_factory=list)
+
+    def observe_ratio(self, arrow_bytes: int, file_bytes: int) -> None:
+        if arrow_bytes > 0 and file_bytes > 0:
+            self._ratio_samples.append(file_bytes / arrow_bytes)
+            recent = self._ratio_samples[-8:]
+            self.compression_ratio = max(0.01, sum(recent) / len(recent))
+
+
+def choose_dictionary_columns(sample: pa.Table) -> list[str]:
+    """Columns worth dictionary encoding, decided once from a sample: Parquet otherwise tries a
+    dictionary for every column of every file, a large cost for high-cardinality columns."""
+    head = sample.slice(0, _DICTIONARY_SAMPLE_ROWS)
+    chosen = []
+    for name in head.column_names:
+        column = head.column(name)
+        dtype = column.type
+        if pa.types.is_nested(dtype) or pa.types.is_boolean(dtype):
+            continue
+        valid = len(column) - column.null_count
+        if valid == 0:
+            chosen.append(name)
+            continue
+        distinct = pc.count_distinct(column).as_py()
+        if distinct / valid <= _DICTIONARY_MAX_DISTINCT_RATIO:
+            chosen.append(name)
+    return chosen
+
+
+def write_files(
+    storage: Storage,
+    directory: str,
+    chunks: Iterable[pa.Table],
+    spec: FileWriteSpec,
+    *,
+    source: FileSource = FileSource.APPEND,
+    seq_start: int = 0,
+    on_file: Callable[[str], None] | None = None,
+) -> list[DataFileMeta]:
+    """Write ``chunks`` (in order) as rolling Parquet files under ``directory``.
+
+    Returns the files in write order with sequence numbers ``seq_start, seq_start + 1, ...``
+    per row. ``on_file`` is called with each path before writing starts, so a caller can clean
+    up after a failure.
+    """
+    writer_id = uuid.uuid4().hex
+    files: list[DataFileMeta] = []
+    current: _OpenFile | None = None
+    next_seq = seq_start
+    try:
+        for chunk in chunks:
+            for piece in _row_groups(chunk, spec):
+                if current is None:
+                    path = f"{directory}/{layout.data_file_name(writer_id, len(files))}"
+                    if on_file is not None:
+                        on_file(path)
+                    current = _OpenFile(storage, path, spec)
+                current.write(piece)
+                if current.size() >= spec.target_file_size:
+                    meta = current.close(next_seq, source)
+                    next_seq += meta.row_count
+                    files.append(meta)
+                    current = None
+        if current is not None:
+            meta = current.close(next_seq, source)
+            files.append(meta)
+            current = None
+    finally:
+        if current is not None:
+            current.abandon()
+    return files
+
+
+def _row_groups(chunk: pa.Table, spec: FileWriteSpec) -> Iterator[pa.Table]:
+    rows = chunk.num_rows
+    if rows == 0:
+        return
+    row_bytes = max(1.0, chunk.nbytes / rows)
+    by_target = spec.target_file_size / 4 / (row_bytes * spec.compression_ratio)
+    per_group = int(max(1, min(_MAX_ROW_GROUP_ROWS, _MAX_ROW_GROUP_BYTES / row_bytes, by_target)))
+    for offset in range(0, rows, per_group):
+        yield chunk.slice(offset, per_group)
+
+
+class _OpenFile:
+    def __init__(self, storage: Storage, path: str, spec: FileWriteSpec) -> None:
+        self._storage = storage
+        self._path = path
+        self._spec = spec
+        self._rows = 0
+        self._arrow_bytes = 0
+        self._stats = StatsCollector(spec.fields, spec.stats_mode, spec.stats_truncate)
+        local = storage.local_path(path)
+        with translated("write", storage.uri(path)):
+            if local is not None:
+                storage.ensure_parent(path)
+                self._sink: pa.NativeFile = pa.OSFile(local, "wb")
+            else:
+                self._sink = pa.PythonFile(storage.open_output(path), mode="w")
+            self._writer = pq.ParquetWriter(
+                self._sink,
+                spec.schema,
+                compression=spec.compression,
+                compression_level=spec.compression_level,
+                use_dictionary=spec.dictionary_columns
+                if spec.dictionary_columns is not None
+                else True,
+                write_statistics=True,
+            )
+
+    def write(self, piece: pa.Table) -> None:
+        with translated("write", self._storage.uri(self._path)):
+            self._writer.write_table(piece, row_group_size=piece.num_rows)
+        self._stats.update(piece)
+        self._rows += piece.num_rows
+        self._arrow_bytes += piece.nbytes
+
+    def size(self) -> int:
+        return int(self._sink.tell())
+
+    def close(self, seq_start: int, source: FileSource) -> DataFileMeta:
+        with translated("write", self._storage.uri(self._path)):
+            self._writer.close()
+            size = int(self._sink.tell())
+            self._sink.close()
+        self._storage.sync(self._path)
+        self._spec.observe_ratio(self._arrow_bytes, size)
+        nulls, mins, maxs = self._stats.result()
+        return DataFileMeta(
+            path=self._path,
+            file_size=size,
+            row_count=self._rows,
+            min_seq=seq_start,
+            max_seq=seq_start + self._rows - 1,
+            schema_id=self._spec.schema_id,
+            creation_time_ms=int(time.time() * 1000),
+            source=int(source),
+            null_counts=nulls,
+            min_values=mins,
+            max_values=maxs,
+        )
+
+    def abandon(self) -> None:
+        try:
+            self._writer.close()
+            self._sink.close()
+        except (OSError, pa.ArrowException):
+            pass
+        self._storage.delete(self._path)
+
+
+def arrow_filesystem(storage: Storage) -> tuple[pafs.FileSystem, str]:
+    """A pyarrow file system and the root path in it, for reading data files natively."""
+    probe = storage.local_path("")
+    if probe is not None:
+        return pafs.LocalFileSystem(), probe
+    fs, root = storage.fsspec()
+    return pafs.PyFileSystem(pafs.FSSpecHandler(fs)), root
+
+
+def read_file(
+    storage: Storage,
+    path: str,
+    *,
+    columns: Sequence[str] | None = None,
+    row_filter: pc.Expression | None = None,
+    batch_size: int = 65_536,
+) -> Iterator[pa.RecordBatch]:
+    """The rows of one data file in file order, projected and filtered."""
+    filesystem, root = arrow_filesystem(storage)
+    full = f"{root}/{path}"
+    with translated("read", storage.uri(path)):
+        try:
+            fragment_source = ds.dataset(full, format="parquet", filesystem=filesystem)
+        except FileNotFoundError as exc:
+            raise ObjectNotFoundError(
+                f"data file {storage.uri(path)} is missing: the table references it but it is "
+                "gone (deleted outside the table?)",
+                path=storage.uri(path),
+                operation="read",
+            ) from exc
+        scanner = fragment_source.scanner(
+            columns=list(columns) if columns is not None else None,
+            filter=row_filter,
+            batch_size=batch_size,
+            use_threads=False,
+        )
+        yield from scanner.to_batches()

@@ -1,0 +1,147 @@
+"""The exception tree of appendtable (layer 0: imports nothing from the package).
+
+Every error the library raises on purpose derives from :class:`AppendTableError`, so callers
+can catch one class. Foreign exceptions (OSError, botocore, msgspec, pyarrow) are translated
+at the boundary where they occur and chained with ``raise ... from``::
+
+    AppendTableError
+    ├── TableNotFoundError            the URI holds no table
+    ├── TableExistsError              create_table on an existing table
+    ├── InvalidSchemaError            a bad table definition (partition keys, unsupported types)
+    ├── InvalidOptionError            unknown option key, bad value, contradictory options
+    ├── InvalidFilterError            a filter that names an unknown column or operator
+    ├── SchemaMismatchError           input data does not fit the table schema (names the column)
+    ├── UnsupportedFormatVersionError table written by a newer format version
+    ├── CorruptMetadataError          checksum mismatch or undecodable metadata (names the file)
+    ├── SnapshotNotFoundError         a snapshot id or timestamp that does not exist
+    │   └── SnapshotExpiredError      the snapshot existed but was expired
+    ├── StorageError                  an I/O failure (carries .path and .operation)
+    │   ├── ObjectNotFoundError       a file that should exist does not (e.g. a lost data file)
+    │   ├── ObjectExistsError         put-if-absent found the name taken
+    │   ├── AtomicCreateUnsupportedError  the backend cannot publish atomically
+    │   └── TransientStorageError     throttling, timeouts: safe to retry
+    └── CommitError
+        ├── CommitConflictError       definitely NOT applied: safe to re-plan and retry
+        └── CommitStateUnknownError   the outcome is unknown: never delete its files
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AppendTableError",
+    "AtomicCreateUnsupportedError",
+    "CommitConflictError",
+    "CommitError",
+    "CommitStateUnknownError",
+    "CorruptMetadataError",
+    "InvalidFilterError",
+    "InvalidOptionError",
+    "InvalidSchemaError",
+    "ObjectExistsError",
+    "ObjectNotFoundError",
+    "SchemaMismatchError",
+    "SnapshotExpiredError",
+    "SnapshotNotFoundError",
+    "StorageError",
+    "TableExistsError",
+    "TableNotFoundError",
+    "TransientStorageError",
+    "UnsupportedFormatVersionError",
+]
+
+
+class AppendTableError(Exception):
+    """The root of every error raised by appendtable."""
+
+
+class TableNotFoundError(AppendTableError):
+    """No table exists at the given URI."""
+
+
+class TableExistsError(AppendTableError):
+    """A table already exists at the given URI."""
+
+
+class InvalidSchemaError(AppendTableError, ValueError):
+    """The table definition is not valid (partition keys, unsupported column types)."""
+
+
+class InvalidOptionError(AppendTableError, ValueError):
+    """An option key is unknown, its value does not parse, or options contradict each other."""
+
+
+class InvalidFilterError(AppendTableError, ValueError):
+    """A filter names an unknown column, an unknown operator, or a value of the wrong type."""
+
+
+class SchemaMismatchError(AppendTableError, ValueError):
+    """Input data does not fit the table schema. The message names the offending column."""
+
+    def __init__(self, message: str, *, column: str | None = None) -> None:
+        super().__init__(message)
+        self.column = column
+
+
+class UnsupportedFormatVersionError(AppendTableError):
+    """The table (or one of its files) was written by a newer, incompatible format version."""
+
+
+class CorruptMetadataError(AppendTableError):
+    """A metadata file failed its checksum or could not be decoded. ``path`` names the file."""
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class SnapshotNotFoundError(AppendTableError, LookupError):
+    """The requested snapshot does not exist."""
+
+
+class SnapshotExpiredError(SnapshotNotFoundError):
+    """The requested snapshot existed but has been expired."""
+
+
+class StorageError(AppendTableError, OSError):
+    """An I/O operation failed. ``path`` and ``operation`` say which one."""
+
+    def __init__(self, message: str, *, path: str = "", operation: str = "") -> None:
+        super().__init__(message)
+        self.path = path
+        self.operation = operation
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class ObjectNotFoundError(StorageError, FileNotFoundError):
+    """A file that should exist does not."""
+
+
+class ObjectExistsError(StorageError, FileExistsError):
+    """A create-if-absent found the name already taken."""
+
+
+class AtomicCreateUnsupportedError(StorageError):
+    """The storage backend cannot create a file atomically-if-absent, so concurrent commits
+    could overwrite each other. Opt into single-writer mode to commit anyway."""
+
+
+class TransientStorageError(StorageError):
+    """A temporary failure (throttling, timeout, connection reset); the operation may be retried."""
+
+
+class CommitError(AppendTableError):
+    """A commit did not complete normally."""
+
+
+class CommitConflictError(CommitError):
+    """The commit was definitely not applied: re-plan against the new table state and retry.
+
+    Raised when a commit that deletes files (compaction, overwrite) finds them no longer live, when
+    an overwrite would drop files appended concurrently, or when retries are exhausted."""
+
+
+class CommitStateUnknownError(CommitError):
+    """The outcome of the commit is unknown (for example the publish request failed after it may
+    have reached the store). Never delete the commit's files: they may be referenced."""

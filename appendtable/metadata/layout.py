@@ -1,0 +1,94 @@
+"""Where each file of a table lives, relative to the table root (pure string functions).
+
+::
+
+    schema/schema-<id>
+    snapshot/snapshot-<id>, snapshot/LATEST, snapshot/EARLIEST
+    manifest/manifest-<uuid>-<n>, manifest/manifest-list-<uuid>-<n>, manifest/commit-users-<uuid>
+    consumer/consumer-<id>
+    <k1>=<v1>/<k2>=<v2>/bucket-<b>/data-<uuid>-<n>.parquet
+"""
+
+from __future__ import annotations
+
+import re
+
+from appendtable.errors import InvalidOptionError
+
+__all__ = [
+    "CONSUMER_DIR",
+    "EARLIEST_HINT",
+    "LATEST_HINT",
+    "MANIFEST_DIR",
+    "SCHEMA_DIR",
+    "SNAPSHOT_DIR",
+    "WATERMARK_DIR",
+    "bucket_dir",
+    "consumer_path",
+    "data_file_name",
+    "id_from_name",
+    "manifest_path",
+    "schema_path",
+    "snapshot_path",
+    "validate_consumer_id",
+    "watermark_group_path",
+]
+
+SCHEMA_DIR = "schema"
+SNAPSHOT_DIR = "snapshot"
+MANIFEST_DIR = "manifest"
+CONSUMER_DIR = "consumer"
+WATERMARK_DIR = "watermark"
+LATEST_HINT = f"{SNAPSHOT_DIR}/LATEST"
+EARLIEST_HINT = f"{SNAPSHOT_DIR}/EARLIEST"
+SCHEMA_PREFIX = "schema-"
+SNAPSHOT_PREFIX = "snapshot-"
+CONSUMER_PREFIX = "consumer-"
+_CONSUMER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
+
+
+def schema_path(schema_id: int) -> str:
+    return f"{SCHEMA_DIR}/{SCHEMA_PREFIX}{schema_id}"
+
+
+def snapshot_path(snapshot_id: int) -> str:
+    return f"{SNAPSHOT_DIR}/{SNAPSHOT_PREFIX}{snapshot_id}"
+
+
+def manifest_path(name: str) -> str:
+    return f"{MANIFEST_DIR}/{name}"
+
+
+def consumer_path(consumer_id: str) -> str:
+    return f"{CONSUMER_DIR}/{CONSUMER_PREFIX}{validate_consumer_id(consumer_id)}"
+
+
+def watermark_group_path(group: str, member: str) -> str:
+    return f"{WATERMARK_DIR}/{validate_consumer_id(group)}/{validate_consumer_id(member)}"
+
+
+def validate_consumer_id(consumer_id: str) -> str:
+    """Consumer ids become file names: letters, digits, '.', '_' and '-' only."""
+    if not _CONSUMER_ID.match(consumer_id):
+        raise InvalidOptionError(
+            f"invalid consumer id {consumer_id!r}: use 1-200 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit"
+        )
+    return consumer_id
+
+
+def bucket_dir(partition_path: str, bucket: int) -> str:
+    return f"{partition_path}/bucket-{bucket}" if partition_path else f"bucket-{bucket}"
+
+
+def data_file_name(writer_uuid: str, counter: int) -> str:
+    return f"data-{writer_uuid}-{counter}.parquet"
+
+
+def id_from_name(name: str, prefix: str) -> int | None:
+    """The numeric id of ``<prefix><id>`` file names, None for anything else (temp files)."""
+    base = name.rsplit("/", 1)[-1]
+    if not base.startswith(prefix):
+        return None
+    digits = base[len(prefix) :]
+    return int(digits) if digits.isdigit() else None

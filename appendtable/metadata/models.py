@@ -1,0 +1,266 @@
+"""The persisted metadata model: schemas, snapshots, manifests, commit messages, consumers.
+
+All of these are immutable ``msgspec.Struct``s serialised only by ``metadata.codec``.
+Evolution rule: structs only ever gain *trailing* fields with defaults, and stored structs never
+forbid unknown fields, so an older reader can read a newer file and the reverse.
+
+Hot-path structs (``DataFileMeta``, ``ManifestEntry``, ``ManifestFileMeta``) are encoded as
+arrays (``array_like``) and opt out of GC tracking: they are decoded by the ten thousand.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import TypeAlias
+
+import msgspec
+
+from appendtable.metadata import codec
+from appendtable.metadata.types import FieldSpec, TypeSpec
+from appendtable.metadata.values import to_python
+
+__all__ = [
+    "CommitKind",
+    "CommitMessage",
+    "CommitUserRecord",
+    "CommitUsers",
+    "ConsumerState",
+    "DataFileMeta",
+    "FileKind",
+    "FileSource",
+    "Manifest",
+    "ManifestEntry",
+    "ManifestFileMeta",
+    "ManifestList",
+    "PartitionValues",
+    "Snapshot",
+    "Split",
+    "StatValue",
+    "TableSchema",
+]
+
+#: A value stored for statistics or partitions: ints (also dates as days, timestamps and times in
+#: their unit), floats, strings, bytes, booleans, decimal as a canonical string, or None.
+StatValue: TypeAlias = "bool | int | float | str | bytes | None"
+#: Partition values in the order of the table's partition keys.
+PartitionValues: TypeAlias = "tuple[bool | int | float | str | bytes | None, ...]"
+
+FORMAT_VERSION = 1
+
+
+class CommitKind(enum.StrEnum):
+    """What a snapshot did. Streaming readers emit only APPEND (and OVERWRITE when asked)."""
+
+    APPEND = "APPEND"
+    COMPACT = "COMPACT"
+    OVERWRITE = "OVERWRITE"
+
+
+class FileKind(enum.IntEnum):
+    ADD = 0
+    DELETE = 1
+
+
+class FileSource(enum.IntEnum):
+    APPEND = 0
+    COMPACT = 1
+
+
+class TableSchema(msgspec.Struct, frozen=True, kw_only=True):
+    """``schema/schema-<id>``: columns, partition keys and table options."""
+
+    format_version: int = FORMAT_VERSION
+    id: int
+    fields: tuple[FieldSpec, ...]
+    partition_keys: tuple[str, ...] = ()
+    options: dict[str, str] = msgspec.field(default_factory=dict)
+    time_ms: int = 0
+
+    def field_names(self) -> list[str]:
+        return [f.name for f in self.fields]
+
+
+class DataFileMeta(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    """One Parquet data file.
+
+    ``path`` is relative to the table root. ``min_seq``/``max_seq`` are the table sequence
+    numbers of the file's first and last row: within a (partition, bucket), sorting files by
+    ``min_seq`` gives the write order. Statistics are aligned with the top-level fields of schema
+    ``schema_id``; ``None`` means unknown.
+    """
+
+    path: str
+    file_size: int
+    row_count: int
+    min_seq: int
+    max_seq: int
+    schema_id: int
+    creation_time_ms: int
+    source: int
+    null_counts: tuple[int | None, ...] = ()
+    min_values: tuple[StatValue, ...] = ()
+    max_values: tuple[StatValue, ...] = ()
+
+
+class ManifestEntry(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    """An ADD or DELETE of one data file in one (partition, bucket)."""
+
+    kind: int
+    partition: PartitionValues
+    bucket: int
+    total_buckets: int
+    file: DataFileMeta
+
+
+class Manifest(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    """``manifest/manifest-<uuid>``: a list of entries."""
+
+    entries: list[ManifestEntry]
+
+
+class ManifestFileMeta(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    """A manifest as listed in a manifest list, with what is needed to prune it unread."""
+
+    file_name: str
+    file_size: int
+    num_added: int
+    num_deleted: int
+    schema_id: int
+    min_bucket: int
+    max_bucket: int
+    partition_min: PartitionValues
+    partition_max: PartitionValues
+    partition_null_counts: tuple[int, ...]
+    min_seq: int = 0
+    max_seq: int = -1
+
+
+class ManifestList(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    """``manifest/manifest-list-<uuid>``: manifests in commit order."""
+
+    manifests: list[ManifestFileMeta]
+
+
+class CommitUserRecord(msgspec.Struct, frozen=True, array_like=True):
+    """The last identifier a commit user committed, and when."""
+
+    user: str
+    identifier: int
+    snapshot_id: int
+    time_ms: int
+
+
+class CommitUsers(msgspec.Struct, frozen=True, array_like=True):
+    """``manifest/commit-users-<uuid>``: last identifier per commit user, carried forward by
+    every snapshot so idempotence survives snapshot expiration."""
+
+    records: list[CommitUserRecord]
+
+
+class Snapshot(msgspec.Struct, frozen=True, kw_only=True):
+    """``snapshot/snapshot-<id>``: one atomic version of the table."""
+
+    format_version: int = FORMAT_VERSION
+    id: int
+    schema_id: int
+    parent_id: int | None
+    kind: CommitKind
+    commit_user: str
+    commit_identifier: int
+    time_ms: int
+    base_manifest_list: str
+    delta_manifest_list: str
+    total_record_count: int
+    delta_record_count: int
+    total_file_count: int
+    next_sequence: int
+    watermark: int | None = None
+    nonce: str = ""
+    commit_users: str | None = None
+    properties: dict[str, str] = msgspec.field(default_factory=dict)
+
+    @property
+    def identifier(self) -> int:
+        """Alias of ``commit_identifier``."""
+        return self.commit_identifier
+
+
+class CommitMessage(msgspec.Struct, frozen=True, kw_only=True):
+    """What a writer (or a compaction worker) hands to the committer for one (partition, bucket).
+
+    ``new_files`` carry sequence numbers local to the message (0-based, contiguous, in write
+    order); the committer shifts them into the table's sequence space. ``compact_before`` are
+    files the change removes and ``compact_after`` their replacements, which already carry final
+    sequence numbers. Picklable, and convertible to bytes with ``to_bytes`` / ``from_bytes``.
+    """
+
+    partition: PartitionValues
+    bucket: int
+    total_buckets: int
+    schema_id: int
+    new_files: tuple[DataFileMeta, ...] = ()
+    compact_before: tuple[DataFileMeta, ...] = ()
+    compact_after: tuple[DataFileMeta, ...] = ()
+    #: The largest event time (``watermark.column``, epoch ms) among the new rows, if declared.
+    max_event_time_ms: int | None = None
+
+    def to_bytes(self) -> bytes:
+        """Serialise (framed and checksummed like every metadata file)."""
+        return codec.encode(self, codec.Kind.COMMIT_MESSAGE)
+
+    @staticmethod
+    def from_bytes(data: bytes) -> CommitMessage:
+        """Inverse of ``to_bytes``; raises ``CorruptMetadataError`` on damaged input."""
+        return codec.decode(data, CommitMessage, codec.Kind.COMMIT_MESSAGE, "<commit message>")
+
+    @property
+    def is_empty(self) -> bool:
+        return not (self.new_files or self.compact_before or self.compact_after)
+
+
+class ConsumerState(msgspec.Struct, frozen=True, kw_only=True):
+    """``consumer/consumer-<id>``: the next snapshot a named consumer still needs."""
+
+    next_snapshot: int
+    time_ms: int = 0
+
+
+class Split(msgspec.Struct, frozen=True, kw_only=True):
+    """A unit of reading: files of one (partition, bucket) of one snapshot, in read order.
+
+    For a bucketed table the files are consecutive in write order (sorted by ``min_seq``), so
+    reading splits of a bucket in order yields its rows in exactly the order they were written.
+    Serialisable (``to_bytes``/``from_bytes``) and picklable, to ship to engine workers.
+    """
+
+    snapshot_id: int
+    partition_keys: tuple[str, ...]
+    partition_types: tuple[TypeSpec, ...]
+    partition_values: PartitionValues
+    bucket: int
+    files: tuple[DataFileMeta, ...]
+
+    @property
+    def partition(self) -> dict[str, object]:
+        """Partition values by key, as Python values (dates, datetimes, Decimals, ...)."""
+        return {
+            key: to_python(value, type_spec)
+            for key, value, type_spec in zip(
+                self.partition_keys, self.partition_values, self.partition_types, strict=True
+            )
+        }
+
+    @property
+    def row_count(self) -> int:
+        return sum(f.row_count for f in self.files)
+
+    @property
+    def file_size(self) -> int:
+        return sum(f.file_size for f in self.files)
+
+    def to_bytes(self) -> bytes:
+        return codec.encode(self, codec.Kind.SPLIT)
+
+    @staticmethod
+    def from_bytes(data: bytes) -> Split:
+        return codec.decode(data, Split, codec.Kind.SPLIT, "<split>")

@@ -1,0 +1,527 @@
+"""Table and read options: the registry, value parsing, and validation.
+
+Options are string key/value pairs, stored in the table schema (table options) or given per read
+(scan and streaming options), under Paimon-compatible keys. ``parse_options`` rejects unknown keys
+(suggesting the closest known key) and values that do not parse; sizes accept ``128 MB``,
+``128mb``, ``1 GiB`` or plain bytes, durations ``10 s``, ``500 ms``, ``1 h``, ``7 d`` or plain
+milliseconds. :class:`Options` gives typed access with defaults.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from appendtable.errors import InvalidOptionError
+
+__all__ = [
+    "OPTIONS",
+    "OptionDef",
+    "Options",
+    "parse_bool",
+    "parse_duration_ms",
+    "parse_options",
+    "parse_size",
+]
+
+T = TypeVar("T")
+
+_SIZE_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1024,
+    "kb": 1024,
+    "kib": 1024,
+    "m": 1024**2,
+    "mb": 1024**2,
+    "mib": 1024**2,
+    "g": 1024**3,
+    "gb": 1024**3,
+    "gib": 1024**3,
+    "t": 1024**4,
+    "tb": 1024**4,
+    "tib": 1024**4,
+}
+_DURATION_UNITS = {
+    "": 1,
+    "ms": 1,
+    "millis": 1,
+    "milli": 1,
+    "s": 1000,
+    "sec": 1000,
+    "secs": 1000,
+    "second": 1000,
+    "seconds": 1000,
+    "min": 60_000,
+    "mins": 60_000,
+    "minute": 60_000,
+    "minutes": 60_000,
+    "h": 3_600_000,
+    "hour": 3_600_000,
+    "hours": 3_600_000,
+    "d": 86_400_000,
+    "day": 86_400_000,
+    "days": 86_400_000,
+}
+_NUMBER_UNIT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_size(text: str) -> int:
+    """Bytes from ``"256 MB"``, ``"1gb"``, ``"512 KiB"`` or ``"1048576"`` (binary multiples)."""
+    match = _NUMBER_UNIT.match(text)
+    unit = match.group(2).lower() if match else None
+    if match is None or unit not in _SIZE_UNITS:
+        raise ValueError(f"not a size: {text!r} (examples: '128 MB', '1 GB', '65536')")
+    return int(float(match.group(1)) * _SIZE_UNITS[unit])
+
+
+def parse_duration_ms(text: str) -> int:
+    """Milliseconds from ``"10 s"``, ``"500ms"``, ``"1 h"``, ``"7 d"`` or ``"250"`` (ms)."""
+    match = _NUMBER_UNIT.match(text)
+    unit = match.group(2).lower() if match else None
+    if match is None or unit not in _DURATION_UNITS:
+        raise ValueError(f"not a duration: {text!r} (examples: '10 s', '500 ms', '1 h', '7 d')")
+    return int(float(match.group(1)) * _DURATION_UNITS[unit])
+
+
+def parse_bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("true", "1", "yes", "on"):
+        return True
+    if lowered in ("false", "0", "no", "off"):
+        return False
+    raise ValueError(f"not a boolean: {text!r} (use 'true' or 'false')")
+
+
+def _parse_int(text: str) -> int:
+    try:
+        return int(text.strip())
+    except ValueError:
+        raise ValueError(f"not an integer: {text!r}") from None
+
+
+def _parse_float(text: str) -> float:
+    try:
+        return float(text.strip())
+    except ValueError:
+        raise ValueError(f"not a number: {text!r}") from None
+
+
+def _parse_str(text: str) -> str:
+    return text
+
+
+def _parse_columns(text: str) -> tuple[str, ...]:
+    columns = tuple(c.strip() for c in text.split(",") if c.strip())
+    if not columns:
+        raise ValueError("expected a comma-separated list of column names")
+    return columns
+
+
+def _choice(*allowed: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        lowered = text.strip().lower()
+        if lowered not in allowed:
+            raise ValueError(f"{text!r} is not one of {', '.join(allowed)}")
+        return lowered
+
+    return parse
+
+
+def _parse_stats_mode(text: str) -> str:
+    lowered = text.strip().lower()
+    if lowered in ("none", "counts", "full") or re.fullmatch(r"truncate\(\d+\)", lowered):
+        return lowered
+    raise ValueError(f"{text!r} is not one of none, counts, full, truncate(N)")
+
+
+@dataclass(frozen=True)
+class OptionDef(Generic[T]):
+    """One option: its key, how to parse its string value, its default and its meaning."""
+
+    key: str
+    parse: Callable[[str], T]
+    default: T
+    doc: str
+
+
+OPTIONS: dict[str, OptionDef[Any]] = {}
+
+
+def _define(key: str, parse: Callable[[str], T], default: T, doc: str) -> OptionDef[T]:
+    definition = OptionDef(key, parse, default, doc)
+    OPTIONS[key] = definition
+    return definition
+
+
+MB = 1024**2
+# ---- layout and writing ------------------------------------------------------------------------
+BUCKET = _define("bucket", _parse_int, -1, "-1: scalable (unaware) mode; N > 0: N hash buckets")
+BUCKET_KEY = _define(
+    "bucket-key", _parse_columns, (), "comma-separated bucket key columns (required if bucket > 0)"
+)
+TARGET_FILE_SIZE = _define(
+    "target-file-size", parse_size, 256 * MB, "rolling size of data files and compaction target"
+)
+FILE_COMPRESSION = _define(
+    "file.compression",
+    _choice("zstd", "snappy", "gzip", "lz4", "brotli", "none"),
+    "zstd",
+    "Parquet compression codec",
+)
+FILE_COMPRESSION_LEVEL = _define(
+    "file.compression.zstd-level", _parse_int, 1, "zstd level for data files"
+)
+STATS_MODE = _define(
+    "metadata.stats-mode",
+    _parse_stats_mode,
+    "truncate(16)",
+    "column statistics in manifests: none, counts, full, truncate(N) (strings cut to N chars)",
+)
+PARTITION_DEFAULT_NAME = _define(
+    "partition.default-name",
+    _parse_str,
+    "__DEFAULT_PARTITION__",
+    "directory name for null and empty partition values",
+)
+WRITE_BUFFER_SIZE = _define(
+    "write-buffer-size", parse_size, 256 * MB, "memory a writer may buffer before spilling/flushing"
+)
+WRITE_BUFFER_SPILLABLE = _define(
+    "write-buffer-spillable", parse_bool, True, "spill buffered rows to local disk under pressure"
+)
+WRITE_BUFFER_FOR_APPEND = _define(
+    "write-buffer-for-append",
+    parse_bool,
+    False,
+    "always buffer rows (and spill) rather than writing big groups through as they fill",
+)
+WRITE_MAX_WRITERS_TO_SPILL = _define(
+    "write-max-writers-to-spill",
+    _parse_int,
+    10,
+    "with more open (partition, bucket) groups than this, buffers spill instead of flushing",
+)
+WRITE_SPILL_DIR = _define(
+    "write-buffer-spill.dir", _parse_str, "", "local directory for spill files (default: temp)"
+)
+WRITE_PARALLELISM = _define(
+    "write.parallelism",
+    _parse_int,
+    0,
+    "threads that encode Parquet files concurrently (0: one per CPU)",
+)
+WRITE_ONLY = _define(
+    "write-only", parse_bool, False, "writers never compact or expire: a dedicated job does"
+)
+WATERMARK_COLUMN = _define(
+    "watermark.column", _parse_str, "", "event-time column the writer derives watermarks from"
+)
+WATERMARK_DELAY = _define(
+    "watermark.delay", parse_duration_ms, 0, "watermark = max(event time) - delay"
+)
+# ---- commit -------------------------------------------------------------------------------------
+COMMIT_MAX_RETRIES = _define("commit.max-retries", _parse_int, 10, "retries on snapshot races")
+COMMIT_MIN_RETRY_WAIT = _define("commit.min-retry-wait", parse_duration_ms, 10, "backoff base")
+COMMIT_MAX_RETRY_WAIT = _define("commit.max-retry-wait", parse_duration_ms, 10_000, "backoff cap")
+COMMIT_TIMEOUT = _define(
+    "commit.timeout", parse_duration_ms, 0, "overall deadline for a commit's retries (0: none)"
+)
+COMMIT_FSYNC = _define(
+    "commit.fsync", parse_bool, True, "fsync data and metadata files on local disk before publish"
+)
+COMMIT_SINGLE_WRITER = _define(
+    "commit.single-writer",
+    parse_bool,
+    False,
+    "allow commits on a backend without atomic create: the user guarantees a single writer",
+)
+COMMIT_USER_RETENTION = _define(
+    "commit.user-retention",
+    parse_duration_ms,
+    30 * 86_400_000,
+    "how long the last identifier of an idle commit user is kept for idempotence",
+)
+# ---- manifests ----------------------------------------------------------------------------------
+MANIFEST_TARGET_SIZE = _define(
+    "manifest.target-file-size", parse_size, 8 * MB, "manifest rolling and merge target"
+)
+MANIFEST_MERGE_MIN_COUNT = _define(
+    "manifest.merge-min-count", _parse_int, 30, "small manifests of one size tier before a merge"
+)
+MANIFEST_FULL_COMPACTION_SIZE = _define(
+    "manifest.full-compaction-threshold-size",
+    parse_size,
+    16 * MB,
+    "size of manifests holding deletes that triggers a full manifest rewrite",
+)
+# ---- snapshots and consumers -------------------------------------------------------------------
+SNAPSHOT_RETAINED_MIN = _define(
+    "snapshot.num-retained.min", _parse_int, 10, "always keep at least this many snapshots"
+)
+SNAPSHOT_RETAINED_MAX = _define(
+    "snapshot.num-retained.max", _parse_int, 2**31 - 1, "never keep more than this many"
+)
+SNAPSHOT_TIME_RETAINED = _define(
+    "snapshot.time-retained", parse_duration_ms, 3_600_000, "keep snapshots younger than this"
+)
+SNAPSHOT_EXPIRE_LIMIT = _define(
+    "snapshot.expire.limit", _parse_int, 50, "at most this many snapshots expired per run"
+)
+CONSUMER_EXPIRATION_TIME = _define(
+    "consumer.expiration-time",
+    parse_duration_ms,
+    0,
+    "consumers idle longer than this are removed (0: never)",
+)
+# ---- compaction ---------------------------------------------------------------------------------
+COMPACTION_MIN_FILE_NUM = _define(
+    "compaction.min.file-num", _parse_int, 5, "fewest files worth compacting together"
+)
+COMPACTION_MAX_FILE_NUM = _define(
+    "compaction.max.file-num", _parse_int, 50, "compact this many files even if they are small"
+)
+COMPACTION_SMALL_FILE_RATIO = _define(
+    "compaction.small-file-ratio", _parse_float, 0.7, "files below ratio x target are small"
+)
+COMPACTION_FILE_NUM_LIMIT = _define(
+    "compaction.file-num-limit", _parse_int, 100_000, "most small files a coordinator holds"
+)
+FULL_COMPACTION_DELTA_COMMITS = _define(
+    "full-compaction.delta-commits", _parse_int, 0, "bucketed: full compaction every N commits"
+)
+PRECOMMIT_COMPACT = _define(
+    "precommit-compact", parse_bool, False, "merge a commit's small new files before committing"
+)
+SPLIT_OPEN_FILE_COST = _define(
+    "source.split.open-file-cost", parse_size, 4 * MB, "weight of opening a file in packing"
+)
+SPLIT_TARGET_SIZE = _define(
+    "source.split.target-size", parse_size, 128 * MB, "target size of read splits"
+)
+# ---- scans and streams --------------------------------------------------------------------------
+SCAN_MODE = _define(
+    "scan.mode",
+    _choice(
+        "default",
+        "latest-full",
+        "full",
+        "latest",
+        "from-snapshot",
+        "from-snapshot-full",
+        "from-timestamp",
+        "from-file-creation-time",
+        "compacted-full",
+    ),
+    "default",
+    "where a stream starts",
+)
+SCAN_SNAPSHOT_ID = _define("scan.snapshot-id", _parse_int, 0, "snapshot for from-snapshot(-full)")
+SCAN_TIMESTAMP_MILLIS = _define(
+    "scan.timestamp-millis", _parse_int, 0, "epoch ms for from-timestamp / time travel"
+)
+SCAN_FILE_CREATION_TIME = _define(
+    "scan.file-creation-time-millis", _parse_int, 0, "epoch ms for from-file-creation-time"
+)
+SCAN_BOUNDED_WATERMARK = _define(
+    "scan.bounded.watermark", _parse_int, 0, "end a stream at the first snapshot whose watermark exceeds this"
+)
+SCAN_PLAN_SORT_PARTITION = _define(
+    "scan.plan-sort-partition", parse_bool, False, "order partitions by value, not creation"
+)
+WATERMARK_ALIGNMENT_GROUP = _define(
+    "scan.watermark.alignment.group", _parse_str, "", "readers that align their watermarks"
+)
+WATERMARK_ALIGNMENT_MAX_DRIFT = _define(
+    "scan.watermark.alignment.max-drift",
+    parse_duration_ms,
+    0,
+    "how far ahead of the slowest group member a reader may run",
+)
+WATERMARK_ALIGNMENT_UPDATE_INTERVAL = _define(
+    "scan.watermark.alignment.update-interval",
+    parse_duration_ms,
+    1000,
+    "how often a reader publishes its watermark to its group",
+)
+CONSUMER_ID = _define("consumer-id", _parse_str, "", "persist streaming progress under this id")
+CONSUMER_IGNORE_PROGRESS = _define(
+    "consumer.ignore-progress", parse_bool, False, "start from scan.mode even if a consumer exists"
+)
+STREAMING_READ_OVERWRITE = _define(
+    "streaming-read-append-overwrite",
+    parse_bool,
+    False,
+    "streams also emit the files added by OVERWRITE snapshots",
+)
+POLL_INTERVAL = _define(
+    "continuous.discovery-interval", parse_duration_ms, 1000, "stream poll interval"
+)
+
+#: Options that define the table's physical layout: fixed at creation.
+IMMUTABLE_OPTIONS = frozenset({BUCKET.key, BUCKET_KEY.key, PARTITION_DEFAULT_NAME.key})
+
+
+def parse_options(raw: Mapping[str, object] | None) -> dict[str, str]:
+    """Validate option keys and values; return them normalised to strings.
+
+    Raises :class:`InvalidOptionError` naming the option for an unknown key (with the closest
+    known key as a suggestion) or a value that does not parse.
+    """
+    normalised: dict[str, str] = {}
+    for key, value in (raw or {}).items():
+        if key not in OPTIONS:
+            raise InvalidOptionError(_unknown_key_message(key))
+        text = _to_text(value)
+        try:
+            OPTIONS[key].parse(text)
+        except ValueError as exc:
+            raise InvalidOptionError(f"invalid value for option '{key}': {exc}") from None
+        normalised[key] = text
+    return normalised
+
+
+def _to_text(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list | tuple):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def _unknown_key_message(key: str) -> str:
+    close = difflib.get_close_matches(key, list(OPTIONS), n=1, cutoff=0.6)
+    hint = f"; did you mean '{close[0]}'?" if close else ""
+    return f"unknown option '{key}'{hint}"
+
+
+class Options:
+    """Typed, read-only view of validated options with defaults."""
+
+    __slots__ = ("_raw",)
+
+    def __init__(self, raw: Mapping[str, str] | None = None) -> None:
+        self._raw = dict(raw or {})
+
+    def get(self, option: OptionDef[T]) -> T:
+        text = self._raw.get(option.key)
+        return option.default if text is None else option.parse(text)
+
+    def is_set(self, option: OptionDef[Any]) -> bool:
+        return option.key in self._raw
+
+    def with_overrides(self, overrides: Mapping[str, object] | None) -> Options:
+        """These options updated with ``overrides`` (validated)."""
+        merged = dict(self._raw)
+        merged.update(parse_options(overrides))
+        return Options(merged)
+
+    def as_dict(self) -> dict[str, str]:
+        return dict(self._raw)
+
+    def __repr__(self) -> str:
+        return f"Options({self._raw!r})"
+
+    # ---- derived values used in several places ---------------------------------------------
+
+    @property
+    def bucket(self) -> int:
+        return self.get(BUCKET)
+
+    @property
+    def bucket_key(self) -> tuple[str, ...]:
+        return self.get(BUCKET_KEY)
+
+    @property
+    def target_file_size(self) -> int:
+        return self.get(TARGET_FILE_SIZE)
+
+    @property
+    def write_parallelism(self) -> int:
+        value = self.get(WRITE_PARALLELISM)
+        return value if value > 0 else max(1, os.cpu_count() or 1)
+
+    @property
+    def stats_truncate(self) -> int | None:
+        """Characters kept in string statistics; None for full values."""
+        mode = self.get(STATS_MODE)
+        if mode.startswith("truncate("):
+            return int(mode[len("truncate(") : -1])
+        return None
+
+
+def validate_table_options(
+    options: Options, *, columns: Iterable[str], partition_keys: Iterable[str]
+) -> None:
+    """Check combinations that are only meaningful together. Raises InvalidOptionError."""
+    column_list = list(columns)
+    partitions = set(partition_keys)
+    bucket = options.bucket
+    keys = options.bucket_key
+    if bucket == 0 or bucket < -1:
+        raise InvalidOptionError(
+            f"option 'bucket' must be -1 (scalable mode) or a positive number of buckets, "
+            f"got {bucket}"
+        )
+    if bucket == -1 and keys:
+        raise InvalidOptionError(
+            "option 'bucket-key' needs a fixed number of buckets: set 'bucket' to N > 0, "
+            "or remove 'bucket-key' for the scalable (bucket = -1) mode"
+        )
+    if bucket > 0 and not keys:
+        raise InvalidOptionError(
+            f"option 'bucket' = {bucket} needs 'bucket-key': the columns whose hash picks the "
+            "bucket (rows of one key stay in order in one bucket)"
+        )
+    for key in keys:
+        if key not in column_list:
+            raise InvalidOptionError(
+                f"option 'bucket-key' names column '{key}', which is not in the schema "
+                f"(columns: {', '.join(column_list)})"
+            )
+        if key in partitions:
+            raise InvalidOptionError(
+                f"option 'bucket-key' column '{key}' is a partition column; a bucket key must "
+                "vary inside a partition"
+            )
+    if len(set(keys)) != len(keys):
+        raise InvalidOptionError("option 'bucket-key' lists a column twice")
+    if options.get(FULL_COMPACTION_DELTA_COMMITS) and bucket == -1:
+        raise InvalidOptionError(
+            "option 'full-compaction.delta-commits' applies to bucketed tables only (bucket > 0)"
+        )
+    for option in (
+        TARGET_FILE_SIZE,
+        WRITE_BUFFER_SIZE,
+        MANIFEST_TARGET_SIZE,
+        SPLIT_TARGET_SIZE,
+    ):
+        if options.get(option) <= 0:
+            raise InvalidOptionError(f"option '{option.key}' must be positive")
+    for option in (COMPACTION_MIN_FILE_NUM, COMPACTION_MAX_FILE_NUM, MANIFEST_MERGE_MIN_COUNT):
+        if options.get(option) < 2:
+            raise InvalidOptionError(f"option '{option.key}' must be at least 2")
+    if options.get(COMPACTION_MAX_FILE_NUM) < options.get(COMPACTION_MIN_FILE_NUM):
+        raise InvalidOptionError(
+            "option 'compaction.max.file-num' must not be smaller than 'compaction.min.file-num'"
+        )
+    ratio = options.get(COMPACTION_SMALL_FILE_RATIO)
+    if not 0 < ratio <= 1:
+        raise InvalidOptionError("option 'compaction.small-file-ratio' must be in (0, 1]")
+    if options.get(SNAPSHOT_RETAINED_MIN) < 1:
+        raise InvalidOptionError("option 'snapshot.num-retained.min' must be at least 1")
+    if options.get(SNAPSHOT_RETAINED_MAX) < options.get(SNAPSHOT_RETAINED_MIN):
+        raise InvalidOptionError(
+            "option 'snapshot.num-retained.max' must not be smaller than "
+            "'snapshot.num-retained.min'"
+        )
+    watermark_column = options.get(WATERMARK_COLUMN)
+    if watermark_column and watermark_column not in column_list:
+        raise InvalidOptionError(
+            f"option 'watermark.column' names column '{watermark_column}', which is not in the "
+            "schema"
+        )

@@ -1,0 +1,63 @@
+"""The stored column types of a table schema (independent of pyarrow).
+
+A type is a :class:`TypeSpec`: a ``kind`` plus the parameters that kind needs. Nested kinds carry
+their children as :class:`FieldSpec` entries. The mapping to and from Arrow lives in
+``appendtable.datafiles.arrow_schema``; this module must stay importable without pyarrow.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+__all__ = [
+    "FIXED_KINDS",
+    "INTEGER_KINDS",
+    "NESTED_KINDS",
+    "STATS_KINDS",
+    "FieldSpec",
+    "TypeSpec",
+]
+
+INTEGER_KINDS = frozenset(
+    {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"}
+)
+FIXED_KINDS = INTEGER_KINDS | {"bool", "float16", "float32", "float64", "date32", "date64"}
+NESTED_KINDS = frozenset({"list", "large_list", "fixed_size_list", "struct", "map"})
+#: Kinds whose min/max are recorded in manifests and usable for pruning.
+STATS_KINDS = (INTEGER_KINDS | {"bool", "float32", "float64", "date32", "timestamp"}) | {
+    "string",
+    "large_string",
+    "binary",
+    "large_binary",
+    "decimal",
+    "time32",
+    "time64",
+}
+
+
+class TypeSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A column type.
+
+    ``kind`` is one of: bool, int8..int64, uint8..uint64, float16, float32, float64, string,
+    large_string, binary, large_binary, fixed_size_binary (``byte_width``), date32, date64,
+    timestamp (``unit`` in s/ms/us/ns, optional ``tz``), time32 / time64 (``unit``),
+    duration (``unit``), decimal (``precision``, ``scale``), list / large_list (one child),
+    fixed_size_list (one child, ``byte_width`` = list size), struct (children), map (two
+    children: key, value).
+    """
+
+    kind: str
+    unit: str | None = None
+    tz: str | None = None
+    precision: int | None = None
+    scale: int | None = None
+    byte_width: int | None = None
+    fields: tuple[FieldSpec, ...] = ()
+
+
+class FieldSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A named column (or nested child) with its type and nullability."""
+
+    name: str
+    type: TypeSpec
+    nullable: bool = True

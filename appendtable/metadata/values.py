@@ -1,0 +1,34 @@
+"""Stored values (statistics, partition values) back to Python values, for people."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+
+from appendtable.metadata.types import TypeSpec
+
+__all__ = ["to_python"]
+
+_EPOCH_DATE = dt.date(1970, 1, 1)
+_EPOCH = dt.datetime(1970, 1, 1)
+_PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
+
+
+def to_python(value: object, type_spec: TypeSpec) -> object:
+    """Dates as ``date``, timestamps as ``datetime`` (UTC-aware when the column has a time zone;
+    nanoseconds are truncated to microseconds), decimals as ``Decimal``, times as ``time``."""
+    if value is None:
+        return None
+    kind = type_spec.kind
+    if kind in ("date32", "date64") and isinstance(value, int):
+        return _EPOCH_DATE + dt.timedelta(days=value)
+    if kind == "timestamp" and isinstance(value, int):
+        micros = value * 1_000_000 // _PER_SECOND[type_spec.unit or "us"]
+        moment = _EPOCH + dt.timedelta(microseconds=micros)
+        return moment.replace(tzinfo=dt.UTC) if type_spec.tz else moment
+    if kind in ("time32", "time64") and isinstance(value, int):
+        micros = value * 1_000_000 // _PER_SECOND[type_spec.unit or "us"]
+        return (dt.datetime.min + dt.timedelta(microseconds=micros)).time()
+    if kind == "decimal" and isinstance(value, str):
+        return decimal.Decimal(value)
+    return value

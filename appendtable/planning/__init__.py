@@ -1,0 +1,1 @@
+"""Scan and write planning: partitions, buckets and file selection."""

@@ -1,0 +1,302 @@
+"""Row filters in pyarrow's DNF form, and pruning with them before any data file is opened.
+
+A filter is ``[(column, op, value), ...]`` (all must hold) or a list of such lists (any of them
+holds). Ops: ``=``, ``==``, ``!=``, ``<``, ``<=``, ``>``, ``>=``, ``in``, ``not in``, ``is null``,
+``is not null``. Values are converted once to the stored form of the column (dates to days,
+timestamps to integers in the column's unit, decimals exactly), so pruning compares like with
+like. Pruning is conservative: a partition, bucket or file is skipped only when no row in it can
+match; the exact row filter is applied when reading.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from appendtable.errors import InvalidFilterError
+from appendtable.metadata.models import DataFileMeta, PartitionValues, StatValue
+from appendtable.metadata.types import INTEGER_KINDS, TypeSpec
+
+__all__ = ["Filter", "Predicate", "parse_filter", "to_stored"]
+
+_OPS = frozenset({"=", "==", "!=", "<", "<=", ">", ">=", "in", "not in", "is null", "is not null"})
+_UNIT_PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
+_EPOCH_DATE = dt.date(1970, 1, 1)
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_MAX_BUCKET_COMBINATIONS = 4096
+
+
+@dataclass(frozen=True)
+class Predicate:
+    """One comparison; ``values`` are in the column's stored form (one, or several for in)."""
+
+    column: str
+    op: str
+    values: tuple[StatValue, ...]
+    type: TypeSpec
+
+    def test(self, value: StatValue) -> bool:
+        """Exact evaluation on one stored value (SQL semantics: null matches only is null)."""
+        op = self.op
+        if op == "is null":
+            return value is None
+        if op == "is not null":
+            return value is not None
+        if value is None:
+            return False
+        key = _sort_key(value, self.type)
+        targets = [_sort_key(v, self.type) for v in self.values]
+        if op in ("=", "=="):
+            return key == targets[0]
+        if op == "!=":
+            return key != targets[0]
+        if op == "<":
+            return key < targets[0]
+        if op == "<=":
+            return key <= targets[0]
+        if op == ">":
+            return key > targets[0]
+        if op == ">=":
+            return key >= targets[0]
+        if op == "in":
+            return key in targets
+        return key not in targets  # not in
+
+    def may_match(self, low: StatValue, high: StatValue, nulls: int | None, rows: int) -> bool:
+        """False only if no row of a file with these statistics can satisfy the predicate."""
+        op = self.op
+        if op == "is null":
+            return nulls is None or nulls > 0
+        if op == "is not null":
+            return nulls is None or nulls < rows
+        if nulls is not None and nulls >= rows:
+            return False  # only nulls: no comparison holds
+        if low is None or high is None:
+            return True
+        lo, hi = _sort_key(low, self.type), _sort_key(high, self.type)
+        targets = [_sort_key(v, self.type) for v in self.values]
+        if op in ("=", "=="):
+            return lo <= targets[0] <= hi
+        if op == "<":
+            return lo < targets[0]
+        if op == "<=":
+            return lo <= targets[0]
+        if op == ">":
+            return hi > targets[0]
+        if op == ">=":
+            return hi >= targets[0]
+        if op == "in":
+            return any(lo <= t <= hi for t in targets)
+        floating = self.type.kind in ("float32", "float64")  # NaN is not in the statistics
+        if op == "!=":
+            return floating or not (lo == hi == targets[0])
+        return floating or not (lo == hi and lo in targets)  # not in
+
+
+@dataclass(frozen=True)
+class Filter:
+    """An OR of ANDs of predicates (disjunctive normal form)."""
+
+    clauses: tuple[tuple[Predicate, ...], ...]
+
+    @property
+    def columns(self) -> set[str]:
+        return {p.column for clause in self.clauses for p in clause}
+
+    def matches_partition(self, keys: Sequence[str], values: PartitionValues) -> bool:
+        """False only if no row of this partition can match (predicates on partition keys are
+        decided exactly, others are assumed to match)."""
+        position = {key: i for i, key in enumerate(keys)}
+        return any(
+            all(p.test(values[position[p.column]]) for p in clause if p.column in position)
+            for clause in self.clauses
+        )
+
+    def may_match_file(self, file: DataFileMeta, column_positions: Mapping[str, int]) -> bool:
+        """False only if the file's statistics prove that no row matches."""
+        if not file.min_values and not file.null_counts:
+            return True
+        return any(self._clause_may_match(clause, file, column_positions) for clause in self.clauses)
+
+    @staticmethod
+    def _clause_may_match(
+        clause: tuple[Predicate, ...], file: DataFileMeta, positions: Mapping[str, int]
+    ) -> bool:
+        for predicate in clause:
+            index = positions.get(predicate.column)
+            if index is None:
+                continue
+            nulls = file.null_counts[index] if index < len(file.null_counts) else None
+            low = file.min_values[index] if index < len(file.min_values) else None
+            high = file.max_values[index] if index < len(file.max_values) else None
+            if not predicate.may_match(low, high, nulls, file.row_count):
+                return False
+        return True
+
+    def buckets(
+        self, bucket_key: Sequence[str], bucket_of: Callable[[tuple[StatValue, ...]], int]
+    ) -> set[int] | None:
+        """The only buckets that can hold matching rows, or None when the filter does not pin
+        every bucket-key column with ``=`` / ``in`` in every clause."""
+        if not bucket_key:
+            return None
+        result: set[int] = set()
+        for clause in self.clauses:
+            choices: list[tuple[StatValue, ...]] = []
+            for column in bucket_key:
+                pinned = [p for p in clause if p.column == column and p.op in ("=", "==", "in")]
+                if not pinned:
+                    return None
+                allowed = set(pinned[0].values)
+                for extra in pinned[1:]:
+                    allowed &= set(extra.values)
+                choices.append(tuple(allowed))
+            combinations = 1
+            for options in choices:
+                combinations *= len(options)
+            if combinations > _MAX_BUCKET_COMBINATIONS:
+                return None
+            result.update(bucket_of(combo) for combo in itertools.product(*choices))
+        return result
+
+
+def parse_filter(raw: object, column_types: Mapping[str, TypeSpec]) -> Filter | None:
+    """Validate and normalise a DNF filter. Raises InvalidFilterError naming the problem."""
+    if raw is None:
+        return None
+    if isinstance(raw, Filter):
+        return raw
+    if not isinstance(raw, list | tuple) or not raw:
+        raise InvalidFilterError(
+            "a filter is a list of (column, op, value) tuples, or a list of such lists"
+        )
+    first = raw[0]
+    nested = isinstance(first, list) or (
+        isinstance(first, tuple) and bool(first) and isinstance(first[0], list | tuple)
+    )
+    clauses_raw = raw if nested else [raw]
+    clauses = tuple(
+        tuple(_predicate(item, column_types) for item in _as_clause(clause))
+        for clause in clauses_raw
+    )
+    return Filter(clauses)
+
+
+def _as_clause(clause: object) -> Sequence[object]:
+    if not isinstance(clause, list | tuple) or not clause:
+        raise InvalidFilterError(f"filter clause {clause!r} must be a non-empty list of tuples")
+    return clause
+
+
+def _predicate(item: object, column_types: Mapping[str, TypeSpec]) -> Predicate:
+    if not isinstance(item, list | tuple) or len(item) not in (2, 3):
+        raise InvalidFilterError(f"filter term {item!r} must be (column, op, value)")
+    column, op = item[0], str(item[1]).lower().strip()
+    if not isinstance(column, str) or column not in column_types:
+        raise InvalidFilterError(
+            f"filter names unknown column {column!r} (columns: {', '.join(column_types)})"
+        )
+    if op not in _OPS:
+        raise InvalidFilterError(
+            f"unknown filter operator {item[1]!r} on column '{column}' (use one of "
+            f"{', '.join(sorted(_OPS))})"
+        )
+    type_spec = column_types[column]
+    if op in ("is null", "is not null"):
+        return Predicate(column, op, (), type_spec)
+    if len(item) != 3:
+        raise InvalidFilterError(f"filter term on column '{column}' with '{op}' needs a value")
+    raw_value = item[2]
+    if op in ("in", "not in"):
+        if isinstance(raw_value, str | bytes) or not hasattr(raw_value, "__iter__"):
+            raise InvalidFilterError(f"'{op}' on column '{column}' needs a list of values")
+        values = tuple(to_stored(v, type_spec, column) for v in raw_value)
+    else:
+        values = (to_stored(raw_value, type_spec, column),)
+    return Predicate(column, op, values, type_spec)
+
+
+def to_stored(value: object, type_spec: TypeSpec, column: str) -> StatValue:
+    """A filter value in the stored form of the column (see ``datafiles.stats``)."""
+    kind = type_spec.kind
+    if value is None:
+        raise InvalidFilterError(
+            f"filter on column '{column}' compares with None: use 'is null' / 'is not null'"
+        )
+    try:
+        if kind in INTEGER_KINDS:
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise TypeError
+            return value
+        if kind in ("float16", "float32", "float64"):
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise TypeError
+            return float(value)
+        if kind == "bool":
+            if not isinstance(value, bool):
+                raise TypeError
+            return value
+        if kind in ("string", "large_string"):
+            if not isinstance(value, str):
+                raise TypeError
+            return value
+        if kind in ("binary", "large_binary", "fixed_size_binary"):
+            if not isinstance(value, bytes):
+                raise TypeError
+            return value
+        if kind in ("date32", "date64"):
+            return _date_days(value)
+        if kind == "timestamp":
+            return _timestamp_value(value, type_spec)
+        if kind == "decimal":
+            if isinstance(value, bool) or not isinstance(value, int | str | decimal.Decimal):
+                raise TypeError
+            return format(decimal.Decimal(str(value)), "f")
+        if kind in ("time32", "time64"):
+            return _time_value(value, type_spec)
+    except (TypeError, ValueError, decimal.InvalidOperation):
+        pass
+    raise InvalidFilterError(
+        f"filter value {value!r} does not fit column '{column}' of type {kind}"
+    )
+
+
+def _date_days(value: object) -> int:
+    if isinstance(value, dt.datetime):
+        value = value.date()
+    if isinstance(value, str):
+        value = dt.date.fromisoformat(value)
+    if isinstance(value, dt.date):
+        return (value - _EPOCH_DATE).days
+    raise TypeError
+
+
+def _timestamp_value(value: object, type_spec: TypeSpec) -> int:
+    if isinstance(value, str):
+        value = dt.datetime.fromisoformat(value)
+    if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
+        value = dt.datetime(value.year, value.month, value.day)
+    if not isinstance(value, dt.datetime):
+        raise TypeError
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=dt.UTC)
+    delta = value - _EPOCH
+    per_second = _UNIT_PER_SECOND[type_spec.unit or "us"]
+    micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+    return micros * per_second // 1_000_000
+
+
+def _time_value(value: object, type_spec: TypeSpec) -> int:
+    if not isinstance(value, dt.time):
+        raise TypeError
+    micros = ((value.hour * 60 + value.minute) * 60 + value.second) * 1_000_000 + value.microsecond
+    return micros * _UNIT_PER_SECOND[type_spec.unit or "us"] // 1_000_000
+
+
+def _sort_key(value: StatValue, type_spec: TypeSpec) -> object:
+    if type_spec.kind == "decimal":
+        return decimal.Decimal(str(value))
+    return value

@@ -1,0 +1,55 @@
+"""Hive-style partition directory names (pure).
+
+``k1=v1/k2=v2``: each key and value is escaped (control characters, ``"#%'*/:=?\\``, DEL and
+``{}[]^`` become ``%XX`` with upper-case hex). A null or empty value becomes the table's default
+partition name (``__DEFAULT_PARTITION__``). The directory name is for humans and other tools only:
+the typed partition values are stored in the manifests and are the source of truth.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+
+from appendtable.metadata.models import PartitionValues
+from appendtable.metadata.types import TypeSpec
+from appendtable.metadata.values import to_python
+
+__all__ = ["escape_path_name", "partition_path", "render_partition_value"]
+
+_ESCAPED = frozenset(
+    [chr(c) for c in range(0x01, 0x20)] + list("\"#%'*/:=?\\\x7f{}[]^")
+)
+
+
+def escape_path_name(text: str) -> str:
+    if not any(ch in _ESCAPED for ch in text):
+        return text
+    return "".join(f"%{ord(ch):02X}" if ch in _ESCAPED else ch for ch in text)
+
+
+def render_partition_value(value: object, type_spec: TypeSpec) -> str | None:
+    """The text of one stored partition value, None for null/empty (default partition)."""
+    if value is None or value == "":
+        return None
+    if type_spec.kind == "bool":
+        return "true" if value else "false"
+    python = to_python(value, type_spec)
+    if isinstance(python, dt.date):  # dates and datetimes
+        return python.isoformat()
+    return str(python)
+
+
+def partition_path(
+    keys: Sequence[str],
+    values: PartitionValues,
+    types: Sequence[TypeSpec],
+    default_name: str,
+) -> str:
+    """``k1=v1/k2=v2`` for the given stored partition values ('' when unpartitioned)."""
+    parts = []
+    for key, value, type_spec in zip(keys, values, types, strict=True):
+        text = render_partition_value(value, type_spec)
+        rendered = default_name if text is None else escape_path_name(text)
+        parts.append(f"{escape_path_name(key)}={rendered}")
+    return "/".join(parts)

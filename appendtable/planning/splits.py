@@ -1,0 +1,90 @@
+"""Ordering live files and packing them into read splits (pure).
+
+Order of splits: partitions in creation order (the smallest sequence number they hold, which
+compaction preserves) or, with ``sort_partitions``, by partition value (nulls last); then buckets
+ascending; within a bucket, files by ``min_seq``, i.e. write order. Packing is greedy and never
+reorders: consecutive files of one (partition, bucket) fill a split until its weight (bytes plus
+``open_file_cost`` per file) reaches ``target_size``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from appendtable.metadata.models import DataFileMeta, ManifestEntry, PartitionValues, Split
+from appendtable.metadata.types import TypeSpec
+
+__all__ = ["group_files", "pack_splits", "partition_sort_key"]
+
+Group = tuple[PartitionValues, int, list[DataFileMeta]]
+
+
+def partition_sort_key(values: PartitionValues) -> tuple[tuple[bool, object], ...]:
+    """Sort by value with nulls last."""
+    return tuple((value is None, value if value is not None else 0) for value in values)
+
+
+def group_files(entries: Iterable[ManifestEntry], *, sort_partitions: bool) -> list[Group]:
+    """Live entries grouped by (partition, bucket) in read order, files by ``min_seq``."""
+    groups: dict[tuple[PartitionValues, int], list[DataFileMeta]] = {}
+    first_seq: dict[PartitionValues, int] = {}
+    for entry in entries:
+        groups.setdefault((entry.partition, entry.bucket), []).append(entry.file)
+        seen = first_seq.get(entry.partition)
+        if seen is None or entry.file.min_seq < seen:
+            first_seq[entry.partition] = entry.file.min_seq
+
+    def order(key: tuple[PartitionValues, int]) -> tuple[object, ...]:
+        partition, bucket = key
+        if sort_partitions:
+            return (partition_sort_key(partition), bucket)
+        return (first_seq[partition], bucket)
+
+    result: list[Group] = []
+    for key in sorted(groups, key=order):
+        files = sorted(groups[key], key=lambda f: (f.min_seq, f.path))
+        result.append((key[0], key[1], files))
+    return result
+
+
+def pack_splits(
+    groups: Sequence[Group],
+    *,
+    snapshot_id: int,
+    partition_keys: tuple[str, ...],
+    partition_types: tuple[TypeSpec, ...],
+    target_size: int,
+    open_file_cost: int,
+) -> list[Split]:
+    """Pack each group's files, in order, into splits of about ``target_size``."""
+    splits: list[Split] = []
+    for partition, bucket, files in groups:
+        current: list[DataFileMeta] = []
+        weight = 0
+        for file in files:
+            current.append(file)
+            weight += file.file_size + open_file_cost
+            if weight >= target_size:
+                splits.append(
+                    Split(
+                        snapshot_id=snapshot_id,
+                        partition_keys=partition_keys,
+                        partition_types=partition_types,
+                        partition_values=partition,
+                        bucket=bucket,
+                        files=tuple(current),
+                    )
+                )
+                current, weight = [], 0
+        if current:
+            splits.append(
+                Split(
+                    snapshot_id=snapshot_id,
+                    partition_keys=partition_keys,
+                    partition_types=partition_types,
+                    partition_values=partition,
+                    bucket=bucket,
+                    files=tuple(current),
+                )
+            )
+    return splits

@@ -1,0 +1,226 @@
+"""Batch scans: one pinned snapshot, pruned by partition, bucket and statistics, read in order.
+
+Pruning happens before any data file is opened: manifests are skipped by their partition ranges
+and bucket ranges, files by partition values, bucket and column statistics. The exact row filter
+is then applied while reading. Splits come in a deterministic order (see ``planning.splits``);
+reading them in order yields each bucket's rows in write order.
+"""
+
+from __future__ import annotations
+
+import decimal
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pyarrow as pa
+
+from appendtable._state import TableState
+from appendtable.datafiles.arrow_schema import arrow_type
+from appendtable.datafiles.expressions import to_expression
+from appendtable.datafiles.parquet_io import read_file
+from appendtable.errors import InvalidFilterError
+from appendtable.metadata import options as opt
+from appendtable.metadata.models import ManifestEntry, ManifestFileMeta, Snapshot, Split, StatValue
+from appendtable.planning.bucket import bucket_ids
+from appendtable.planning.filters import Filter, parse_filter
+from appendtable.planning.splits import group_files, pack_splits
+
+__all__ = ["Scan", "plan_entries", "read_split"]
+
+
+def _bucket_function(state: TableState) -> Any:
+    types = state.column_types
+    key = state.options.bucket_key
+    key_types = [types[column] for column in key]
+    buckets = state.options.bucket
+
+    def bucket_of(values: tuple[StatValue, ...]) -> int:
+        arrays = []
+        for value, type_spec in zip(values, key_types, strict=True):
+            python: object = decimal.Decimal(value) if type_spec.kind == "decimal" else value
+            if type_spec.kind == "date64" and isinstance(value, int):
+                python = value * 86_400_000
+            arrays.append(pa.array([python], type=arrow_type(type_spec)))
+        return int(bucket_ids(arrays, buckets)[0])
+
+    return bucket_of
+
+
+def plan_entries(
+    state: TableState,
+    snapshot: Snapshot,
+    row_filter: Filter | None,
+    *,
+    buckets: set[int] | None = None,
+) -> list[ManifestEntry]:
+    """Live entries of ``snapshot`` that may hold rows matching ``row_filter``, restricted to
+    ``buckets`` when given."""
+    keys = state.schema.partition_keys
+    positions = {name: i for i, name in enumerate(state.schema.field_names())}
+    wanted = buckets
+    if row_filter is not None and state.options.bucket > 0:
+        pinned = row_filter.buckets(state.options.bucket_key, _bucket_function(state))
+        if pinned is not None:
+            wanted = pinned if wanted is None else wanted & pinned
+
+    def manifest_ok(manifest: ManifestFileMeta) -> bool:
+        if wanted is not None and not any(
+            manifest.min_bucket <= b <= manifest.max_bucket for b in wanted
+        ):
+            return False
+        if row_filter is None or not keys:
+            return True
+        rows = manifest.num_added + manifest.num_deleted
+        return any(
+            all(
+                p.may_match(
+                    manifest.partition_min[keys.index(p.column)],
+                    manifest.partition_max[keys.index(p.column)],
+                    manifest.partition_null_counts[keys.index(p.column)],
+                    rows,
+                )
+                for p in clause
+                if p.column in keys
+            )
+            for clause in row_filter.clauses
+        )
+
+    def entry_ok(entry: ManifestEntry) -> bool:
+        if wanted is not None and entry.bucket not in wanted:
+            return False
+        if row_filter is None:
+            return True
+        return row_filter.matches_partition(keys, entry.partition) and row_filter.may_match_file(
+            entry.file, positions
+        )
+
+    return state.manifests.live_files(snapshot, manifest_ok, entry_ok)
+
+
+def splits_of(
+    state: TableState, snapshot: Snapshot, entries: Sequence[ManifestEntry]
+) -> list[Split]:
+    groups = group_files(entries, sort_partitions=state.options.get(opt.SCAN_PLAN_SORT_PARTITION))
+    return pack_splits(
+        groups,
+        snapshot_id=snapshot.id,
+        partition_keys=state.schema.partition_keys,
+        partition_types=state.partition_types,
+        target_size=state.options.get(opt.SPLIT_TARGET_SIZE),
+        open_file_cost=state.options.get(opt.SPLIT_OPEN_FILE_COST),
+    )
+
+
+def check_columns(state: TableState, columns: Sequence[str] | None) -> list[str] | None:
+    if columns is None:
+        return None
+    names = state.schema.field_names()
+    unknown = [c for c in columns if c not in names]
+    if unknown:
+        raise InvalidFilterError(
+            f"unknown column '{unknown[0]}' in the projection (columns: {', '.join(names)})"
+        )
+    return list(columns)
+
+
+def read_split(
+    state: TableState,
+    split: Split,
+    *,
+    columns: Sequence[str] | None = None,
+    row_filter: Filter | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """The rows of one split, file by file in order (so in write order within a bucket)."""
+    expression = to_expression(row_filter)
+    for file in split.files:
+        yield from read_file(state.storage, file.path, columns=columns, row_filter=expression)
+
+
+class Scan:
+    """A read of one snapshot, fixed when the scan is created.
+
+    ``plan()`` lists the splits; ``to_arrow()`` / ``to_batches()`` / ``to_pandas()`` read them;
+    ``count()`` answers from metadata alone when the filter allows it.
+    """
+
+    def __init__(
+        self,
+        state: TableState,
+        snapshot: Snapshot | None,
+        *,
+        columns: Sequence[str] | None = None,
+        filter: object = None,
+    ) -> None:
+        self._state = state
+        self.snapshot = snapshot
+        self.columns = check_columns(state, columns)
+        self.filter = parse_filter(filter, state.column_types)
+        self._splits: list[Split] | None = None
+
+    def plan(self) -> list[Split]:
+        """The splits to read, in read order (computed once per scan)."""
+        if self._splits is None:
+            if self.snapshot is None:
+                self._splits = []
+            else:
+                entries = plan_entries(self._state, self.snapshot, self.filter)
+                self._splits = splits_of(self._state, self.snapshot, entries)
+        return self._splits
+
+    @property
+    def output_schema(self) -> pa.Schema:
+        schema = self._state.arrow_schema
+        if self.columns is None:
+            return schema
+        return pa.schema([schema.field(name) for name in self.columns])
+
+    def to_batches(self) -> Iterator[pa.RecordBatch]:
+        """Record batches split by split, in read order."""
+        for split in self.plan():
+            yield from read_split(self._state, split, columns=self.columns, row_filter=self.filter)
+
+    def to_arrow(self) -> pa.Table:
+        """All matching rows as one table, in read order. Files are read concurrently."""
+        files = [file for split in self.plan() for file in split.files]
+        if not files:
+            return self.output_schema.empty_table()
+        expression = to_expression(self.filter)
+
+        def read_one(path: str) -> pa.Table:
+            batches = list(
+                read_file(self._state.storage, path, columns=self.columns, row_filter=expression)
+            )
+            return pa.Table.from_batches(batches, schema=self.output_schema)
+
+        if len(files) == 1:
+            return read_one(files[0].path)
+        workers = min(len(files), self._state.options.write_parallelism)
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            tables = list(pool.map(read_one, (file.path for file in files)))
+        return pa.concat_tables(tables)
+
+    def to_pandas(self) -> Any:
+        return self.to_arrow().to_pandas()
+
+    def count(self) -> int:
+        """The number of matching rows. Without a filter, or with one on partition keys only,
+        this reads no data file."""
+        splits = self.plan()
+        keys = set(self._state.schema.partition_keys)
+        if self.filter is None or self.filter.columns <= keys:
+            return sum(split.row_count for split in splits)
+        expression = to_expression(self.filter)
+        total = 0
+        for split in splits:
+            for file in split.files:
+                for batch in read_file(
+                    self._state.storage, file.path, columns=[], row_filter=expression
+                ):
+                    total += batch.num_rows
+        return total
+
+    def __repr__(self) -> str:
+        snapshot = self.snapshot.id if self.snapshot else None
+        return f"Scan(snapshot={snapshot}, columns={self.columns}, filter={self.filter})"
+

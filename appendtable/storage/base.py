@@ -1,0 +1,98 @@
+"""The storage contract: bytes at paths relative to a table root.
+
+This is the only I/O boundary of the library. Implementations translate every foreign exception
+into the ``StorageError`` family (see ``storage.translate``). The one operation that races is
+:meth:`Storage.put_if_absent`, the commit point of the table.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import IO, Any
+
+__all__ = ["FileInfo", "Storage"]
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """A file found by listing: its path relative to the root, size and modification time."""
+
+    path: str
+    size: int
+    mtime_ms: int
+
+
+class Storage(ABC):
+    """Files under one root. Paths are ``/``-separated and relative to the root."""
+
+    #: True when ``put_if_absent`` is atomic across processes (and hosts, for object stores).
+    atomic_create: bool = False
+    #: A short name of the backend for messages: "local", "memory", "s3", ...
+    backend: str = "unknown"
+
+    def __init__(self, root: str) -> None:
+        self.root = root.rstrip("/") or "/"
+
+    @abstractmethod
+    def read(self, path: str) -> bytes:
+        """The whole file. Raises ObjectNotFoundError if it does not exist."""
+
+    @abstractmethod
+    def write(self, path: str, data: bytes) -> None:
+        """Create or replace ``path``. Readers see either nothing/the old content or all of
+        ``data``, never a prefix."""
+
+    @abstractmethod
+    def put_if_absent(self, path: str, data: bytes) -> bool:
+        """Create ``path`` with ``data`` only if no file of that name exists.
+
+        Returns True if this call created it (complete content visible at once), False if the
+        name was already taken by someone else. Raises ``StorageError`` when the outcome is
+        unknown; the caller then reads the file back to find out.
+        """
+
+    @abstractmethod
+    def exists(self, path: str) -> bool: ...
+
+    @abstractmethod
+    def info(self, path: str) -> FileInfo:
+        """Size and mtime of one file. Raises ObjectNotFoundError."""
+
+    @abstractmethod
+    def list(self, directory: str) -> list[FileInfo]:
+        """Files directly inside ``directory`` (empty if it does not exist), unordered."""
+
+    @abstractmethod
+    def walk(self, directory: str = "") -> list[FileInfo]:
+        """Every file below ``directory``, recursively (empty if it does not exist)."""
+
+    @abstractmethod
+    def delete(self, path: str) -> None:
+        """Remove a file; a missing file is not an error."""
+
+    @abstractmethod
+    def open_output(self, path: str) -> IO[bytes]:
+        """A binary file to stream a new (uniquely named) file into."""
+
+    @abstractmethod
+    def sync(self, path: str) -> None:
+        """Make a file written through ``open_output`` or a local path durable (no-op remotely)."""
+
+    @abstractmethod
+    def local_path(self, path: str) -> str | None:
+        """The absolute local file-system path, when the storage is a local directory."""
+
+    def ensure_parent(self, path: str) -> None:
+        """Create the parent directory of ``path`` where directories exist (local disk)."""
+
+    @abstractmethod
+    def fsspec(self) -> tuple[Any, str]:
+        """The fsspec file system and the root path within it (for engines such as pyarrow)."""
+
+    def uri(self, path: str) -> str:
+        """The full URI of ``path``, for messages."""
+        return f"{self.root}/{path}" if path else self.root
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.root!r})"

@@ -1,0 +1,330 @@
+"""The public facade: creating and opening tables, writing, scanning, and inspecting history."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from appendtable._state import TableState
+from appendtable.datafiles.arrow_schema import field_specs
+from appendtable.datafiles.table_write import TableWriter
+from appendtable.errors import (
+    AtomicCreateUnsupportedError,
+    CommitStateUnknownError,
+    InvalidSchemaError,
+    SnapshotNotFoundError,
+    TableExistsError,
+    TableNotFoundError,
+)
+from appendtable.metadata import codec, layout
+from appendtable.metadata import options as opt
+from appendtable.metadata.models import Snapshot, Split, TableSchema
+from appendtable.metadata.types import NESTED_KINDS
+from appendtable.planning.bucket import unsupported_bucket_key_reason
+from appendtable.planning.filters import parse_filter
+from appendtable.planning.partitions import partition_path
+from appendtable.planning.splits import partition_sort_key
+from appendtable.scan import Scan, check_columns, read_split
+from appendtable.storage import Storage, open_storage
+from appendtable.write import TableCommit
+
+__all__ = ["Table", "create_table", "open_table"]
+
+_PARTITION_KIND_REJECTED = {
+    "float16": "floating-point",
+    "float32": "floating-point",
+    "float64": "floating-point",
+    "binary": "binary",
+    "large_binary": "binary",
+    "fixed_size_binary": "binary",
+    "duration": "duration",
+}
+_WATERMARK_KINDS = frozenset(
+    {"timestamp", "date32", "date64", "int8", "int16", "int32", "int64"}
+)
+
+
+def _storage_for(uri: str, options: opt.Options, storage_options: Mapping[str, Any] | None) -> Storage:
+    return open_storage(uri, storage_options, fsync=options.get(opt.COMMIT_FSYNC))
+
+
+def create_table(
+    uri: str,
+    schema: pa.Schema,
+    *,
+    partition_by: Sequence[str] | None = None,
+    options: Mapping[str, object] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> Table:
+    """Create an empty table at ``uri`` (a local path or any fsspec URL).
+
+    Raises TableExistsError if a table is already there, InvalidSchemaError for a bad schema or
+    partition keys, InvalidOptionError for unknown, malformed or contradictory options.
+    """
+    if not isinstance(schema, pa.Schema):
+        raise InvalidSchemaError(f"schema must be a pyarrow.Schema, got {type(schema).__name__}")
+    fields = field_specs(schema)
+    names = [f.name for f in fields]
+    kinds = {f.name: f.type.kind for f in fields}
+    partition_keys = tuple(partition_by or ())
+    for key in partition_keys:
+        if key not in names:
+            raise InvalidSchemaError(
+                f"partition column '{key}' is not in the schema (columns: {', '.join(names)})"
+            )
+        kind = kinds[key]
+        if kind in NESTED_KINDS or kind in _PARTITION_KIND_REJECTED:
+            raise InvalidSchemaError(
+                f"partition column '{key}' has a {_PARTITION_KIND_REJECTED.get(kind, kind)} "
+                "type, which cannot be a partition key"
+            )
+    if len(set(partition_keys)) != len(partition_keys):
+        raise InvalidSchemaError("a partition column is listed twice")
+    if len(partition_keys) == len(names):
+        raise InvalidSchemaError("every column is a partition column: a table needs data columns")
+    raw_options = opt.parse_options(options)
+    parsed = opt.Options(raw_options)
+    opt.validate_table_options(parsed, columns=names, partition_keys=partition_keys)
+    for key in parsed.bucket_key:
+        reason = unsupported_bucket_key_reason(schema.field(key).type)
+        if reason is not None:
+            raise InvalidSchemaError(f"bucket key column '{key}' cannot be hashed: {reason}")
+    watermark_column = parsed.get(opt.WATERMARK_COLUMN)
+    if watermark_column and kinds[watermark_column] not in _WATERMARK_KINDS:
+        raise InvalidSchemaError(
+            f"watermark column '{watermark_column}' has type {kinds[watermark_column]}; use a "
+            "timestamp, a date, or an integer holding epoch milliseconds"
+        )
+
+    storage = _storage_for(uri, parsed, storage_options)
+    if not storage.atomic_create and not parsed.get(opt.COMMIT_SINGLE_WRITER):
+        raise AtomicCreateUnsupportedError(
+            f"the '{storage.backend}' storage cannot create files atomically, so concurrent "
+            "commits could lose data; set option 'commit.single-writer' = 'true' if only one "
+            "process ever writes this table",
+            path=storage.root,
+            operation="create",
+        )
+    if storage.list(layout.SCHEMA_DIR):
+        raise TableExistsError(f"a table already exists at {storage.root}")
+    table_schema = TableSchema(
+        id=0,
+        fields=fields,
+        partition_keys=partition_keys,
+        options=raw_options,
+        time_ms=int(time.time() * 1000),
+    )
+    created = storage.put_if_absent(
+        layout.schema_path(0), codec.encode(table_schema, codec.Kind.SCHEMA)
+    )
+    if not created:
+        raise TableExistsError(f"a table already exists at {storage.root}")
+    return Table(TableState(storage, table_schema))
+
+
+def open_table(uri: str, *, storage_options: Mapping[str, Any] | None = None) -> Table:
+    """Open the table at ``uri``. Raises TableNotFoundError if there is none."""
+    storage = open_storage(uri, storage_options)
+    ids = [
+        layout.id_from_name(info.path, layout.SCHEMA_PREFIX)
+        for info in storage.list(layout.SCHEMA_DIR)
+    ]
+    schema_ids = sorted(i for i in ids if i is not None)
+    if not schema_ids:
+        raise TableNotFoundError(f"no table at {storage.root} (no {layout.SCHEMA_DIR}/ files)")
+    path = layout.schema_path(schema_ids[-1])
+    table_schema = codec.decode(storage.read(path), TableSchema, codec.Kind.SCHEMA, storage.uri(path))
+    options = opt.Options(table_schema.options)
+    if not options.get(opt.COMMIT_FSYNC):
+        storage = _storage_for(uri, options, storage_options)
+    return Table(TableState(storage, table_schema))
+
+
+class Table:
+    """An append-only table: atomic snapshots of Parquet files, ordered per bucket."""
+
+    def __init__(self, state: TableState) -> None:
+        self._state = state
+        self._commit_user = f"appendtable-{uuid.uuid4().hex}"
+
+    # ---- description ------------------------------------------------------------------------
+
+    @property
+    def uri(self) -> str:
+        return self._state.storage.root
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self._state.arrow_schema
+
+    @property
+    def partition_by(self) -> list[str]:
+        return list(self._state.schema.partition_keys)
+
+    @property
+    def options(self) -> dict[str, str]:
+        """The options set on the table (defaults are not listed)."""
+        return self._state.options.as_dict()
+
+    @property
+    def bucket(self) -> int:
+        return self._state.options.bucket
+
+    @property
+    def bucket_key(self) -> list[str]:
+        return list(self._state.options.bucket_key)
+
+    def __repr__(self) -> str:
+        return f"Table({self.uri!r}, bucket={self.bucket}, partition_by={self.partition_by})"
+
+    # ---- writing ----------------------------------------------------------------------------
+
+    def writer(self) -> TableWriter:
+        """A writer for the first phase of a two-phase write: ``write(data)`` any number of
+        times, then ``prepare_commit()`` for messages to hand to ``committer(...).commit``."""
+        state = self._state
+        return TableWriter(state.storage, state.schema, state.arrow_schema, state.options)
+
+    def committer(self, commit_user: str | None = None) -> TableCommit:
+        """The second phase: commit messages as ``commit_user`` (stable per job for
+        idempotent commits; a fresh one by default)."""
+        return TableCommit(self._state, commit_user or f"appendtable-{uuid.uuid4().hex}")
+
+    def append(self, data: object, *, watermark: int | None = None) -> Snapshot | None:
+        """Append ``data`` (pyarrow Table, RecordBatch, iterable of RecordBatches or pandas
+        DataFrame) as one snapshot. Atomic: on any error no row becomes visible. Returns the
+        new snapshot, or None if ``data`` has no rows (and no watermark to record)."""
+        return self._write_and_commit(data, watermark=watermark, overwrite=None)
+
+    def overwrite(
+        self,
+        data: object,
+        *,
+        partitions: Sequence[Mapping[str, object]] | None = None,
+        watermark: int | None = None,
+    ) -> Snapshot | None:
+        """Replace all rows (or those of the given static partitions, e.g.
+        ``[{"day": date(2024, 1, 2)}]``) with ``data``, atomically."""
+        return self._write_and_commit(data, watermark=watermark, overwrite=partitions or [])
+
+    def _write_and_commit(
+        self,
+        data: object,
+        *,
+        watermark: int | None,
+        overwrite: Sequence[Mapping[str, object]] | None,
+    ) -> Snapshot | None:
+        base = self._state.snapshots.latest_id() if overwrite is not None else None
+        committer = TableCommit(self._state, self._commit_user)
+        with self.writer() as writer:
+            writer.write(data)
+            messages = writer.prepare_commit()
+        try:
+            if overwrite is not None:
+                return committer.overwrite(
+                    messages,
+                    partitions=overwrite or None,
+                    base_snapshot_id=base,
+                    watermark=watermark,
+                )
+            return committer.commit(messages, watermark=watermark)
+        except CommitStateUnknownError:
+            raise  # the files may be referenced: keep them
+        except BaseException:
+            committer.abort(messages)
+            raise
+
+    # ---- reading ----------------------------------------------------------------------------
+
+    def scan(
+        self,
+        *,
+        columns: Sequence[str] | None = None,
+        filter: object = None,
+        snapshot_id: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> Scan:
+        """A read of the latest snapshot, or of ``snapshot_id``, or of the newest snapshot
+        committed at or before ``timestamp_ms`` (time travel)."""
+        return Scan(
+            self._state,
+            self._pick_snapshot(snapshot_id, timestamp_ms),
+            columns=columns,
+            filter=filter,
+        )
+
+    def _pick_snapshot(self, snapshot_id: int | None, timestamp_ms: int | None) -> Snapshot | None:
+        snapshots = self._state.snapshots
+        if snapshot_id is not None and timestamp_ms is not None:
+            raise ValueError("give snapshot_id or timestamp_ms, not both")
+        if snapshot_id is not None:
+            return snapshots.get(snapshot_id)
+        if timestamp_ms is not None:
+            found = snapshots.find_by_time(timestamp_ms)
+            if found is None:
+                raise SnapshotNotFoundError(
+                    f"no snapshot was committed at or before {timestamp_ms} ms"
+                )
+            return found
+        return snapshots.latest()
+
+    def read(
+        self,
+        split: Split,
+        *,
+        columns: Sequence[str] | None = None,
+        filter: object = None,
+    ) -> Iterator[pa.RecordBatch]:
+        """The rows of one split (from ``scan().plan()``), in order: for engines."""
+        return read_split(
+            self._state,
+            split,
+            columns=check_columns(self._state, columns),
+            row_filter=parse_filter(filter, self._state.column_types),
+        )
+
+    # ---- history ----------------------------------------------------------------------------
+
+    def latest_snapshot(self) -> Snapshot | None:
+        return self._state.snapshots.latest()
+
+    def snapshot(self, snapshot_id: int) -> Snapshot:
+        return self._state.snapshots.get(snapshot_id)
+
+    def snapshots(self) -> list[Snapshot]:
+        """Every retained snapshot, oldest first."""
+        store = self._state.snapshots
+        return [store.get(i) for i in store.list_ids()]
+
+    def files(self, snapshot_id: int | None = None) -> pa.Table:
+        """One row per live data file of a snapshot (default: the latest)."""
+        snapshot = self._pick_snapshot(snapshot_id, None)
+        entries = [] if snapshot is None else self._state.manifests.live_files(snapshot)
+        entries.sort(key=lambda e: (partition_sort_key(e.partition), e.bucket, e.file.min_seq))
+        state = self._state
+        default = state.options.get(opt.PARTITION_DEFAULT_NAME)
+        return pa.table(
+            {
+                "partition": [
+                    partition_path(
+                        state.schema.partition_keys, e.partition, state.partition_types, default
+                    )
+                    for e in entries
+                ],
+                "bucket": pa.array([e.bucket for e in entries], pa.int32()),
+                "path": [e.file.path for e in entries],
+                "rows": pa.array([e.file.row_count for e in entries], pa.int64()),
+                "bytes": pa.array([e.file.file_size for e in entries], pa.int64()),
+                "min_sequence": pa.array([e.file.min_seq for e in entries], pa.int64()),
+                "max_sequence": pa.array([e.file.max_seq for e in entries], pa.int64()),
+                "created": pa.array(
+                    [e.file.creation_time_ms for e in entries], pa.timestamp("ms", tz="UTC")
+                ),
+                "source": ["COMPACT" if e.file.source else "APPEND" for e in entries],
+            }
+        )
+

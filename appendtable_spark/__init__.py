@@ -1,0 +1,1 @@
+"""Spark adapter for appendtable (built on PySpark's Python Data Source API)."""
