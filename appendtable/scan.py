@@ -38,7 +38,7 @@ def _bucket_function(state: TableState) -> Any:
     def bucket_of(values: tuple[StatValue, ...]) -> int:
         arrays = []
         for value, type_spec in zip(values, key_types, strict=True):
-            python: object = decimal.Decimal(value) if type_spec.kind == "decimal" else value
+            python: object = decimal.Decimal(str(value)) if type_spec.kind == "decimal" else value
             if type_spec.kind == "date64" and isinstance(value, int):
                 python = value * 86_400_000
             arrays.append(pa.array([python], type=arrow_type(type_spec)))
@@ -223,4 +223,3 @@ class Scan:
     def __repr__(self) -> str:
         snapshot = self.snapshot.id if self.snapshot else None
         return f"Scan(snapshot={snapshot}, columns={self.columns}, filter={self.filter})"
-

@@ -43,12 +43,12 @@ _PARTITION_KIND_REJECTED = {
     "fixed_size_binary": "binary",
     "duration": "duration",
 }
-_WATERMARK_KINDS = frozenset(
-    {"timestamp", "date32", "date64", "int8", "int16", "int32", "int64"}
-)
+_WATERMARK_KINDS = frozenset({"timestamp", "date32", "date64", "int8", "int16", "int32", "int64"})
 
 
-def _storage_for(uri: str, options: opt.Options, storage_options: Mapping[str, Any] | None) -> Storage:
+def _storage_for(
+    uri: str, options: opt.Options, storage_options: Mapping[str, Any] | None
+) -> Storage:
     return open_storage(uri, storage_options, fsync=options.get(opt.COMMIT_FSYNC))
 
 
@@ -109,7 +109,7 @@ def create_table(
             path=storage.root,
             operation="create",
         )
-    if storage.list(layout.SCHEMA_DIR):
+    if storage.listdir(layout.SCHEMA_DIR):
         raise TableExistsError(f"a table already exists at {storage.root}")
     table_schema = TableSchema(
         id=0,
@@ -131,13 +131,15 @@ def open_table(uri: str, *, storage_options: Mapping[str, Any] | None = None) ->
     storage = open_storage(uri, storage_options)
     ids = [
         layout.id_from_name(info.path, layout.SCHEMA_PREFIX)
-        for info in storage.list(layout.SCHEMA_DIR)
+        for info in storage.listdir(layout.SCHEMA_DIR)
     ]
     schema_ids = sorted(i for i in ids if i is not None)
     if not schema_ids:
         raise TableNotFoundError(f"no table at {storage.root} (no {layout.SCHEMA_DIR}/ files)")
     path = layout.schema_path(schema_ids[-1])
-    table_schema = codec.decode(storage.read(path), TableSchema, codec.Kind.SCHEMA, storage.uri(path))
+    table_schema = codec.decode(
+        storage.read(path), TableSchema, codec.Kind.SCHEMA, storage.uri(path)
+    )
     options = opt.Options(table_schema.options)
     if not options.get(opt.COMMIT_FSYNC):
         storage = _storage_for(uri, options, storage_options)
@@ -327,4 +329,3 @@ class Table:
                 "source": ["COMPACT" if e.file.source else "APPEND" for e in entries],
             }
         )
-

@@ -45,8 +45,7 @@ class OverwriteScope:
             return True
         values = dict(zip(keys, partition, strict=True))
         return any(
-            all(values.get(key) == value for key, value in spec.items())
-            for spec in self.partitions
+            all(values.get(key) == value for key, value in spec.items()) for spec in self.partitions
         )
 
 
@@ -161,8 +160,6 @@ def updated_users(
 ) -> list[CommitUserRecord]:
     """The registry after ``commit_user`` committed ``identifier``: other users idle longer than
     the retention are dropped; sorted by user for deterministic bytes."""
-    kept = [
-        r for r in records if r.user != commit_user and now_ms - r.time_ms <= retention_ms
-    ]
+    kept = [r for r in records if r.user != commit_user and now_ms - r.time_ms <= retention_ms]
     kept.append(CommitUserRecord(commit_user, identifier, snapshot_id, now_ms))
     return sorted(kept, key=lambda r: r.user)

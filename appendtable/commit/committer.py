@@ -168,8 +168,11 @@ class Committer:
             if planned_overwrite is not None:
                 scope = request.overwrite
                 assert scope is not None
-                in_scope = {path for path, entry in live.items()
-                            if scope.matches(entry.partition, self._partition_keys)}
+                in_scope = {
+                    path
+                    for path, entry in live.items()
+                    if scope.matches(entry.partition, self._partition_keys)
+                }
                 check_overwrite(planned_overwrite, in_scope)
                 deletes.extend(
                     ManifestEntry(FileKind.DELETE, e.partition, e.bucket, e.total_buckets, e.file)
@@ -177,8 +180,11 @@ class Committer:
                     if path in planned_overwrite
                 )
             check_deletes_live((entry.file.path for entry in deletes), set(live))
-        if not adds and not deletes and latest is not None and (
-            merged_watermark(latest.watermark, request.watermark) == latest.watermark
+        if (
+            not adds
+            and not deletes
+            and latest is not None
+            and (merged_watermark(latest.watermark, request.watermark) == latest.watermark)
         ):
             return None
 
@@ -256,11 +262,13 @@ class Committer:
             return {}
         partitions = {m.partition for m in request.messages}
         scope = request.overwrite
+        keys = self._partition_keys
+
+        overwriting = planned_overwrite is not None and scope is not None
 
         def relevant(entry: ManifestEntry) -> bool:
-            if planned_overwrite is not None and scope is not None:
-                if scope.matches(entry.partition, self._partition_keys):
-                    return True
+            if overwriting and scope is not None and scope.matches(entry.partition, keys):
+                return True
             return entry.partition in partitions
 
         return {e.file.path: e for e in self._manifests.live_files(latest, entry_filter=relevant)}
@@ -304,7 +312,7 @@ class Committer:
     def _backoff(self, attempt: int) -> float:
         low = self._options.get(opt.COMMIT_MIN_RETRY_WAIT)
         high = self._options.get(opt.COMMIT_MAX_RETRY_WAIT)
-        wait_ms = min(high, low * 2 ** (attempt - 1))
+        wait_ms = min(high, low * (1 << (attempt - 1)))
         return wait_ms * (1 + 0.2 * random.random()) / 1000
 
     def _delete_quietly(self, paths: Sequence[str]) -> None:

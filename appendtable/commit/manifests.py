@@ -7,6 +7,7 @@ import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
 
 from appendtable.metadata import codec, layout
 from appendtable.metadata.models import (
@@ -19,12 +20,14 @@ from appendtable.metadata.models import (
     ManifestList,
     PartitionValues,
     Snapshot,
+    StatValue,
 )
 from appendtable.planning.manifest_merge import MergeChoice
 from appendtable.storage import Storage
 
 __all__ = ["ManifestStore", "fold_live"]
 
+_V = TypeVar("_V")
 EntryFilter = Callable[[ManifestEntry], bool]
 ManifestFilter = Callable[[ManifestFileMeta], bool]
 
@@ -64,8 +67,8 @@ def _fold_keep_deletes(entries: Iterable[ManifestEntry]) -> list[ManifestEntry]:
 def _partition_bounds(
     partitions: Iterable[PartitionValues], width: int
 ) -> tuple[PartitionValues, PartitionValues, tuple[int, ...]]:
-    lows: list[object] = [None] * width
-    highs: list[object] = [None] * width
+    lows: list[StatValue] = [None] * width
+    highs: list[StatValue] = [None] * width
     nulls = [0] * width
     for values in partitions:
         for i, value in enumerate(values):
@@ -77,10 +80,10 @@ def _partition_bounds(
                 lows[i] = value
             if high is None or _lt(high, value):
                 highs[i] = value
-    return tuple(lows), tuple(highs), tuple(nulls)  # type: ignore[return-value]
+    return tuple(lows), tuple(highs), tuple(nulls)
 
 
-def _lt(a: object, b: object) -> bool:
+def _lt(a: StatValue, b: StatValue) -> bool:
     try:
         return bool(a < b)  # type: ignore[operator]
     except TypeError:
@@ -189,7 +192,7 @@ class ManifestStore:
         return manifests
 
     @staticmethod
-    def _trim(cache: OrderedDict[str, object], limit: int = 256) -> None:
+    def _trim(cache: OrderedDict[str, _V], limit: int = 256) -> None:
         while len(cache) > limit:
             cache.popitem(last=False)
 

@@ -43,7 +43,7 @@ class SnapshotStore:
         """Every snapshot id present, ascending (a listing: O(snapshots))."""
         ids = [
             layout.id_from_name(info.path, layout.SNAPSHOT_PREFIX)
-            for info in self._storage.list(layout.SNAPSHOT_DIR)
+            for info in self._storage.listdir(layout.SNAPSHOT_DIR)
         ]
         return sorted(i for i in ids if i is not None)
 

@@ -103,7 +103,9 @@ def type_spec(dtype: pa.DataType, *, column: str = "") -> TypeSpec:
 
 def _field_spec(field: pa.Field, column: str) -> FieldSpec:
     path = f"{column}.{field.name}" if column else field.name
-    return FieldSpec(name=field.name, type=type_spec(field.type, column=path), nullable=field.nullable)
+    return FieldSpec(
+        name=field.name, type=type_spec(field.type, column=path), nullable=field.nullable
+    )
 
 
 def field_specs(schema: pa.Schema) -> tuple[FieldSpec, ...]:
@@ -165,17 +167,35 @@ _FAMILIES = (
     ("int", pa.types.is_integer),
     ("float", pa.types.is_floating),
     ("decimal", pa.types.is_decimal),
-    ("string", lambda t: pa.types.is_string(t) or pa.types.is_large_string(t)
-     or pa.types.is_string_view(t)),
-    ("binary", lambda t: pa.types.is_binary(t) or pa.types.is_large_binary(t)
-     or pa.types.is_binary_view(t) or pa.types.is_fixed_size_binary(t)),
+    (
+        "string",
+        lambda t: (
+            pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
+        ),
+    ),
+    (
+        "binary",
+        lambda t: (
+            pa.types.is_binary(t)
+            or pa.types.is_large_binary(t)
+            or pa.types.is_binary_view(t)
+            or pa.types.is_fixed_size_binary(t)
+        ),
+    ),
     ("bool", pa.types.is_boolean),
     ("date", pa.types.is_date),
     ("timestamp", pa.types.is_timestamp),
     ("time", pa.types.is_time),
     ("duration", pa.types.is_duration),
-    ("list", lambda t: pa.types.is_list(t) or pa.types.is_large_list(t)
-     or pa.types.is_fixed_size_list(t) or pa.types.is_list_view(t)),
+    (
+        "list",
+        lambda t: (
+            pa.types.is_list(t)
+            or pa.types.is_large_list(t)
+            or pa.types.is_fixed_size_list(t)
+            or pa.types.is_list_view(t)
+        ),
+    ),
     ("map", pa.types.is_map),
     ("struct", pa.types.is_struct),
 )
@@ -202,7 +222,9 @@ def _castable(source: pa.DataType, target: pa.DataType) -> bool:
         # An instant (with time zone) and a wall-clock time (without) are different things.
         return (source.tz is None) == (target.tz is None)
     if source_family == "struct":
-        target_names = {target.field(i).name: target.field(i).type for i in range(target.num_fields)}
+        target_names = {
+            target.field(i).name: target.field(i).type for i in range(target.num_fields)
+        }
         source_fields = [source.field(i) for i in range(source.num_fields)]
         return len(source_fields) == len(target_names) and all(
             f.name in target_names and _castable(f.type, target_names[f.name])
@@ -287,9 +309,7 @@ def to_table(data: object, schema: pa.Schema) -> pa.Table:
     if isinstance(data, Iterable) and not isinstance(data, str | bytes | dict):
         batches = list(data)
         if not all(isinstance(batch, pa.RecordBatch) for batch in batches):
-            raise SchemaMismatchError(
-                "an iterable input must yield pyarrow RecordBatches only"
-            )
+            raise SchemaMismatchError("an iterable input must yield pyarrow RecordBatches only")
         if not batches:
             return schema.empty_table()
         return pa.Table.from_batches(batches)

@@ -45,7 +45,10 @@ class SpillArea:
         options = pa.ipc.IpcWriteOptions(compression="lz4")
         parts = []
         index = 0
-        with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, self._schema, options=options) as out:
+        with (
+            pa.OSFile(path, "wb") as sink,
+            pa.ipc.new_file(sink, self._schema, options=options) as out,
+        ):
             for tables in groups:
                 first = index
                 nbytes = 0

@@ -286,7 +286,9 @@ class TableWriter:
         if whole_files < 1:
             return
         combined = pa.concat_tables(group.take_memory())
-        keep_from = int(combined.num_rows * whole_files * self._options.target_file_size / estimated)
+        keep_from = int(
+            combined.num_rows * whole_files * self._options.target_file_size / estimated
+        )
         keep_from = max(1, min(combined.num_rows, keep_from))
         self._submit(group, iter([combined.slice(0, keep_from)]))
         rest = combined.slice(keep_from)

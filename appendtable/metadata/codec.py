@@ -91,7 +91,9 @@ def encode(obj: msgspec.Struct, kind: Kind) -> bytes:
     """Frame and checksum ``obj`` as a metadata file of ``kind``."""
     encoding = _ENCODING[kind]
     payload = _json_encoder.encode(obj) if encoding == _JSON else _msgpack_encoder.encode(obj)
-    header = _HEADER.pack(MAGIC, FRAME_VERSION, encoding, int(kind), 0, len(payload), crc32c(payload))
+    header = _HEADER.pack(
+        MAGIC, FRAME_VERSION, encoding, int(kind), 0, len(payload), crc32c(payload)
+    )
     return header + payload
 
 

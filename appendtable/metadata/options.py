@@ -161,8 +161,12 @@ def _define(key: str, parse: Callable[[str], T], default: T, doc: str) -> Option
 MB = 1024**2
 # ---- layout and writing ------------------------------------------------------------------------
 BUCKET = _define("bucket", _parse_int, -1, "-1: scalable (unaware) mode; N > 0: N hash buckets")
+_NO_COLUMNS: tuple[str, ...] = ()
 BUCKET_KEY = _define(
-    "bucket-key", _parse_columns, (), "comma-separated bucket key columns (required if bucket > 0)"
+    "bucket-key",
+    _parse_columns,
+    _NO_COLUMNS,
+    "comma-separated bucket key columns (required if bucket > 0)",
 )
 TARGET_FILE_SIZE = _define(
     "target-file-size", parse_size, 256 * MB, "rolling size of data files and compaction target"
@@ -328,7 +332,10 @@ SCAN_FILE_CREATION_TIME = _define(
     "scan.file-creation-time-millis", _parse_int, 0, "epoch ms for from-file-creation-time"
 )
 SCAN_BOUNDED_WATERMARK = _define(
-    "scan.bounded.watermark", _parse_int, 0, "end a stream at the first snapshot whose watermark exceeds this"
+    "scan.bounded.watermark",
+    _parse_int,
+    0,
+    "end a stream at the first snapshot whose watermark exceeds this",
 )
 SCAN_PLAN_SORT_PARTITION = _define(
     "scan.plan-sort-partition", parse_bool, False, "order partitions by value, not creation"

@@ -13,8 +13,10 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import itertools
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from appendtable.errors import InvalidFilterError
 from appendtable.metadata.models import DataFileMeta, PartitionValues, StatValue
@@ -27,6 +29,15 @@ _UNIT_PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
 _EPOCH_DATE = dt.date(1970, 1, 1)
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _MAX_BUCKET_COMBINATIONS = 4096
+_COMPARE: dict[str, Callable[[Any, Any], Any]] = {
+    "=": operator.eq,
+    "==": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
 
 
 @dataclass(frozen=True)
@@ -49,21 +60,11 @@ class Predicate:
             return False
         key = _sort_key(value, self.type)
         targets = [_sort_key(v, self.type) for v in self.values]
-        if op in ("=", "=="):
-            return key == targets[0]
-        if op == "!=":
-            return key != targets[0]
-        if op == "<":
-            return key < targets[0]
-        if op == "<=":
-            return key <= targets[0]
-        if op == ">":
-            return key > targets[0]
-        if op == ">=":
-            return key >= targets[0]
         if op == "in":
             return key in targets
-        return key not in targets  # not in
+        if op == "not in":
+            return key not in targets
+        return bool(_COMPARE[op](key, targets[0]))
 
     def may_match(self, low: StatValue, high: StatValue, nulls: int | None, rows: int) -> bool:
         """False only if no row of a file with these statistics can satisfy the predicate."""
@@ -79,21 +80,21 @@ class Predicate:
         lo, hi = _sort_key(low, self.type), _sort_key(high, self.type)
         targets = [_sort_key(v, self.type) for v in self.values]
         if op in ("=", "=="):
-            return lo <= targets[0] <= hi
+            return bool(lo <= targets[0] <= hi)
         if op == "<":
-            return lo < targets[0]
+            return bool(lo < targets[0])
         if op == "<=":
-            return lo <= targets[0]
+            return bool(lo <= targets[0])
         if op == ">":
-            return hi > targets[0]
+            return bool(hi > targets[0])
         if op == ">=":
-            return hi >= targets[0]
+            return bool(hi >= targets[0])
         if op == "in":
             return any(lo <= t <= hi for t in targets)
         floating = self.type.kind in ("float32", "float64")  # NaN is not in the statistics
         if op == "!=":
-            return floating or not (lo == hi == targets[0])
-        return floating or not (lo == hi and lo in targets)  # not in
+            return floating or not bool(lo == hi == targets[0])
+        return floating or not bool(lo == hi and lo in targets)  # not in
 
 
 @dataclass(frozen=True)
@@ -119,7 +120,9 @@ class Filter:
         """False only if the file's statistics prove that no row matches."""
         if not file.min_values and not file.null_counts:
             return True
-        return any(self._clause_may_match(clause, file, column_positions) for clause in self.clauses)
+        return any(
+            self._clause_may_match(clause, file, column_positions) for clause in self.clauses
+        )
 
     @staticmethod
     def _clause_may_match(
@@ -296,7 +299,7 @@ def _time_value(value: object, type_spec: TypeSpec) -> int:
     return micros * _UNIT_PER_SECOND[type_spec.unit or "us"] // 1_000_000
 
 
-def _sort_key(value: StatValue, type_spec: TypeSpec) -> object:
+def _sort_key(value: StatValue, type_spec: TypeSpec) -> Any:
     if type_spec.kind == "decimal":
         return decimal.Decimal(str(value))
     return value

@@ -17,9 +17,7 @@ from appendtable.metadata.values import to_python
 
 __all__ = ["escape_path_name", "partition_path", "render_partition_value"]
 
-_ESCAPED = frozenset(
-    [chr(c) for c in range(0x01, 0x20)] + list("\"#%'*/:=?\\\x7f{}[]^")
-)
+_ESCAPED = frozenset([chr(c) for c in range(0x01, 0x20)] + list("\"#%'*/:=?\\\x7f{}[]^"))
 
 
 def escape_path_name(text: str) -> str:

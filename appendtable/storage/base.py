@@ -60,7 +60,7 @@ class Storage(ABC):
         """Size and mtime of one file. Raises ObjectNotFoundError."""
 
     @abstractmethod
-    def list(self, directory: str) -> list[FileInfo]:
+    def listdir(self, directory: str) -> list[FileInfo]:
         """Files directly inside ``directory`` (empty if it does not exist), unordered."""
 
     @abstractmethod
@@ -83,7 +83,7 @@ class Storage(ABC):
     def local_path(self, path: str) -> str | None:
         """The absolute local file-system path, when the storage is a local directory."""
 
-    def ensure_parent(self, path: str) -> None:
+    def ensure_parent(self, path: str) -> None:  # noqa: B027 - an optional hook
         """Create the parent directory of ``path`` where directories exist (local disk)."""
 
     @abstractmethod

@@ -116,7 +116,7 @@ class FsspecStorage(Storage):
             raise ObjectNotFoundError(f"not a file: {self.uri(path)}", path=self.uri(path))
         return FileInfo(path, int(details.get("size") or 0), _mtime_ms(details))
 
-    def list(self, directory: str) -> list[FileInfo]:
+    def listdir(self, directory: str) -> list[FileInfo]:
         full = self._full(directory)
         prefix = f"{directory}/" if directory else ""
         with translated("list", self.uri(directory)):

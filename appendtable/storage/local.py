@@ -23,7 +23,9 @@ from appendtable.storage.translate import translated
 
 __all__ = ["LocalStorage"]
 
-_NO_HARD_LINKS = frozenset({errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK})
+_NO_HARD_LINKS = frozenset(
+    {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK}
+)
 
 
 class LocalStorage(Storage):
@@ -118,7 +120,7 @@ class LocalStorage(Storage):
             stat = os.stat(self._abs(path))
         return FileInfo(path, stat.st_size, int(stat.st_mtime * 1000))
 
-    def list(self, directory: str) -> list[FileInfo]:
+    def listdir(self, directory: str) -> list[FileInfo]:
         base = self._abs(directory)
         prefix = f"{directory}/" if directory else ""
         with translated("list", self.uri(directory)):
