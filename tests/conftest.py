@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import fsspec
 import pytest
 
 
@@ -37,3 +39,16 @@ def spark() -> Iterator[Any]:
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture(params=["local", "memory"])
+def uri(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[str]:
+    """A fresh table location on local disk and on fsspec's memory:// file system."""
+    if request.param == "local":
+        yield str(tmp_path / "table")
+        return
+    path = f"memory://appendtable-tests/{uuid.uuid4().hex}"
+    yield path
+    fs = fsspec.filesystem("memory")
+    if fs.exists(path):
+        fs.rm(path, recursive=True)
