@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
+import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
@@ -30,9 +31,11 @@ from appendtable.storage.translate import translated
 
 __all__ = [
     "FileWriteSpec",
+    "RollingWriter",
     "arrow_filesystem",
     "choose_dictionary_columns",
     "read_file",
+    "row_group_rows",
     "write_files",
 ]
 
@@ -40,6 +43,7 @@ _MAX_ROW_GROUP_ROWS = 1024 * 1024
 _MAX_ROW_GROUP_BYTES = 128 * 1024 * 1024
 _DICTIONARY_SAMPLE_ROWS = 65_536
 _DICTIONARY_MAX_DISTINCT_RATIO = 0.5
+_PARQUET = ds.ParquetFileFormat()
 
 
 @dataclass
@@ -98,47 +102,94 @@ def write_files(
 ) -> list[DataFileMeta]:
     """Write ``chunks`` (in order) as rolling Parquet files under ``directory``.
 
-    Returns the files in write order with sequence numbers ``seq_start, seq_start + 1, ...``
+    Returns the files in write order, with sequence numbers ``seq_start, seq_start + 1, ...``
     per row. ``on_file`` is called with each path before writing starts, so a caller can clean
     up after a failure.
     """
-    writer_id = uuid.uuid4().hex
-    files: list[DataFileMeta] = []
-    current: _OpenFile | None = None
-    next_seq = seq_start
+    writer = RollingWriter(storage, directory, spec, source=source, on_file=on_file)
     try:
         for chunk in chunks:
-            for piece in _row_groups(chunk, spec):
-                if current is None:
-                    path = f"{directory}/{layout.data_file_name(writer_id, len(files))}"
-                    if on_file is not None:
-                        on_file(path)
-                    current = _OpenFile(storage, path, spec)
-                current.write(piece)
-                if current.size() >= spec.target_file_size:
-                    meta = current.close(next_seq, source)
-                    next_seq += meta.row_count
-                    files.append(meta)
-                    current = None
-        if current is not None:
-            meta = current.close(next_seq, source)
-            files.append(meta)
-            current = None
-    finally:
-        if current is not None:
-            current.abandon()
+            writer.write(chunk)
+        writer.close()
+    except BaseException:
+        writer.abandon()
+        raise
+    files = []
+    for meta in writer.files:
+        files.append(
+            msgspec.structs.replace(meta, min_seq=seq_start, max_seq=seq_start + meta.row_count - 1)
+        )
+        seq_start += meta.row_count
     return files
+
+
+def row_group_rows(chunk: pa.Table, spec: FileWriteSpec) -> int:
+    """Rows per row group for data like ``chunk``: a quarter of the target file size (estimated
+    with the observed compression ratio), at most 1 Mi rows or 128 MiB of Arrow data."""
+    row_bytes = max(1.0, chunk.nbytes / max(1, chunk.num_rows))
+    by_target = spec.target_file_size / 4 / (row_bytes * spec.compression_ratio)
+    return int(max(1, min(_MAX_ROW_GROUP_ROWS, _MAX_ROW_GROUP_BYTES / row_bytes, by_target)))
 
 
 def _row_groups(chunk: pa.Table, spec: FileWriteSpec) -> Iterator[pa.Table]:
     rows = chunk.num_rows
     if rows == 0:
         return
-    row_bytes = max(1.0, chunk.nbytes / rows)
-    by_target = spec.target_file_size / 4 / (row_bytes * spec.compression_ratio)
-    per_group = int(max(1, min(_MAX_ROW_GROUP_ROWS, _MAX_ROW_GROUP_BYTES / row_bytes, by_target)))
+    per_group = row_group_rows(chunk, spec)
     for offset in range(0, rows, per_group):
         yield chunk.slice(offset, per_group)
+
+
+class RollingWriter:
+    """Writes rows, in order, into data files under one directory, starting a new file when the
+    current one reaches the target size. Not thread-safe: one thread at a time."""
+
+    def __init__(
+        self,
+        storage: Storage,
+        directory: str,
+        spec: FileWriteSpec,
+        *,
+        source: FileSource = FileSource.APPEND,
+        on_file: Callable[[str], None] | None = None,
+    ) -> None:
+        self._storage = storage
+        self._directory = directory
+        self._spec = spec
+        self._source = source
+        self._on_file = on_file
+        self._writer_id = uuid.uuid4().hex
+        self._current: _OpenFile | None = None
+        #: Closed files, in write order (sequence numbers are 0-based per file).
+        self.files: list[DataFileMeta] = []
+
+    def write(self, chunk: pa.Table) -> None:
+        for piece in _row_groups(chunk, self._spec):
+            if self._current is None:
+                name = layout.data_file_name(self._writer_id, len(self.files))
+                path = f"{self._directory}/{name}"
+                if self._on_file is not None:
+                    self._on_file(path)
+                self._current = _OpenFile(self._storage, path, self._spec)
+            self._current.write(piece)
+            if self._current.size() >= self._spec.target_file_size:
+                self._close_current()
+
+    def close(self) -> None:
+        """Finish the current file (if any)."""
+        if self._current is not None:
+            self._close_current()
+
+    def _close_current(self) -> None:
+        assert self._current is not None
+        current, self._current = self._current, None
+        self.files.append(current.close(0, self._source))
+
+    def abandon(self) -> None:
+        """Stop and delete the file being written (closed files are left to the caller)."""
+        if self._current is not None:
+            current, self._current = self._current, None
+            current.abandon()
 
 
 class _OpenFile:
@@ -230,7 +281,15 @@ def read_file(
     full = f"{root}/{path}"
     with translated("read", storage.uri(path)):
         try:
-            fragment_source = ds.dataset(full, format="parquet", filesystem=filesystem)
+            fragment = _PARQUET.make_fragment(full, filesystem=filesystem)
+            scanner = fragment.scanner(
+                columns=list(columns) if columns is not None else None,
+                filter=row_filter,
+                batch_size=batch_size,
+                use_threads=False,
+            )
+            batches = scanner.to_batches()
+            first = next(batches, None)
         except FileNotFoundError as exc:
             raise ObjectNotFoundError(
                 f"data file {storage.uri(path)} is missing: the table references it but it is "
@@ -238,10 +297,6 @@ def read_file(
                 path=storage.uri(path),
                 operation="read",
             ) from exc
-        scanner = fragment_source.scanner(
-            columns=list(columns) if columns is not None else None,
-            filter=row_filter,
-            batch_size=batch_size,
-            use_threads=False,
-        )
-        yield from scanner.to_batches()
+        if first is not None:
+            yield first
+            yield from batches

@@ -1,25 +1,30 @@
 """The table writer: rows in, Parquet files and commit messages out.
 
+Rows are routed to (partition, bucket) groups. Each group buffers rows in memory and, once it
+holds a row group's worth, streams them into an open data file (a *lane*) that rolls at
+``target-file-size``; ``prepare_commit`` closes the files. Encoding runs in a thread pool of
+``write.parallelism`` threads (the Parquet encoder releases the GIL), overlapping with routing.
+
 Guarantees:
 
 * Nothing is visible until the messages are committed; the writer only creates uniquely named
   files. ``abort`` (or leaving a ``with`` block by an exception) deletes every file the writer
   created that was not yet handed over.
-* Within a (partition, bucket), files and the rows in them are in write order, and the messages'
-  local sequence numbers follow that order.
-* Memory is bounded by ``write-buffer-size`` (plus files being encoded). Under pressure, groups
-  that would make a file of at least the small-file threshold are written out; with many open
-  groups (``write-max-writers-to-spill``) or ``write-buffer-for-append``, smaller ones are
-  spilled to local disk instead of being cut into tiny files, so one commit writes at most one
-  file per (partition, bucket) unless a file reaches the target size.
-* Files are encoded concurrently in ``write.parallelism`` threads (the encoder releases the GIL).
+* A bucketed group has one lane, fed by tasks chained in submission order, so its files and the
+  rows in them are in write order, and so are the messages' local sequence numbers. A group of
+  the scalable mode (no order) spreads row groups over up to ``write.parallelism`` lanes.
+* Memory stays near ``write-buffer-size``: under pressure the largest groups are written out
+  early (as smaller row groups of the same open files, not as extra files), or, with many open
+  groups (``write-max-writers-to-spill``) or ``write-buffer-for-append``, spilled to local
+  disk; either way a commit writes at most one file per (partition, bucket) and lane unless a
+  file reaches the target size.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+import threading
+from collections.abc import Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from types import TracebackType
 
@@ -28,7 +33,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from appendtable.datafiles.arrow_schema import conform, to_table
-from appendtable.datafiles.parquet_io import FileWriteSpec, choose_dictionary_columns, write_files
+from appendtable.datafiles.parquet_io import (
+    FileWriteSpec,
+    RollingWriter,
+    choose_dictionary_columns,
+    row_group_rows,
+)
 from appendtable.datafiles.routing import GroupKey, RoutingSpec, route
 from appendtable.datafiles.spill import SpillArea, SpilledPart
 from appendtable.errors import AppendTableError
@@ -40,8 +50,13 @@ from appendtable.storage import Storage
 
 __all__ = ["TableWriter", "event_time_ms"]
 
-#: Below this estimated size per part, a group is not split for parallel encoding.
-_PARALLEL_MIN_PART_BYTES = 32 * 1024 * 1024
+
+@dataclass
+class _Lane:
+    """An open rolling file of a group and the last task writing into it."""
+
+    writer: RollingWriter
+    tail: Future[None] | None = None
 
 
 @dataclass
@@ -50,18 +65,12 @@ class _Group:
     directory: str
     memory: list[pa.Table] = field(default_factory=list)
     memory_bytes: int = 0
-    memory_rows: int = 0
     spilled: list[SpilledPart] = field(default_factory=list)
-    spilled_bytes: int = 0
-    results: list[Future[list[DataFileMeta]]] = field(default_factory=list)
-
-    @property
-    def buffered_bytes(self) -> int:
-        return self.memory_bytes + self.spilled_bytes
+    lanes: list[_Lane] = field(default_factory=list)
+    next_lane: int = 0
 
     def take_memory(self) -> list[pa.Table]:
-        tables = self.memory
-        self.memory, self.memory_bytes, self.memory_rows = [], 0, 0
+        tables, self.memory, self.memory_bytes = self.memory, [], 0
         return tables
 
 
@@ -91,15 +100,14 @@ class TableWriter:
             bucket_indices=tuple(names.index(k) for k in options.bucket_key),
             num_buckets=options.bucket,
         )
-        self._partition_types = [
-            next(f.type for f in schema.fields if f.name == key) for key in schema.partition_keys
-        ]
+        types = {f.name: f.type for f in schema.fields}
+        self._partition_types = [types[key] for key in schema.partition_keys]
         compression = options.get(opt.FILE_COMPRESSION)
         self._file_spec = FileWriteSpec(
             schema=arrow_schema,
             fields=schema.fields,
             schema_id=schema.id,
-            compression="none" if compression == "none" else compression,
+            compression=compression,
             compression_level=options.get(opt.FILE_COMPRESSION_LEVEL)
             if compression == "zstd"
             else None,
@@ -107,21 +115,23 @@ class TableWriter:
             stats_truncate=options.stats_truncate,
             target_file_size=options.target_file_size,
         )
+        self._ordered = options.bucket > 0
         self._buffer_limit = options.get(opt.WRITE_BUFFER_SIZE)
-        self._small_file_bytes = int(
-            options.target_file_size * options.get(opt.COMPACTION_SMALL_FILE_RATIO)
-        )
         self._spillable = options.get(opt.WRITE_BUFFER_SPILLABLE)
         self._always_buffer = options.get(opt.WRITE_BUFFER_FOR_APPEND)
         self._max_writers_before_spill = options.get(opt.WRITE_MAX_WRITERS_TO_SPILL)
         self._parallelism = options.write_parallelism
-        self._spill = SpillArea(options.get(opt.WRITE_SPILL_DIR), arrow_schema)
+        self._spill = SpillArea(options.get(opt.WRITE_SPILL_DIR) or None, arrow_schema)
         self._watermark_column = options.get(opt.WATERMARK_COLUMN)
         self._groups: dict[GroupKey, _Group] = {}
         self._executor: ThreadPoolExecutor | None = None
+        self._pending: set[Future[None]] = set()
+        self._inflight_bytes = 0
+        self._lock = threading.Lock()
         self._created: list[str] = []
         self._max_event_ms: int | None = None
         self._closed = False
+        #: Rows accepted by ``write`` over the writer's life.
         self.rows_written = 0
 
     # ---- public API -------------------------------------------------------------------------
@@ -137,6 +147,7 @@ class TableWriter:
         if self._file_spec.dictionary_columns is None:
             self._file_spec.dictionary_columns = choose_dictionary_columns(table)
         self._track_event_time(table)
+        threshold = self._row_group_bytes(table)
         for key, rows in route(table, self._routing):
             group = self._groups.get(key)
             if group is None:
@@ -144,39 +155,37 @@ class TableWriter:
                 self._groups[key] = group
             group.memory.append(rows)
             group.memory_bytes += rows.nbytes
-            group.memory_rows += rows.num_rows
-            if self._estimated_file_bytes(group.buffered_bytes) >= self._options.target_file_size:
-                self._flush_full_files(group)
+            if group.memory_bytes >= threshold and not self._spilling():
+                self._flush(group, final=False)
         self.rows_written += table.num_rows
         self._relieve_memory_pressure()
+        self._raise_failures()
 
     def prepare_commit(self) -> list[CommitMessage]:
-        """Write everything buffered and return one message per (partition, bucket) written
-        since the last call, files in write order. The files stay invisible until committed."""
+        """Write everything buffered, close the open files, and return one message per
+        (partition, bucket) written since the last call (files in write order). The files stay
+        invisible until the messages are committed."""
         self._check_open()
         try:
             for group in self._groups.values():
                 self._flush(group, final=True)
+            wait(list(self._pending))
             messages = [self._message(group) for group in self._groups.values()]
-            self._max_event_ms = None
         except BaseException:
             self.abort()
             raise
-        finally:
-            self._spill.clear()
+        self._spill.clear()
         self._groups = {}
         self._created = []
+        self._max_event_ms = None
         return [message for message in messages if message.new_files]
 
     def abort(self) -> None:
         """Delete every file written since the last ``prepare_commit`` and drop all buffers."""
+        wait(list(self._pending))
         for group in self._groups.values():
-            for future in group.results:
-                future.cancel()
-        for group in self._groups.values():
-            for future in group.results:
-                if not future.cancelled():
-                    future.exception()  # wait for it to finish before deleting its files
+            for lane in group.lanes:
+                lane.writer.abandon()
         for path in self._created:
             self._storage.delete(path)
         self._created = []
@@ -208,7 +217,7 @@ class TableWriter:
             self.abort()
         self.close()
 
-    # ---- internals -------------------------------------------------------------------------
+    # ---- routing and buffering --------------------------------------------------------------
 
     def _check_open(self) -> None:
         if self._closed:
@@ -223,8 +232,9 @@ class TableWriter:
         )
         return layout.bucket_dir(partition, key.bucket)
 
-    def _estimated_file_bytes(self, arrow_bytes: int) -> int:
-        return int(arrow_bytes * self._file_spec.compression_ratio)
+    def _row_group_bytes(self, sample: pa.Table) -> int:
+        rows = row_group_rows(sample, self._file_spec)
+        return max(1, int(rows * sample.nbytes / max(1, sample.num_rows)))
 
     def _track_event_time(self, table: pa.Table) -> None:
         if not self._watermark_column:
@@ -233,6 +243,38 @@ class TableWriter:
         if latest is not None and (self._max_event_ms is None or latest > self._max_event_ms):
             self._max_event_ms = latest
 
+    def _spilling(self) -> bool:
+        """Whether small groups go to spill files rather than open data files."""
+        if not self._spillable:
+            return False
+        return self._always_buffer or len(self._groups) > self._max_writers_before_spill
+
+    def _relieve_memory_pressure(self) -> None:
+        buffered = sum(group.memory_bytes for group in self._groups.values())
+        if buffered > self._buffer_limit:
+            spilling = self._spilling()
+            to_spill: list[_Group] = []
+            for group in sorted(self._groups.values(), key=lambda g: g.memory_bytes, reverse=True):
+                if buffered <= self._buffer_limit // 2 or not group.memory:
+                    break
+                buffered -= group.memory_bytes
+                if spilling and not group.lanes:
+                    to_spill.append(group)
+                else:
+                    self._flush(group, final=False)
+            if to_spill:
+                tables = [group.take_memory() for group in to_spill]
+                for group, part in zip(to_spill, self._spill.spill(tables), strict=True):
+                    group.spilled.append(part)
+        self._wait_for_capacity(buffered)
+
+    def _wait_for_capacity(self, buffered: int) -> None:
+        """Back-pressure: rows handed to the encoder still occupy memory until written."""
+        while self._pending and buffered + self._inflight_bytes > self._buffer_limit:
+            wait(list(self._pending), return_when=FIRST_COMPLETED)
+
+    # ---- writing ----------------------------------------------------------------------------
+
     def _pool(self) -> ThreadPoolExecutor:
         if self._executor is None:
             self._executor = ThreadPoolExecutor(
@@ -240,16 +282,49 @@ class TableWriter:
             )
         return self._executor
 
-    def _submit(self, group: _Group, chunks: Iterator[pa.Table]) -> None:
-        future = self._pool().submit(
-            write_files,
-            self._storage,
-            group.directory,
-            chunks,
-            self._file_spec,
-            on_file=self._created.append,
-        )
-        group.results.append(future)
+    def _lane(self, group: _Group, index: int) -> _Lane:
+        while len(group.lanes) <= index:
+            group.lanes.append(
+                _Lane(
+                    RollingWriter(
+                        self._storage,
+                        group.directory,
+                        self._file_spec,
+                        on_file=self._created.append,
+                    )
+                )
+            )
+        return group.lanes[index]
+
+    def _submit(self, lane: _Lane, chunks: Iterable[pa.Table], nbytes: int, close: bool) -> None:
+        with self._lock:
+            self._inflight_bytes += nbytes
+        previous = lane.tail
+        future = self._pool().submit(self._run, lane, previous, chunks, nbytes, close)
+        lane.tail = future
+        self._pending.add(future)
+        future.add_done_callback(self._pending.discard)
+
+    def _run(
+        self,
+        lane: _Lane,
+        previous: Future[None] | None,
+        chunks: Iterable[pa.Table],
+        nbytes: int,
+        close: bool,
+    ) -> None:
+        """One task of a lane. Tasks of a lane are chained: each first waits for the previous
+        one (submitted earlier, so already running or done: no deadlock in a FIFO pool)."""
+        try:
+            if previous is not None:
+                previous.result()
+            for chunk in chunks:
+                lane.writer.write(chunk)
+            if close:
+                lane.writer.close()
+        finally:
+            with self._lock:
+                self._inflight_bytes -= nbytes
 
     def _chunks(self, spilled: list[SpilledPart], memory: list[pa.Table]) -> Iterator[pa.Table]:
         for part in spilled:
@@ -257,74 +332,44 @@ class TableWriter:
         yield from memory
 
     def _flush(self, group: _Group, *, final: bool) -> None:
-        """Write all of a group's buffered rows. For the scalable mode, a large final flush is
-        split into parts written concurrently."""
-        if not group.memory and not group.spilled:
-            return
+        """Hand a group's buffered rows to its lane(s); with ``final``, close the files."""
         spilled, memory = group.spilled, group.take_memory()
-        group.spilled, group.spilled_bytes = [], 0
-        parts = 1
-        if final and self._options.bucket == -1 and not spilled and self._parallelism > 1:
-            estimated = self._estimated_file_bytes(sum(t.nbytes for t in memory))
-            parts = max(1, min(self._parallelism, estimated // _PARALLEL_MIN_PART_BYTES))
-        if parts == 1:
-            self._submit(group, self._chunks(spilled, memory))
+        group.spilled = []
+        nbytes = sum(t.nbytes for t in memory)
+        if spilled or self._ordered:
+            if spilled or memory:
+                self._submit(self._lane(group, 0), self._chunks(spilled, memory), nbytes, final)
+            elif final and group.lanes:
+                self._submit(group.lanes[0], (), 0, True)
             return
-        combined = pa.concat_tables(memory)
-        size = math.ceil(combined.num_rows / parts)
-        for offset in range(0, combined.num_rows, size):
-            self._submit(group, iter([combined.slice(offset, size)]))
+        # Scalable mode: no order to keep, so spread row groups over parallel lanes.
+        if memory:
+            combined = pa.concat_tables(memory)
+            step = row_group_rows(combined, self._file_spec)
+            for offset in range(0, combined.num_rows, step):
+                piece = combined.slice(offset, step)
+                lane = self._lane(group, group.next_lane % self._parallelism)
+                group.next_lane += 1
+                self._submit(lane, (piece,), piece.nbytes, False)
+        if final:
+            for lane in group.lanes:
+                self._submit(lane, (), 0, True)
 
-    def _flush_full_files(self, group: _Group) -> None:
-        """Write the leading rows of a group that fill whole target-size files; keep the rest
-        buffered so the next file is not cut short."""
-        if group.spilled:
-            self._flush(group, final=False)
-            return
-        estimated = self._estimated_file_bytes(group.memory_bytes)
-        whole_files = estimated // self._options.target_file_size
-        if whole_files < 1:
-            return
-        combined = pa.concat_tables(group.take_memory())
-        keep_from = int(
-            combined.num_rows * whole_files * self._options.target_file_size / estimated
-        )
-        keep_from = max(1, min(combined.num_rows, keep_from))
-        self._submit(group, iter([combined.slice(0, keep_from)]))
-        rest = combined.slice(keep_from)
-        if rest.num_rows:
-            group.memory, group.memory_bytes = [rest], rest.nbytes
-            group.memory_rows = rest.num_rows
-
-    def _relieve_memory_pressure(self) -> None:
-        buffered = sum(group.memory_bytes for group in self._groups.values())
-        if buffered <= self._buffer_limit:
-            return
-        open_groups = sum(1 for group in self._groups.values() if group.memory or group.spilled)
-        spill_small = self._spillable and (
-            self._always_buffer or open_groups > self._max_writers_before_spill
-        )
-        to_spill: list[_Group] = []
-        for group in sorted(self._groups.values(), key=lambda g: g.memory_bytes, reverse=True):
-            if buffered <= self._buffer_limit // 2 or not group.memory:
-                break
-            buffered -= group.memory_bytes
-            small = self._estimated_file_bytes(group.buffered_bytes) < self._small_file_bytes
-            if small and spill_small:
-                to_spill.append(group)
-            else:
-                self._flush(group, final=True)
-        if to_spill:
-            tables = [group.take_memory() for group in to_spill]
-            for group, part, batch in zip(to_spill, self._spill.spill(tables), tables, strict=True):
-                group.spilled.append(part)
-                group.spilled_bytes += sum(t.nbytes for t in batch)
+    def _raise_failures(self) -> None:
+        for group in self._groups.values():
+            for lane in group.lanes:
+                tail = lane.tail
+                if tail is not None and tail.done() and tail.exception() is not None:
+                    self.abort()
+                    raise tail.exception()  # type: ignore[misc]
 
     def _message(self, group: _Group) -> CommitMessage:
         files: list[DataFileMeta] = []
         next_seq = 0
-        for future in group.results:
-            for meta in future.result():
+        for lane in group.lanes:
+            if lane.tail is not None:
+                lane.tail.result()  # re-raise a failure of this lane
+            for meta in lane.writer.files:
                 files.append(
                     msgspec.structs.replace(
                         meta, min_seq=next_seq, max_seq=next_seq + meta.row_count - 1

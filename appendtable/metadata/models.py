@@ -11,7 +11,7 @@ arrays (``array_like``) and opt out of GC tracking: they are decoded by the ten 
 from __future__ import annotations
 
 import enum
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 import msgspec
 
@@ -42,8 +42,11 @@ __all__ = [
 #: A value stored for statistics or partitions: ints (also dates as days, timestamps and times in
 #: their unit), floats, strings, bytes, booleans, decimal as a canonical string, or None.
 StatValue: TypeAlias = "bool | int | float | str | bytes | None"
+#: How stored values are declared in structs: MessagePack keeps str and bytes apart by itself,
+#: and msgspec cannot decode a union holding both, so fields are declared as Any.
+_Stored: TypeAlias = Any
 #: Partition values in the order of the table's partition keys.
-PartitionValues: TypeAlias = "tuple[bool | int | float | str | bytes | None, ...]"
+PartitionValues: TypeAlias = "tuple[_Stored, ...]"
 
 FORMAT_VERSION = 1
 
@@ -98,8 +101,8 @@ class DataFileMeta(msgspec.Struct, frozen=True, array_like=True, gc=False):
     creation_time_ms: int
     source: int
     null_counts: tuple[int | None, ...] = ()
-    min_values: tuple[StatValue, ...] = ()
-    max_values: tuple[StatValue, ...] = ()
+    min_values: tuple[_Stored, ...] = ()
+    max_values: tuple[_Stored, ...] = ()
 
 
 class ManifestEntry(msgspec.Struct, frozen=True, array_like=True, gc=False):
