@@ -312,7 +312,8 @@ def to_table(data: object, schema: pa.Schema) -> pa.Table:
             raise SchemaMismatchError("an iterable input must yield pyarrow RecordBatches only")
         if not batches:
             return schema.empty_table()
-        return pa.Table.from_batches(batches)
+        # Batches may differ in (compatible) schemas: conform each one on its own.
+        return pa.concat_tables([conform(pa.Table.from_batches([b]), schema) for b in batches])
     raise SchemaMismatchError(
         f"cannot write {type(data).__name__}: pass a pyarrow Table, RecordBatch, an iterable "
         "of RecordBatches or a pandas DataFrame"

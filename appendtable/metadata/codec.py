@@ -104,13 +104,20 @@ def decode(data: bytes, type_: type[T], kind: Kind, path: str) -> T:
             f"metadata file {path} is truncated ({len(data)} bytes, header needs {HEADER_SIZE})",
             path=path,
         )
-    magic, version, encoding, file_kind, _, length, checksum = _HEADER.unpack_from(data)
+    magic, version, encoding, file_kind, reserved, length, checksum = _HEADER.unpack_from(data)
     if magic != MAGIC:
         raise CorruptMetadataError(f"{path} is not an appendtable metadata file", path=path)
     if version > FRAME_VERSION:
         raise UnsupportedFormatVersionError(
             f"{path} uses metadata frame version {version}; this library reads up to "
             f"{FRAME_VERSION}: upgrade appendtable to read this table"
+        )
+    # The header is not covered by the CRC: values no writer produces mean a damaged header.
+    if version == 0 or reserved != 0:
+        raise CorruptMetadataError(
+            f"metadata file {path} has a damaged header (frame version {version}, "
+            f"reserved byte {reserved})",
+            path=path,
         )
     if file_kind != kind:
         raise CorruptMetadataError(
@@ -133,7 +140,9 @@ def decode(data: bytes, type_: type[T], kind: Kind, path: str) -> T:
                 obj: T = decoder.decode(payload)
         else:
             obj = decoder.decode(payload)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
+        # RecursionError: nesting deeper than the decoder's limit (only a damaged or hostile
+        # payload nests that deep).
         raise CorruptMetadataError(f"cannot decode metadata file {path}: {exc}", path=path) from exc
     format_version = getattr(obj, "format_version", FORMAT_VERSION)
     if isinstance(format_version, int) and format_version > FORMAT_VERSION:

@@ -48,6 +48,12 @@ class FsspecStorage(Storage):
     def _full(self, path: str) -> str:
         return f"{self.root_path}/{path}" if path else self.root_path
 
+    def _make_parent(self, full: str) -> None:
+        """Directory-based file systems need the parent; object stores have no directories
+        (and s3fs.makedirs could try to create a bucket)."""
+        if not self._is_s3:
+            self.fs.makedirs(full.rsplit("/", 1)[0], exist_ok=True)
+
     def read(self, path: str) -> bytes:
         with translated("read", self.uri(path)):
             data: bytes = self.fs.cat_file(self._full(path))
@@ -56,8 +62,7 @@ class FsspecStorage(Storage):
     def write(self, path: str, data: bytes) -> None:
         full = self._full(path)
         with translated("write", self.uri(path)):
-            if self._is_memory:
-                self.fs.makedirs(full.rsplit("/", 1)[0], exist_ok=True)
+            self._make_parent(full)
             self.fs.pipe_file(full, data)
 
     def put_if_absent(self, path: str, data: bytes) -> bool:
@@ -67,7 +72,7 @@ class FsspecStorage(Storage):
                 with _MEMORY_LOCK:
                     if self.fs.exists(full):
                         return False
-                    self.fs.makedirs(full.rsplit("/", 1)[0], exist_ok=True)
+                    self._make_parent(full)
                     self.fs.pipe_file(full, data)
                     return True
             if self._is_s3:
@@ -76,6 +81,7 @@ class FsspecStorage(Storage):
             self.fs.invalidate_cache(full)
             if self.fs.exists(full):
                 return False
+            self._make_parent(full)
             self.fs.pipe_file(full, data)
             return True
 
@@ -161,8 +167,7 @@ class FsspecStorage(Storage):
     def open_output(self, path: str) -> IO[bytes]:
         full = self._full(path)
         with translated("open", self.uri(path)):
-            if self._is_memory:
-                self.fs.makedirs(full.rsplit("/", 1)[0], exist_ok=True)
+            self._make_parent(full)
             handle: IO[bytes] = self.fs.open(full, "wb")
             return handle
 

@@ -1,0 +1,51 @@
+"""Several processes appending to one table at once lose nothing and duplicate nothing."""
+
+from __future__ import annotations
+
+import multiprocessing
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import appendtable as at
+
+SCHEMA = pa.schema([("writer", pa.int32()), ("n", pa.int32())])
+
+
+def _append_many(uri: str, writer: int, commits: int, queue: Any) -> None:
+    table = at.open_table(uri)
+    acknowledged = []
+    for n in range(commits):
+        snapshot = table.append(pa.table({"writer": [writer], "n": [n]}, schema=SCHEMA))
+        assert snapshot is not None
+        acknowledged.append(snapshot.id)
+    queue.put((writer, acknowledged))
+
+
+@pytest.mark.slow
+def test_two_processes_append_200_times_each(tmp_path: Any) -> None:
+    uri = str(tmp_path / "t")
+    at.create_table(uri, SCHEMA, options={"commit.min-retry-wait": "1 ms"})
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    processes = [
+        context.Process(target=_append_many, args=(uri, writer, 200, queue)) for writer in (0, 1)
+    ]
+    for process in processes:
+        process.start()
+    results = dict(queue.get(timeout=300) for _ in processes)
+    for process in processes:
+        process.join(timeout=60)
+        assert process.exitcode == 0
+    table = at.open_table(uri)
+    rows = table.scan().to_arrow().to_pylist()
+    assert sorted((r["writer"], r["n"]) for r in rows) == [
+        (w, n) for w in (0, 1) for n in range(200)
+    ]
+    snapshots = table.snapshots()
+    assert [s.id for s in snapshots] == list(range(1, 401))
+    acknowledged = sorted(results[0] + results[1])
+    assert acknowledged == list(range(1, 401))  # every acknowledged id is a distinct snapshot
+    assert all(s.delta_record_count == 1 for s in snapshots)
+    assert snapshots[-1].total_record_count == 400

@@ -1,0 +1,98 @@
+"""Damaged metadata raises CorruptMetadataError naming the file, never a wrong answer."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import msgspec
+import pytest
+
+import appendtable as at
+from appendtable.metadata import codec
+from appendtable.metadata.models import TableSchema
+from tests.helpers.data import EVENTS, events
+
+
+def _table(tmp_path: Path) -> tuple[str, at.Table]:
+    uri = str(tmp_path / "t")
+    table = at.create_table(uri, EVENTS, partition_by=["day"])
+    table.append(events(0, 100))
+    table.append(events(100, 100))
+    return uri, table
+
+
+def _flip(path: Path, offset: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[offset % len(data)] ^= 0x40
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("offset", [0, 5, 19, 25, -1])
+def test_flipped_byte_in_snapshot(tmp_path: Path, offset: int) -> None:
+    uri, _ = _table(tmp_path)
+    target = tmp_path / "t" / "snapshot" / "snapshot-2"
+    _flip(target, offset)
+    with pytest.raises(at.CorruptMetadataError) as caught:
+        at.open_table(uri).scan().to_arrow()
+    assert caught.value.path.endswith("snapshot/snapshot-2")
+    assert "snapshot-2" in str(caught.value)
+    assert at.open_table(uri).scan(snapshot_id=1).count() == 100  # older history still reads
+
+
+def test_flipped_byte_in_every_manifest_file(tmp_path: Path) -> None:
+    uri, _ = _table(tmp_path)
+    manifest_dir = tmp_path / "t" / "manifest"
+    for name in sorted(os.listdir(manifest_dir)):
+        path = manifest_dir / name
+        original = path.read_bytes()
+        _flip(path, len(original) // 2)
+        with pytest.raises(at.CorruptMetadataError, match=name):  # noqa: PT012
+            fresh = at.open_table(uri)
+            for snapshot_id in (1, 2):  # each file belongs to some snapshot
+                fresh.scan(snapshot_id=snapshot_id).to_arrow()
+        path.write_bytes(original)
+    assert at.open_table(uri).scan().count() == 200
+
+
+def test_truncated_schema_file(tmp_path: Path) -> None:
+    uri, _ = _table(tmp_path)
+    schema_file = tmp_path / "t" / "schema" / "schema-0"
+    schema_file.write_bytes(schema_file.read_bytes()[:30])
+    with pytest.raises(at.CorruptMetadataError, match="schema-0"):
+        at.open_table(uri)
+
+
+def test_newer_format_version_is_refused(tmp_path: Path) -> None:
+    uri, _ = _table(tmp_path)
+    schema_file = tmp_path / "t" / "schema" / "schema-0"
+    schema = codec.decode(schema_file.read_bytes(), TableSchema, codec.Kind.SCHEMA, "schema-0")
+    newer = msgspec.structs.replace(schema, format_version=codec.FORMAT_VERSION + 1)
+    schema_file.write_bytes(codec.encode(newer, codec.Kind.SCHEMA))
+    with pytest.raises(at.UnsupportedFormatVersionError, match="upgrade appendtable"):
+        at.open_table(uri)
+
+
+def test_damaged_hints_fall_back_to_listing(tmp_path: Path) -> None:
+    uri, _ = _table(tmp_path)
+    (tmp_path / "t" / "snapshot" / "LATEST").write_bytes(b"\x00garbage")
+    assert at.open_table(uri).latest_snapshot().id == 2  # type: ignore[union-attr]
+    (tmp_path / "t" / "snapshot" / "LATEST").write_bytes(b"1")  # stale
+    assert at.open_table(uri).latest_snapshot().id == 2  # type: ignore[union-attr]
+    os.unlink(tmp_path / "t" / "snapshot" / "LATEST")
+    assert at.open_table(uri).latest_snapshot().id == 2  # type: ignore[union-attr]
+
+
+def test_missing_data_file_names_it(tmp_path: Path) -> None:
+    uri, table = _table(tmp_path)
+    victim = table.files().column("path").to_pylist()[0]
+    os.unlink(tmp_path / "t" / victim)
+    with pytest.raises(at.ObjectNotFoundError, match=victim.split("/")[-1]):
+        at.open_table(uri).scan().to_arrow()
+
+
+def test_uri_that_is_not_a_table(tmp_path: Path) -> None:
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "plain" / "notes.txt").write_text("hello")
+    with pytest.raises(at.TableNotFoundError, match="no table at"):
+        at.open_table(str(tmp_path / "plain"))
