@@ -401,7 +401,8 @@ def _to_text(value: object) -> str:
 
 
 def _unknown_key_message(key: str) -> str:
-    close = difflib.get_close_matches(key, list(OPTIONS), n=1, cutoff=0.6)
+    # Keys are lower case: compare case-insensitively so 'BUCKET' still suggests 'bucket'.
+    close = difflib.get_close_matches(key.lower(), list(OPTIONS), n=1, cutoff=0.6)
     hint = f"; did you mean '{close[0]}'?" if close else ""
     return f"unknown option '{key}'{hint}"
 

@@ -9,6 +9,7 @@ the typed partition values are stored in the manifests and are the source of tru
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 from collections.abc import Sequence
 
 from appendtable.metadata.models import PartitionValues
@@ -35,6 +36,8 @@ def render_partition_value(value: object, type_spec: TypeSpec) -> str | None:
     python = to_python(value, type_spec)
     if isinstance(python, dt.date):  # dates and datetimes
         return python.isoformat()
+    if isinstance(python, decimal.Decimal):  # plain notation, as Hive and Spark: never 1E-7
+        return format(python, "f")
     return str(python)
 
 

@@ -47,7 +47,7 @@ def test_flipped_byte_in_every_manifest_file(tmp_path: Path) -> None:
         path = manifest_dir / name
         original = path.read_bytes()
         _flip(path, len(original) // 2)
-        with pytest.raises(at.CorruptMetadataError, match=name):  # noqa: PT012
+        with pytest.raises(at.CorruptMetadataError, match=name):
             fresh = at.open_table(uri)
             for snapshot_id in (1, 2):  # each file belongs to some snapshot
                 fresh.scan(snapshot_id=snapshot_id).to_arrow()

@@ -103,9 +103,10 @@ def test_safe_casts_are_accepted(uri: str) -> None:
     table.append(data.select(["ts", "name", "small", "id"]))  # any column order
     result = table.scan().to_arrow()
     assert result.schema == STRICT
-    assert result.column("ts").to_pylist() == pa.array(
-        [1000, 2000], pa.timestamp("us", tz="UTC")
-    ).to_pylist()
+    assert (
+        result.column("ts").to_pylist()
+        == pa.array([1000, 2000], pa.timestamp("us", tz="UTC")).to_pylist()
+    )
 
 
 def test_failure_in_the_middle_of_a_multi_batch_write_lands_nothing(uri: str) -> None:

@@ -19,7 +19,9 @@ from tests.helpers.data import EVENTS, events
 
 
 def test_two_phase_write_from_many_writers_is_one_snapshot(uri: str) -> None:
-    table = at.create_table(uri, EVENTS, partition_by=["day"], options={"bucket": 2, "bucket-key": "key"})
+    table = at.create_table(
+        uri, EVENTS, partition_by=["day"], options={"bucket": 2, "bucket-key": "key"}
+    )
     payloads: list[bytes] = []
 
     def work(index: int) -> None:
@@ -184,9 +186,7 @@ def test_overwrite_whole_table_and_partitions(uri: str) -> None:
     assert sorted(table.scan().to_arrow().column("seq").to_pylist()) == list(range(1000, 1010))
     table.append(events(2000, 90, days=3))
     day2 = dt.date(2024, 1, 2)
-    replacement = events(3000, 5, days=1).set_column(
-        0, "day", pa.array([day2] * 5, pa.date32())
-    )
+    replacement = events(3000, 5, days=1).set_column(0, "day", pa.array([day2] * 5, pa.date32()))
     table.overwrite(replacement, partitions=[{"day": day2}])
     rows = table.scan().to_arrow().to_pylist()
     assert sorted(r["seq"] for r in rows if r["day"] == day2) == list(range(3000, 3005))

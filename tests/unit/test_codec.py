@@ -74,9 +74,7 @@ def data_files(draw: st.DrawFn) -> DataFileMeta:
         schema_id=draw(st.integers(min_value=0, max_value=1000)),
         creation_time_ms=draw(int64s),
         source=draw(st.sampled_from(list(FileSource))).value,
-        null_counts=tuple(
-            draw(st.lists(st.none() | naturals, min_size=columns, max_size=columns))
-        ),
+        null_counts=tuple(draw(st.lists(st.none() | naturals, min_size=columns, max_size=columns))),
         min_values=tuple(draw(st.lists(stat_values, min_size=columns, max_size=columns))),
         max_values=tuple(draw(st.lists(stat_values, min_size=columns, max_size=columns))),
     )
@@ -576,8 +574,9 @@ def test_random_bytes_raise_only_codec_errors(data: bytes, target: tuple[Kind, t
 
 json_values = st.recursive(
     st.none() | st.booleans() | int64s | st.floats() | st.text(max_size=10),
-    lambda children: st.lists(children, max_size=5)
-    | st.dictionaries(st.text(max_size=10), children, max_size=5),
+    lambda children: (
+        st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=10), children, max_size=5)
+    ),
     max_leaves=12,
 )
 
@@ -587,7 +586,7 @@ def _struct_like(type_: type[Any]) -> st.SearchStrategy[Any]:
     fields = [f.name for f in msgspec.structs.fields(type_)]
     if type_.__struct_config__.array_like:
         return st.lists(json_values, min_size=max(0, len(fields) - 2), max_size=len(fields) + 1)
-    return st.fixed_dictionaries({}, optional={name: json_values for name in fields})
+    return st.fixed_dictionaries({}, optional=dict.fromkeys(fields, json_values))
 
 
 @settings(max_examples=150, deadline=None)
@@ -817,9 +816,9 @@ def test_older_shorter_structs_decode_with_defaults() -> None:
     assert (meta.min_seq, meta.max_seq) == (0, -1)
 
     # A snapshot before watermark, nonce, commit_users and properties existed.
-    snapshot_old = variant(Snapshot, keep=[f.name for f in msgspec.structs.fields(Snapshot)].index(
-        "watermark"
-    ))
+    snapshot_old = variant(
+        Snapshot, keep=[f.name for f in msgspec.structs.fields(Snapshot)].index("watermark")
+    )
     fields = {
         k: v
         for k, v in msgspec.structs.asdict(sample_snapshot()).items()

@@ -1,0 +1,82 @@
+"""The storage contract, identical for every backend."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from appendtable.errors import ObjectNotFoundError
+from appendtable.storage import Storage
+
+
+def test_write_read_overwrite(storage: Storage) -> None:
+    storage.write("a/b/c.bin", b"one")
+    assert storage.read("a/b/c.bin") == b"one"
+    storage.write("a/b/c.bin", b"two")
+    assert storage.read("a/b/c.bin") == b"two"
+    assert storage.exists("a/b/c.bin")
+    assert not storage.exists("a/b/missing")
+
+
+def test_missing_file_errors_name_the_path(storage: Storage) -> None:
+    with pytest.raises(ObjectNotFoundError, match="nothing/here") as caught:
+        storage.read("nothing/here")
+    assert isinstance(caught.value, FileNotFoundError)
+    with pytest.raises(ObjectNotFoundError):
+        storage.info("nothing/here")
+
+
+def test_put_if_absent_creates_once(storage: Storage) -> None:
+    assert storage.atomic_create
+    assert storage.put_if_absent("snap/s-1", b"first") is True
+    assert storage.put_if_absent("snap/s-1", b"second") is False
+    assert storage.read("snap/s-1") == b"first"
+
+
+def test_put_if_absent_under_thread_races(storage: Storage) -> None:
+    winners: list[int] = []
+    barrier = threading.Barrier(8)
+
+    def race(index: int) -> None:
+        barrier.wait()
+        if storage.put_if_absent("race/key", f"writer-{index}".encode()):
+            winners.append(index)
+
+    threads = [threading.Thread(target=race, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(winners) == 1
+    assert storage.read("race/key") == f"writer-{winners[0]}".encode()
+
+
+def test_listing_and_walking(storage: Storage) -> None:
+    for path in ["d/x", "d/y", "d/sub/z", "e/w"]:
+        storage.write(path, b"." * 3)
+    assert sorted(info.path for info in storage.listdir("d")) == ["d/x", "d/y"]
+    assert storage.listdir("nowhere") == []
+    assert sorted(info.path for info in storage.walk("d")) == ["d/sub/z", "d/x", "d/y"]
+    assert sorted(info.path for info in storage.walk()) == ["d/sub/z", "d/x", "d/y", "e/w"]
+    infos = {info.path: info for info in storage.walk()}
+    assert infos["d/x"].size == 3
+    now_ms = time.time() * 1000
+    assert abs(infos["d/x"].mtime_ms - now_ms) < 120_000
+
+
+def test_delete_is_idempotent(storage: Storage) -> None:
+    storage.write("f", b"1")
+    storage.delete("f")
+    storage.delete("f")
+    assert not storage.exists("f")
+
+
+def test_streamed_output(storage: Storage) -> None:
+    with storage.open_output("data/part-0") as out:
+        out.write(b"hello ")
+        out.write(b"world")
+    storage.sync("data/part-0")
+    assert storage.read("data/part-0") == b"hello world"
+    assert storage.info("data/part-0").size == 11

@@ -1,0 +1,46 @@
+"""Local publish: many processes race to create the same names; exactly one wins each."""
+
+from __future__ import annotations
+
+import multiprocessing
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from appendtable.storage import LocalStorage
+
+
+def _racer(root: str, name: int, rounds: int, barrier: Any, queue: Any) -> None:
+    storage = LocalStorage(root)
+    won = []
+    for index in range(rounds):
+        barrier.wait()
+        if storage.put_if_absent(f"snapshot/snapshot-{index}", f"{name}:{index}".encode()):
+            won.append(index)
+    queue.put((name, won))
+
+
+@pytest.mark.slow
+def test_processes_racing_on_names_have_exactly_one_winner(tmp_path: Path) -> None:
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(3)
+    queue = context.Queue()
+    rounds = 150
+    processes = [
+        context.Process(target=_racer, args=(str(tmp_path), n, rounds, barrier, queue))
+        for n in range(3)
+    ]
+    for process in processes:
+        process.start()
+    results = dict(queue.get(timeout=120) for _ in processes)
+    for process in processes:
+        process.join(timeout=30)
+    wins = sorted(index for won in results.values() for index in won)
+    assert wins == list(range(rounds))  # every round exactly one winner
+    storage = LocalStorage(str(tmp_path))
+    for name, won in results.items():
+        for index in won:
+            assert storage.read(f"snapshot/snapshot-{index}") == f"{name}:{index}".encode()
+    leftovers = [p.name for p in (tmp_path / "snapshot").iterdir() if p.name.endswith(".tmp")]
+    assert leftovers == []  # temp files are cleaned up
