@@ -32,6 +32,7 @@ from appendtable.errors import (
     TransientStorageError,
     UnsupportedFormatVersionError,
 )
+from appendtable.maintenance import ExpireResult
 from appendtable.metadata.models import (
     CommitKind,
     CommitMessage,
@@ -40,6 +41,7 @@ from appendtable.metadata.models import (
     Split,
 )
 from appendtable.scan import Scan
+from appendtable.stream import END_OF_STREAM, StreamPosition, StreamReader, StreamUnit
 from appendtable.table import Table, create_table, open_table
 from appendtable.write import TableCommit
 
@@ -55,6 +57,8 @@ __all__ = [
     "CommitStateUnknownError",
     "CorruptMetadataError",
     "DataFileMeta",
+    "END_OF_STREAM",
+    "ExpireResult",
     "InvalidFilterError",
     "InvalidOptionError",
     "InvalidSchemaError",
@@ -67,6 +71,9 @@ __all__ = [
     "SnapshotNotFoundError",
     "Split",
     "StorageError",
+    "StreamPosition",
+    "StreamReader",
+    "StreamUnit",
     "Table",
     "TableCommit",
     "TableExistsError",

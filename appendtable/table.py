@@ -10,6 +10,7 @@ from typing import Any
 import pyarrow as pa
 
 from appendtable._state import TableState
+from appendtable.commit.consumers import ConsumerStore
 from appendtable.datafiles.arrow_schema import field_specs
 from appendtable.datafiles.table_write import TableWriter
 from appendtable.errors import (
@@ -20,6 +21,7 @@ from appendtable.errors import (
     TableExistsError,
     TableNotFoundError,
 )
+from appendtable.maintenance import ExpireResult, expire_snapshots
 from appendtable.metadata import codec, layout
 from appendtable.metadata import options as opt
 from appendtable.metadata.models import Snapshot, Split, TableSchema
@@ -30,6 +32,7 @@ from appendtable.planning.partitions import partition_path
 from appendtable.planning.splits import partition_sort_key
 from appendtable.scan import Scan, check_columns, read_split
 from appendtable.storage import Storage, open_storage
+from appendtable.stream import StreamPosition, StreamReader, stream_config
 from appendtable.write import TableCommit
 
 __all__ = ["Table", "create_table", "open_table"]
@@ -287,6 +290,73 @@ class Table:
             split,
             columns=check_columns(self._state, columns),
             row_filter=parse_filter(filter, self._state.column_types),
+        )
+
+    # ---- streaming --------------------------------------------------------------------------
+
+    def stream(
+        self,
+        *,
+        mode: str | None = None,
+        snapshot_id: int | None = None,
+        timestamp_ms: int | None = None,
+        file_creation_time_ms: int | None = None,
+        consumer_id: str | None = None,
+        bounded_watermark: int | None = None,
+        buckets: Sequence[int] | None = None,
+        columns: Sequence[str] | None = None,
+        filter: object = None,
+        poll_interval: float | None = None,
+        position: StreamPosition | None = None,
+        options: Mapping[str, object] | None = None,
+    ) -> StreamReader:
+        """Tail the table like a queue (see ``appendtable.stream``). Keyword arguments win over
+        read ``options``, which win over table options (Paimon keys: ``scan.mode``,
+        ``scan.snapshot-id``, ``consumer-id``, ``scan.bounded.watermark``, ...). A saved
+        ``position`` (or a consumer's committed progress) overrides the start mode."""
+        config = stream_config(
+            self._state,
+            options,
+            mode=mode,
+            snapshot_id=snapshot_id,
+            timestamp_ms=timestamp_ms,
+            file_creation_time_ms=file_creation_time_ms,
+            consumer_id=consumer_id,
+            bounded_watermark=bounded_watermark,
+            buckets=buckets,
+            poll_interval=poll_interval,
+        )
+        return StreamReader(self._state, config, columns=columns, filter=filter, position=position)
+
+    def consumers(self) -> dict[str, int]:
+        """Named consumers and the next snapshot each one needs."""
+        stored = ConsumerStore(self._state.storage).all()
+        return {name: state.next_snapshot for name, state in sorted(stored.items())}
+
+    def delete_consumer(self, consumer_id: str) -> None:
+        """Forget a consumer (its snapshots are no longer protected from expiration)."""
+        ConsumerStore(self._state.storage).delete(consumer_id)
+
+    # ---- maintenance ------------------------------------------------------------------------
+
+    def expire_snapshots(
+        self,
+        *,
+        retain_min: int | None = None,
+        retain_max: int | None = None,
+        older_than_ms: int | None = None,
+        dry_run: bool = False,
+    ) -> ExpireResult:
+        """Expire old snapshots and the files only they reference, and idle consumers
+        (``consumer.expiration-time``). Defaults come from the table options
+        (``snapshot.num-retained.min`` 10, ``snapshot.num-retained.max``,
+        ``snapshot.time-retained`` 1 h, ``snapshot.expire.limit`` 50)."""
+        return expire_snapshots(
+            self._state,
+            retain_min=retain_min,
+            retain_max=retain_max,
+            older_than_ms=older_than_ms,
+            dry_run=dry_run,
         )
 
     # ---- history ----------------------------------------------------------------------------

@@ -37,6 +37,7 @@ __all__ = [
     "Split",
     "StatValue",
     "TableSchema",
+    "WatermarkMember",
 ]
 
 #: A value stored for statistics or partitions: ints (also dates as days, timestamps and times in
@@ -222,10 +223,20 @@ class CommitMessage(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ConsumerState(msgspec.Struct, frozen=True, kw_only=True):
-    """``consumer/consumer-<id>``: the next snapshot a named consumer still needs."""
+    """``consumer/consumer-<id>``: the next snapshot a named consumer still needs. With ``full``
+    the consumer's next unit is the whole of that snapshot (its initial read), else its delta."""
 
     next_snapshot: int
     time_ms: int = 0
+    full: bool = False
+
+
+class WatermarkMember(msgspec.Struct, frozen=True, kw_only=True):
+    """``watermark/<group>/<member>``: the watermark a stream reader of an alignment group has
+    reached, and when it last said so."""
+
+    watermark: int | None
+    time_ms: int
 
 
 class Split(msgspec.Struct, frozen=True, kw_only=True):

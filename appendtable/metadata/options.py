@@ -355,6 +355,12 @@ WATERMARK_ALIGNMENT_UPDATE_INTERVAL = _define(
     1000,
     "how often a reader publishes its watermark to its group",
 )
+WATERMARK_ALIGNMENT_IDLE_TIMEOUT = _define(
+    "scan.watermark.alignment.idle-timeout",
+    parse_duration_ms,
+    60_000,
+    "group members silent for longer than this are ignored by alignment",
+)
 CONSUMER_ID = _define("consumer-id", _parse_str, "", "persist streaming progress under this id")
 CONSUMER_IGNORE_PROGRESS = _define(
     "consumer.ignore-progress", parse_bool, False, "start from scan.mode even if a consumer exists"

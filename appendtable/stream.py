@@ -1,0 +1,509 @@
+"""Streaming reads: a table used like a message queue.
+
+A :class:`StreamReader` hands out *units*: the rows a snapshot added (a delta), or the whole of a
+snapshot for the initial read of a start mode (a full unit), as ordered splits.
+
+Guarantees:
+
+* **Order.** Units come in snapshot order. Within a unit, splits of one (partition, bucket) are in
+  write order, so each bucket of a bucketed table is delivered in exactly its write order, across
+  units too. Partitions come in creation order, or by value with ``scan.plan-sort-partition``.
+  Tables with ``bucket = -1`` guarantee snapshot order only.
+* **Only appends produce rows.** COMPACT snapshots are skipped (compaction never re-emits rows);
+  OVERWRITE snapshots are skipped unless ``streaming-read-append-overwrite`` is set.
+* **Exactly once with a consumer id.** ``commit()`` persists the position atomically; a reader
+  restarted with the same ``consumer_id`` resumes there: nothing lost, and nothing repeated past
+  the last committed position. Snapshots a consumer still needs are never expired.
+* **Never silently skips.** A position on an expired snapshot raises SnapshotExpiredError.
+* **Cheap polling.** When nothing changed, a poll costs one existence check of the next snapshot
+  file, whatever the table's history.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final, TypeVar
+
+import msgspec
+import pyarrow as pa
+
+from appendtable._state import TableState
+from appendtable.commit.consumers import ConsumerStore, WatermarkGroupStore
+from appendtable.errors import InvalidOptionError, SnapshotExpiredError
+from appendtable.metadata import layout
+from appendtable.metadata import options as opt
+from appendtable.metadata.models import CommitKind, ConsumerState, ManifestEntry, Snapshot, Split
+from appendtable.planning.filters import Filter, parse_filter
+from appendtable.planning.streaming import (
+    StartRequest,
+    emits_rows,
+    may_emit,
+    resolve_mode,
+    resolve_start,
+)
+from appendtable.scan import check_columns, plan_entries, read_split, splits_of
+
+__all__ = ["StreamPosition", "StreamReader", "StreamUnit"]
+
+_RANGE_CHECK_EVERY = 16
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class StreamPosition:
+    """Where a stream continues: the whole of ``next_snapshot`` (``full``) or its delta.
+    ``next_snapshot = None`` means the latest snapshot once one exists. Serialisable with
+    ``to_json`` / ``from_json`` (an engine's offset)."""
+
+    next_snapshot: int | None
+    full: bool = False
+
+    def to_json(self) -> str:
+        return msgspec.json.encode({"snapshot": self.next_snapshot, "full": self.full}).decode()
+
+    @staticmethod
+    def from_json(text: str | bytes) -> StreamPosition:
+        try:
+            data = msgspec.json.decode(text)
+            snapshot, full = data["snapshot"], data.get("full", False)
+        except (msgspec.DecodeError, KeyError, TypeError) as exc:
+            raise ValueError(f"not a stream position: {text!r}") from exc
+        if snapshot is not None and (not isinstance(snapshot, int) or snapshot < 1):
+            raise ValueError(f"not a stream position: {text!r}")
+        return StreamPosition(snapshot, bool(full))
+
+
+@dataclass(frozen=True)
+class StreamUnit:
+    """The next piece of work of a stream: ordered splits of one snapshot."""
+
+    snapshot_id: int
+    full: bool
+    commit_kind: CommitKind
+    splits: list[Split]
+    watermark: int | None
+    next_position: StreamPosition
+
+    @property
+    def row_count(self) -> int:
+        return sum(split.row_count for split in self.splits)
+
+    @property
+    def file_count(self) -> int:
+        return sum(len(split.files) for split in self.splits)
+
+
+class _EndOfStream:
+    def __repr__(self) -> str:
+        return "END_OF_STREAM"
+
+
+#: Returned by :meth:`StreamReader.next_unit` when a bounded stream has ended.
+END_OF_STREAM: Final = _EndOfStream()
+
+
+@dataclass(frozen=True)
+class StreamConfig:
+    mode: str
+    snapshot_id: int | None
+    timestamp_ms: int | None
+    file_creation_time_ms: int | None
+    consumer_id: str | None
+    ignore_progress: bool
+    bounded_watermark: int | None
+    buckets: frozenset[int] | None
+    poll_interval_s: float
+    read_overwrite: bool
+    alignment_group: str | None
+    max_drift_ms: int
+    alignment_update_ms: int
+    alignment_idle_ms: int
+
+
+def stream_config(
+    state: TableState,
+    read_options: Mapping[str, object] | None,
+    *,
+    mode: str | None,
+    snapshot_id: int | None,
+    timestamp_ms: int | None,
+    file_creation_time_ms: int | None,
+    consumer_id: str | None,
+    bounded_watermark: int | None,
+    buckets: Sequence[int] | None,
+    poll_interval: float | None,
+) -> StreamConfig:
+    """Merge keyword arguments (first), read options, then table options."""
+    options = state.options.with_overrides(read_options)
+
+    def pick(value: _T | None, option: opt.OptionDef[_T]) -> _T | None:
+        return _pick(options, value, option)
+
+    chosen_buckets: frozenset[int] | None = None
+    if buckets is not None:
+        if state.options.bucket <= 0:
+            raise InvalidOptionError(
+                "buckets: only bucketed tables (bucket = N > 0) can be read by bucket subsets"
+            )
+        chosen_buckets = frozenset(int(b) for b in buckets)
+        outside = sorted(b for b in chosen_buckets if not 0 <= b < state.options.bucket)
+        if outside:
+            raise InvalidOptionError(
+                f"buckets: {outside[0]} is not a bucket of this table "
+                f"(0..{state.options.bucket - 1})"
+            )
+    consumer = pick(consumer_id, opt.CONSUMER_ID)
+    group = options.get(opt.WATERMARK_ALIGNMENT_GROUP) or None
+    if group is not None and not options.is_set(opt.WATERMARK_ALIGNMENT_MAX_DRIFT):
+        raise InvalidOptionError(
+            "option 'scan.watermark.alignment.group' needs 'scan.watermark.alignment.max-drift'"
+        )
+    interval = poll_interval if poll_interval is not None else options.get(opt.POLL_INTERVAL) / 1000
+    return StreamConfig(
+        mode=pick(mode, opt.SCAN_MODE) or "default",
+        snapshot_id=pick(snapshot_id, opt.SCAN_SNAPSHOT_ID),
+        timestamp_ms=pick(timestamp_ms, opt.SCAN_TIMESTAMP_MILLIS),
+        file_creation_time_ms=pick(file_creation_time_ms, opt.SCAN_FILE_CREATION_TIME),
+        consumer_id=layout.validate_consumer_id(str(consumer)) if consumer else None,
+        ignore_progress=options.get(opt.CONSUMER_IGNORE_PROGRESS),
+        bounded_watermark=pick(bounded_watermark, opt.SCAN_BOUNDED_WATERMARK),
+        buckets=chosen_buckets,
+        poll_interval_s=max(0.0, float(interval)),
+        read_overwrite=options.get(opt.STREAMING_READ_OVERWRITE),
+        alignment_group=group,
+        max_drift_ms=options.get(opt.WATERMARK_ALIGNMENT_MAX_DRIFT),
+        alignment_update_ms=options.get(opt.WATERMARK_ALIGNMENT_UPDATE_INTERVAL),
+        alignment_idle_ms=options.get(opt.WATERMARK_ALIGNMENT_IDLE_TIMEOUT),
+    )
+
+
+def _pick(options: opt.Options, value: _T | None, option: opt.OptionDef[_T]) -> _T | None:
+    """A keyword argument wins over a (read or table) option; unset options give None."""
+    if value is not None:
+        return value
+    return options.get(option) if options.is_set(option) else None
+
+
+def _start_request(config: StreamConfig) -> StartRequest:
+    return StartRequest(
+        mode=config.mode,
+        snapshot_id=config.snapshot_id,
+        timestamp_ms=config.timestamp_ms,
+        file_creation_time_ms=config.file_creation_time_ms,
+    )
+
+
+class StreamReader:
+    """Tails a table. Use ``poll()`` for units of work, or iterate for record batches.
+
+    Not thread-safe. ``close()`` (or a ``with`` block) leaves a watermark-alignment group.
+    """
+
+    def __init__(
+        self,
+        state: TableState,
+        config: StreamConfig,
+        *,
+        columns: Sequence[str] | None = None,
+        filter: object = None,
+        position: StreamPosition | None = None,
+    ) -> None:
+        self._state = state
+        self._config = config
+        self.columns = check_columns(state, columns)
+        self._filter: Filter | None = parse_filter(filter, state.column_types)
+        self._consumers = ConsumerStore(state.storage)
+        mode = resolve_mode(_start_request(config))
+        self._creation_floor = (
+            config.file_creation_time_ms if mode == "from-file-creation-time" else None
+        )
+        self._misses = 0
+        self._finished = False
+        self._last_watermark: int | None = None
+        self._member = config.consumer_id or f"reader-{uuid.uuid4().hex[:12]}"
+        self._group = (
+            WatermarkGroupStore(state.storage, config.alignment_group)
+            if config.alignment_group
+            else None
+        )
+        self._published_ms = 0
+        if position is None:
+            position = self._start_position()
+        self._position = position
+
+    # ---- where the stream is -------------------------------------------------------------
+
+    def _start_position(self) -> StreamPosition:
+        config = self._config
+        if config.consumer_id is not None and not config.ignore_progress:
+            saved = self._consumers.get(config.consumer_id)
+            if saved is not None:
+                return StreamPosition(saved.next_snapshot, saved.full)
+        snapshots = self._state.snapshots
+        start = resolve_start(
+            _start_request(config),
+            earliest=snapshots.earliest_id(),
+            latest=snapshots.latest_id(),
+            first_at_or_after=snapshots.first_at_or_after,
+            latest_compacted=self._latest_compacted,
+        )
+        position = StreamPosition(start.next_snapshot, start.full)
+        if config.consumer_id is not None and position.next_snapshot is not None:
+            # Register at once: expiration must keep what this consumer will need.
+            self._save(position)
+        return position
+
+    def _latest_compacted(self) -> int | None:
+        snapshots = self._state.snapshots
+        latest, earliest = snapshots.latest_id(), snapshots.earliest_id()
+        if latest is None or earliest is None:
+            return None
+        for snapshot_id in range(latest, earliest - 1, -1):
+            if snapshots.get(snapshot_id).kind == CommitKind.COMPACT:
+                return snapshot_id
+        return None
+
+    @property
+    def position(self) -> StreamPosition:
+        """The position after the last unit handed out (what ``commit()`` saves)."""
+        return self._position
+
+    @property
+    def finished(self) -> bool:
+        """True once a bounded stream (``scan.bounded.watermark``) has ended."""
+        return self._finished
+
+    def seek(self, position: StreamPosition) -> None:
+        """Continue from ``position`` (for example an engine's restored offset)."""
+        self._position = position
+        self._finished = False
+        self._misses = 0
+
+    # ---- planning --------------------------------------------------------------------------
+
+    def next_unit(self, position: StreamPosition | None = None) -> StreamUnit | _EndOfStream | None:
+        """The unit at ``position`` (default: the current one), without moving: a unit (maybe
+        with no splits, for a skipped snapshot), END_OF_STREAM, or None if it does not exist
+        yet."""
+        position = self._position if position is None else position
+        snapshots = self._state.snapshots
+        snapshot_id = position.next_snapshot
+        if snapshot_id is None:
+            snapshot_id = snapshots.latest_id()
+            if snapshot_id is None:
+                return None
+            position = StreamPosition(snapshot_id, full=True)
+        if not snapshots.exists(snapshot_id):
+            self._check_not_expired(snapshot_id)
+            return None
+        self._misses = 0
+        snapshot = snapshots.get(snapshot_id)
+        bound = self._config.bounded_watermark
+        if bound is not None and snapshot.watermark is not None and snapshot.watermark > bound:
+            return END_OF_STREAM
+        following = StreamPosition(snapshot_id + 1, full=False)
+        if position.full:
+            entries = plan_entries(self._state, snapshot, self._filter, buckets=self._buckets())
+            if self._creation_floor is not None:
+                floor = self._creation_floor
+                entries = [e for e in entries if e.file.creation_time_ms >= floor]
+            return self._unit(snapshot, entries, full=True, following=following)
+        if not emits_rows(snapshot.kind, read_overwrite=self._config.read_overwrite):
+            return self._unit(snapshot, [], full=False, following=following)
+        return self._unit(snapshot, self._delta_entries(snapshot), full=False, following=following)
+
+    def _buckets(self) -> set[int] | None:
+        return set(self._config.buckets) if self._config.buckets is not None else None
+
+    def _delta_entries(self, snapshot: Snapshot) -> list[ManifestEntry]:
+        keys = self._state.schema.partition_keys
+        positions = {name: i for i, name in enumerate(self._state.schema.field_names())}
+        buckets = self._config.buckets
+        row_filter = self._filter
+        selected = []
+        for entry in self._state.manifests.delta_entries(snapshot):
+            if entry.kind != 0:
+                continue
+            if buckets is not None and entry.bucket not in buckets:
+                continue
+            if row_filter is not None and not (
+                row_filter.matches_partition(keys, entry.partition)
+                and row_filter.may_match_file(entry.file, positions)
+            ):
+                continue
+            selected.append(entry)
+        return selected
+
+    def _unit(
+        self,
+        snapshot: Snapshot,
+        entries: Sequence[ManifestEntry],
+        *,
+        full: bool,
+        following: StreamPosition,
+    ) -> StreamUnit:
+        return StreamUnit(
+            snapshot_id=snapshot.id,
+            full=full,
+            commit_kind=snapshot.kind,
+            splits=splits_of(self._state, snapshot, entries) if entries else [],
+            watermark=snapshot.watermark,
+            next_position=following,
+        )
+
+    def _check_not_expired(self, snapshot_id: int) -> None:
+        """A missing snapshot is either not written yet or expired; look (cheaply) which, on the
+        first miss and every few misses after."""
+        self._misses += 1
+        if self._misses % _RANGE_CHECK_EVERY != 1:
+            return
+        snapshots = self._state.snapshots
+        latest = snapshots.latest_id()
+        if latest is not None and snapshot_id <= latest:
+            earliest = snapshots.earliest_id()
+            raise SnapshotExpiredError(
+                f"the stream is positioned on snapshot {snapshot_id}, which has expired "
+                f"(earliest retained is {earliest}); use a consumer id, which keeps the "
+                "snapshots a reader still needs from expiring"
+            )
+
+    # ---- consuming ---------------------------------------------------------------------------
+
+    def poll(self) -> StreamUnit | None:
+        """The next unit with rows, advancing past it (and past skipped snapshots); None if
+        there is none yet, the stream has ended, or watermark alignment holds this reader."""
+        while not self._finished:
+            unit = self.next_unit()
+            if unit is None:
+                self._heartbeat()
+                return None
+            if isinstance(unit, _EndOfStream):
+                self._finished = True
+                return None
+            if not unit.splits:
+                self._position = unit.next_position
+                continue
+            if not self._aligned(unit.watermark):
+                return None
+            self._position = unit.next_position
+            self._emitted(unit.watermark)
+            return unit
+        return None
+
+    def read(self, unit: StreamUnit) -> Iterator[pa.RecordBatch]:
+        """The rows of a unit, in order."""
+        for split in unit.splits:
+            yield from read_split(self._state, split, columns=self.columns, row_filter=self._filter)
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        """Record batches in stream order, blocking while there is nothing new; ends when a
+        bounded stream ends. The position moves past a unit only once all its batches have
+        been taken, so ``commit()`` mid-unit re-delivers that unit after a restart."""
+        while True:
+            start = self._position
+            unit = self.poll()
+            if unit is None:
+                if self._finished:
+                    return
+                time.sleep(self._config.poll_interval_s)
+                continue
+            after = self._position
+            self._position = start  # not consumed until every batch was taken
+            yield from self.read(unit)
+            self._position = after
+
+    def batches(self, *, timeout: float | None = None) -> Iterator[pa.RecordBatch]:
+        """Like iteration, but stops once no new unit arrived for ``timeout`` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            start = self._position
+            unit = self.poll()
+            if unit is None:
+                if self._finished or (deadline is not None and time.monotonic() >= deadline):
+                    return
+                time.sleep(self._config.poll_interval_s)
+                continue
+            after = self._position
+            self._position = start
+            yield from self.read(unit)
+            self._position = after
+            if timeout is not None:
+                deadline = time.monotonic() + timeout
+
+    def checkpoint(self) -> StreamPosition:
+        """The position to save and later ``seek`` to (an engine's offset)."""
+        return self._position
+
+    def commit(self, position: StreamPosition | None = None) -> None:
+        """Persist progress for the consumer id (default: the current position). Atomic: a
+        crash leaves the previous or the new progress."""
+        if self._config.consumer_id is None:
+            raise InvalidOptionError("commit() needs a consumer id (consumer_id= or 'consumer-id')")
+        position = self._position if position is None else position
+        if position.next_snapshot is None:
+            return  # nothing read yet from an empty table
+        self._save(position)
+
+    def _save(self, position: StreamPosition) -> None:
+        assert self._config.consumer_id is not None and position.next_snapshot is not None
+        self._consumers.put(
+            self._config.consumer_id,
+            ConsumerState(
+                next_snapshot=position.next_snapshot,
+                full=position.full,
+                time_ms=int(time.time() * 1000),
+            ),
+        )
+
+    # ---- watermark alignment -------------------------------------------------------------------
+
+    def _aligned(self, watermark: int | None) -> bool:
+        if self._group is None:
+            return True
+        now = int(time.time() * 1000)
+        others = {
+            member: state
+            for member, state in self._group.members().items()
+            if member != self._member and now - state.time_ms <= self._config.alignment_idle_ms
+        }
+        allowed = may_emit(
+            watermark,
+            own=self._last_watermark,
+            others=others,
+            max_drift_ms=self._config.max_drift_ms,
+        )
+        if not allowed:
+            self._heartbeat()
+        return allowed
+
+    def _emitted(self, watermark: int | None) -> None:
+        if watermark is not None:
+            self._last_watermark = watermark
+        if self._group is not None:
+            self._group.publish(self._member, self._last_watermark)
+            self._published_ms = int(time.time() * 1000)
+
+    def _heartbeat(self) -> None:
+        if self._group is None:
+            return
+        now = int(time.time() * 1000)
+        if now - self._published_ms >= self._config.alignment_update_ms:
+            self._group.publish(self._member, self._last_watermark)
+            self._published_ms = now
+
+    def close(self) -> None:
+        """Leave the watermark-alignment group (progress is saved only by ``commit``)."""
+        if self._group is not None:
+            self._group.leave(self._member)
+
+    def __enter__(self) -> StreamReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"StreamReader(position={self._position}, finished={self._finished})"
