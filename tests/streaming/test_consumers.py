@@ -1,0 +1,113 @@
+"""Consumer ids: atomic progress, exact resumption, expiration fencing, abandoned consumers."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import appendtable as at
+from tests.helpers.data import EVENTS, events
+from tests.streaming.helpers import drain, rows_of, seqs
+
+
+def test_restart_resumes_at_the_committed_position(uri: str) -> None:
+    table = at.create_table(uri, EVENTS, options={"bucket": 2, "bucket-key": "key"})
+    reader = table.stream(mode="latest", consumer_id="billing")
+    for i in range(3):
+        table.append(events(i * 10, 10))
+    first = reader.poll()
+    assert first is not None
+    got = seqs(rows_of(reader, [first]))
+    reader.commit()
+    second = reader.poll()  # taken but never committed: the reader "dies" here
+    assert second is not None
+
+    restarted = at.open_table(uri).stream(consumer_id="billing")
+    assert restarted.position == at.StreamPosition(2, False)
+    units = drain(restarted)
+    got += seqs(rows_of(restarted, units))
+    assert sorted(got) == list(range(30))  # no row lost, none repeated
+    restarted.commit()
+    assert table.consumers() == {"billing": 4}
+
+
+def test_commit_mid_unit_during_iteration_redelivers_that_unit(uri: str) -> None:
+    table = at.create_table(uri, EVENTS)
+    for i in range(3):
+        table.append(events(i * 10, 10))
+    reader = table.stream(mode="from-snapshot-full", snapshot_id=3, consumer_id="c")
+    iterator = reader.batches(timeout=0.05)
+    first = next(iterator)  # one of three files of the full unit
+    reader.commit()  # mid-unit: the position stays before the unit
+    assert table.consumers() == {"c": 3}
+    rest = list(iterator)
+    assert sum(b.num_rows for b in rest) + first.num_rows == 30
+    reader.commit()
+    assert table.consumers() == {"c": 4}
+    resumed = at.open_table(uri).stream(consumer_id="c")
+    assert resumed.position == at.StreamPosition(4, False)
+
+
+def test_a_new_consumer_registers_at_once_and_fences_expiration(uri: str) -> None:
+    table = at.create_table(uri, EVENTS)
+    for i in range(6):
+        table.append(events(i, 1))
+    reader = table.stream(mode="from-snapshot", snapshot_id=3, consumer_id="slow")
+    assert table.consumers() == {"slow": 3}
+    future = int(time.time() * 1000) + 60_000
+    result = table.expire_snapshots(retain_min=1, older_than_ms=future)
+    assert result.expired_snapshots == [1, 2]
+    assert [s.id for s in table.snapshots()] == [3, 4, 5, 6]
+    assert sorted(seqs(rows_of(reader, drain(reader)))) == [2, 3, 4, 5]
+    reader.commit()
+    assert table.expire_snapshots(retain_min=1, older_than_ms=future).expired_snapshots == [
+        3,
+        4,
+        5,
+    ]
+
+
+def test_abandoned_consumers_expire(uri: str) -> None:
+    table = at.create_table(uri, EVENTS, options={"consumer.expiration-time": "50 ms"})
+    for i in range(4):
+        table.append(events(i, 1))
+    table.stream(mode="from-snapshot", snapshot_id=1, consumer_id="gone")
+    time.sleep(0.1)
+    result = table.expire_snapshots(retain_min=1, older_than_ms=int(time.time() * 1000) + 1000)
+    assert result.expired_consumers == ["gone"]
+    assert result.expired_snapshots == [1, 2, 3]
+    assert table.consumers() == {}
+
+
+def test_positioned_reader_on_an_expired_snapshot_raises_with_a_hint(uri: str) -> None:
+    table = at.create_table(uri, EVENTS)
+    table.append(events(0, 1))
+    reader = table.stream(mode="latest")  # at snapshot 2, without a consumer id
+    for i in range(1, 5):
+        table.append(events(i, 1))
+    table.expire_snapshots(retain_min=1, older_than_ms=int(time.time() * 1000) + 1000)
+    with pytest.raises(at.SnapshotExpiredError, match="consumer id"):
+        reader.poll()
+
+
+def test_commit_needs_a_consumer_id(uri: str) -> None:
+    table = at.create_table(uri, EVENTS)
+    with pytest.raises(at.InvalidOptionError, match="consumer id"):
+        table.stream().commit()
+    with pytest.raises(at.InvalidOptionError, match="invalid consumer id"):
+        table.stream(consumer_id="../escape")
+
+
+def test_positions_round_trip_for_engines(uri: str) -> None:
+    table = at.create_table(uri, EVENTS)
+    table.append(events(0, 3))
+    reader = table.stream(mode="from-snapshot-full", snapshot_id=1)
+    saved = at.StreamPosition.from_json(reader.checkpoint().to_json())
+    assert saved == at.StreamPosition(1, True)
+    drain(reader)
+    table.append(events(3, 3))
+    again = table.stream(position=saved)
+    assert sorted(seqs(rows_of(again, drain(again)))) == list(range(6))
+    with pytest.raises(ValueError, match="not a stream position"):
+        at.StreamPosition.from_json("{}")
