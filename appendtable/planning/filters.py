@@ -153,10 +153,13 @@ class Filter:
                 pinned = [p for p in clause if p.column == column and p.op in ("=", "==", "in")]
                 if not pinned:
                     return None
-                allowed = set(pinned[0].values)
+                # Intersect by value, not spelling: decimals 1.0 and 1.00 are the same key.
+                allowed = list(pinned[0].values)
                 for extra in pinned[1:]:
-                    allowed &= set(extra.values)
-                choices.append(tuple(allowed))
+                    keys = {_sort_key(v, extra.type) for v in extra.values}
+                    allowed = [v for v in allowed if _sort_key(v, extra.type) in keys]
+                distinct = {_sort_key(v, pinned[0].type): v for v in allowed}
+                choices.append(tuple(distinct.values()))
             combinations = 1
             for options in choices:
                 combinations *= len(options)
@@ -177,9 +180,9 @@ def parse_filter(raw: object, column_types: Mapping[str, TypeSpec]) -> Filter | 
             "a filter is a list of (column, op, value) tuples, or a list of such lists"
         )
     first = raw[0]
-    nested = isinstance(first, list) or (
-        isinstance(first, tuple) and bool(first) and isinstance(first[0], list | tuple)
-    )
+    # As in pyarrow, a flat filter is told apart by its first term starting with a column name:
+    # [["a", "=", 1]] (a flat filter that went through JSON) is one term, not one clause.
+    nested = isinstance(first, list | tuple) and bool(first) and isinstance(first[0], list | tuple)
     clauses_raw = raw if nested else [raw]
     clauses = tuple(
         tuple(_predicate(item, column_types) for item in _as_clause(clause))
@@ -216,14 +219,45 @@ def _predicate(item: object, column_types: Mapping[str, TypeSpec]) -> Predicate:
     if op in ("in", "not in"):
         if isinstance(raw_value, str | bytes) or not hasattr(raw_value, "__iter__"):
             raise InvalidFilterError(f"'{op}' on column '{column}' needs a list of values")
-        values = tuple(to_stored(v, type_spec, column) for v in raw_value)
+        # A value between two steps of the column's unit equals no stored value: drop it.
+        exact = [_stored_exact(v, type_spec, column) for v in raw_value]
+        return Predicate(column, op, tuple(v for v, is_exact in exact if is_exact), type_spec)
+    value, is_exact = _stored_exact(raw_value, type_spec, column)
+    if not is_exact:
+        return _between_steps(column, op, value, type_spec)
+    return Predicate(column, op, (value,), type_spec)
+
+
+def _stored_exact(value: object, type_spec: TypeSpec, column: str) -> tuple[StatValue, bool]:
+    """``to_stored(value)``, and False if ``value`` (a timestamp or time finer than the
+    column's unit, e.g. 10.5 s for a column in seconds) lies strictly between that stored value
+    and the next one."""
+    stored = to_stored(value, type_spec, column)
+    kind = type_spec.kind
+    if kind == "timestamp":
+        micros = _timestamp_micros(value)
+    elif kind in ("time32", "time64"):
+        micros = _time_micros(value)
     else:
-        values = (to_stored(raw_value, type_spec, column),)
-    return Predicate(column, op, values, type_spec)
+        return stored, True
+    return stored, micros * _UNIT_PER_SECOND[type_spec.unit or "us"] % 1_000_000 == 0
+
+
+def _between_steps(column: str, op: str, floor: StatValue, type_spec: TypeSpec) -> Predicate:
+    """The predicate on stored (integer) values equivalent to comparing with a value strictly
+    between ``floor`` and ``floor + 1``."""
+    if op in ("=", "=="):
+        return Predicate(column, "in", (), type_spec)  # no stored value equals it
+    if op == "!=":
+        return Predicate(column, "is not null", (), type_spec)
+    if op in ("<", "<="):
+        return Predicate(column, "<=", (floor,), type_spec)
+    return Predicate(column, ">", (floor,), type_spec)  # > and >=
 
 
 def to_stored(value: object, type_spec: TypeSpec, column: str) -> StatValue:
-    """A filter value in the stored form of the column (see ``datafiles.stats``)."""
+    """A filter value in the stored form of the column (see ``datafiles.stats``). A timestamp or
+    time finer than the column's unit is rounded down; ``parse_filter`` adjusts the operator."""
     kind = type_spec.kind
     if value is None:
         raise InvalidFilterError(
@@ -257,7 +291,10 @@ def to_stored(value: object, type_spec: TypeSpec, column: str) -> StatValue:
         if kind == "decimal":
             if isinstance(value, bool) or not isinstance(value, int | str | decimal.Decimal):
                 raise TypeError
-            return format(decimal.Decimal(str(value)), "f")
+            number = decimal.Decimal(str(value))
+            if not number.is_finite():  # NaN and infinities fit no decimal column
+                raise ValueError
+            return format(number, "f")
         if kind in ("time32", "time64"):
             return _time_value(value, type_spec)
     except (TypeError, ValueError, decimal.InvalidOperation):
@@ -278,6 +315,12 @@ def _date_days(value: object) -> int:
 
 
 def _timestamp_value(value: object, type_spec: TypeSpec) -> int:
+    """In the column's unit, rounded down (see ``_stored_exact``)."""
+    per_second = _UNIT_PER_SECOND[type_spec.unit or "us"]
+    return _timestamp_micros(value) * per_second // 1_000_000
+
+
+def _timestamp_micros(value: object) -> int:
     if isinstance(value, str):
         value = dt.datetime.fromisoformat(value)
     if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
@@ -287,16 +330,18 @@ def _timestamp_value(value: object, type_spec: TypeSpec) -> int:
     if value.tzinfo is None:
         value = value.replace(tzinfo=dt.UTC)
     delta = value - _EPOCH
-    per_second = _UNIT_PER_SECOND[type_spec.unit or "us"]
-    micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-    return micros * per_second // 1_000_000
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
 def _time_value(value: object, type_spec: TypeSpec) -> int:
+    """In the column's unit, rounded down (see ``_stored_exact``)."""
+    return _time_micros(value) * _UNIT_PER_SECOND[type_spec.unit or "us"] // 1_000_000
+
+
+def _time_micros(value: object) -> int:
     if not isinstance(value, dt.time):
         raise TypeError
-    micros = ((value.hour * 60 + value.minute) * 60 + value.second) * 1_000_000 + value.microsecond
-    return micros * _UNIT_PER_SECOND[type_spec.unit or "us"] // 1_000_000
+    return ((value.hour * 60 + value.minute) * 60 + value.second) * 1_000_000 + value.microsecond
 
 
 def _sort_key(value: StatValue, type_spec: TypeSpec) -> Any:

@@ -8,6 +8,7 @@ from collections import defaultdict
 import pyarrow as pa
 
 import appendtable as at
+from appendtable.planning.bucket import bucket_ids
 from tests.helpers.data import EVENTS, events
 from tests.streaming.helpers import drain, rows_of
 
@@ -16,8 +17,6 @@ def _by_bucket(
     rows: list[dict[str, object]], table: at.Table
 ) -> dict[tuple[object, int], list[int]]:
     """Row seqs grouped by (day, bucket), in delivery order."""
-    from appendtable.planning.bucket import bucket_ids
-
     keys = pa.array([r["key"] for r in rows], pa.int64())
     buckets = bucket_ids([keys], table.bucket).tolist() if rows else []
     grouped: dict[tuple[object, int], list[int]] = defaultdict(list)

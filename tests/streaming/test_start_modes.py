@@ -98,7 +98,7 @@ def test_options_under_paimon_keys_behave_the_same(five: at.Table, uri: str) -> 
     assert reader.poll() is None
     append_spaced(table, events(2, 2))
     assert [u.snapshot_id for u in drain(reader)] == [2]
-    with pytest.raises(at.InvalidOptionError, match="scan.mode"):
+    with pytest.raises(at.InvalidOptionError, match=r"scan\.mode"):
         table.stream(options={"scan.mode": "sideways"})
     with pytest.raises(at.InvalidOptionError, match="did you mean"):
         table.stream(options={"scan.snapshotid": "1"})

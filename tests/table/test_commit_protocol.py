@@ -268,7 +268,7 @@ def test_watermarks_explicit_derived_and_never_decreasing(uri: str) -> None:
 
 def test_non_atomic_backend_refuses_unless_single_writer(tmp_path: Any) -> None:
     uri = f"local://{tmp_path}/t"
-    with pytest.raises(at.AtomicCreateUnsupportedError, match="commit.single-writer"):
+    with pytest.raises(at.AtomicCreateUnsupportedError, match=r"commit\.single-writer"):
         at.create_table(uri, EVENTS)
     table = at.create_table(uri, EVENTS, options={"commit.single-writer": True})
     table.append(events(0, 4))

@@ -113,9 +113,13 @@ def test_no_broad_exception_handlers_in_the_core() -> None:
     offenders = []
     for path in _core_files():
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ExceptHandler) and isinstance(node.type, ast.Name):
-                if node.type.id in ("Exception", "BaseException") and not _reraises(node):
-                    offenders.append(f"{_module_name(path)}:{node.lineno}")
+            if (
+                isinstance(node, ast.ExceptHandler)
+                and isinstance(node.type, ast.Name)
+                and node.type.id in ("Exception", "BaseException")
+                and not _reraises(node)
+            ):
+                offenders.append(f"{_module_name(path)}:{node.lineno}")
     assert offenders == []
 
 

@@ -1,0 +1,138 @@
+"""Benchmark sizes and the temporary workspace holding shared fixtures (data, files, tables)."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from functools import cached_property
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+import appendtable as at
+from benchmarks.data import SCHEMA, make_table, one_row
+
+__all__ = ["FULL", "QUICK", "Config", "Workspace", "remove"]
+
+
+@dataclass(frozen=True)
+class Config:
+    """Sizes and repetitions of one benchmark mode."""
+
+    mode: str
+    big_rows: int  # rows of the append and full-read benchmarks
+    big_reps: int
+    point_rows: int
+    point_commits: int
+    point_buckets: int
+    point_queries: int  # timed point queries per case (each on a different key)
+    history_sizes: tuple[int, ...]  # snapshot counts at which commit latency is measured
+    commit_samples: int  # commits timed per history size
+    plan_reps: int
+
+
+FULL = Config(
+    mode="full",
+    big_rows=10_000_000,
+    big_reps=5,
+    point_rows=2_000_000,
+    point_commits=4,
+    point_buckets=64,
+    point_queries=30,
+    history_sizes=(1, 1_000, 10_000),
+    commit_samples=200,
+    plan_reps=30,
+)
+QUICK = Config(
+    mode="quick",
+    big_rows=1_000_000,
+    big_reps=3,
+    point_rows=200_000,
+    point_commits=4,
+    point_buckets=64,
+    point_queries=15,
+    history_sizes=(1, 100, 1_000),
+    commit_samples=60,
+    plan_reps=15,
+)
+
+
+def remove(path: str) -> None:
+    """Delete a file or directory tree if it exists."""
+    if os.path.isdir(path):
+        shutil.rmtree(path, ignore_errors=True)
+    elif os.path.exists(path):
+        os.unlink(path)
+
+
+def tree_bytes(path: str) -> int:
+    """Total size of the files under ``path``."""
+    return sum(
+        os.path.getsize(os.path.join(directory, name))
+        for directory, _dirs, names in os.walk(path)
+        for name in names
+    )
+
+
+class Workspace:
+    """A temporary directory (deleted on exit) and fixtures built on first use."""
+
+    def __init__(self, config: Config, parent: str | None = None) -> None:
+        self.config = config
+        self.root = tempfile.mkdtemp(prefix="appendtable-bench-", dir=parent)
+        self._counter = itertools.count()
+        #: A table with ``history_sizes[-1]`` or more one-row snapshots, once built.
+        self.history_uri: str | None = None
+
+    def __enter__(self) -> Workspace:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        remove(self.root)
+
+    def fresh_path(self, stem: str) -> str:
+        """A path under the workspace that does not exist yet."""
+        return os.path.join(self.root, f"{stem}-{next(self._counter)}")
+
+    @cached_property
+    def big_table(self) -> pa.Table:
+        """The in-memory data of the append and read benchmarks (one copy, reused)."""
+        return make_table(self.config.big_rows, seed=42)
+
+    @cached_property
+    def big_plain_file(self) -> str:
+        return write_plain(self.big_table, self.fresh_path("plain") + ".parquet")
+
+    @cached_property
+    def big_unaware_table(self) -> str:
+        """URI of a bucket = -1 table holding ``big_table`` in one snapshot."""
+        table = at.create_table(self.fresh_path("read"), SCHEMA)
+        table.append(self.big_table)
+        return table.uri
+
+    def history_table(self) -> str:
+        """URI of a table with ``history_sizes[-1]`` one-row snapshots (built quickly, with
+        fsync off, unless the commit benchmark already left one)."""
+        if self.history_uri is None:
+            table = at.create_table(
+                self.fresh_path("history"), SCHEMA, options={"commit.fsync": "false"}
+            )
+            grow_history(table, self.config.history_sizes[-1])
+            self.history_uri = table.uri
+        return self.history_uri
+
+
+def write_plain(data: pa.Table, path: str) -> str:
+    """The baseline: one Parquet file, zstd, pyarrow defaults otherwise."""
+    pq.write_table(data, path, compression="zstd")
+    return path
+
+
+def grow_history(table: at.Table, snapshots: int) -> None:
+    """Append one-row batches until the table has ``snapshots`` snapshots."""
+    latest = table.latest_snapshot()
+    for index in range(latest.id if latest is not None else 0, snapshots):
+        table.append(one_row(index))
