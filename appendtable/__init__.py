@@ -10,6 +10,7 @@ atomic snapshots, time travel, pruned batch scans, ordered streaming reads and c
     table.scan(filter=[("user_id", "=", 42)]).to_arrow()
 """
 
+from appendtable.compaction import CompactionPlan, CompactionProgress, Compactor
 from appendtable.datafiles.table_write import TableWriter
 from appendtable.errors import (
     AppendTableError,
@@ -32,10 +33,11 @@ from appendtable.errors import (
     TransientStorageError,
     UnsupportedFormatVersionError,
 )
-from appendtable.maintenance import ExpireResult
+from appendtable.maintenance import ExpireResult, OrphanResult
 from appendtable.metadata.models import (
     CommitKind,
     CommitMessage,
+    CompactionTask,
     DataFileMeta,
     Snapshot,
     Split,
@@ -55,6 +57,10 @@ __all__ = [
     "CommitKind",
     "CommitMessage",
     "CommitStateUnknownError",
+    "CompactionPlan",
+    "CompactionProgress",
+    "CompactionTask",
+    "Compactor",
     "CorruptMetadataError",
     "DataFileMeta",
     "END_OF_STREAM",
@@ -64,6 +70,7 @@ __all__ = [
     "InvalidSchemaError",
     "ObjectExistsError",
     "ObjectNotFoundError",
+    "OrphanResult",
     "Scan",
     "SchemaMismatchError",
     "Snapshot",

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from appendtable.commit.changes import PartitionScope
 from appendtable.commit.manifests import ManifestStore
 from appendtable.commit.snapshots import SnapshotStore
 from appendtable.datafiles.arrow_schema import arrow_schema
+from appendtable.errors import InvalidFilterError
 from appendtable.metadata import options as opt
 from appendtable.metadata.models import TableSchema
 from appendtable.metadata.types import TypeSpec
+from appendtable.planning.filters import to_stored
 from appendtable.storage import Storage
 
 __all__ = ["TableState"]
@@ -42,3 +46,22 @@ class TableState:
     def partition_types(self) -> tuple[TypeSpec, ...]:
         types = self.column_types
         return tuple(types[key] for key in self.schema.partition_keys)
+
+    def partition_scope(self, specs: Sequence[Mapping[str, object]] | None) -> PartitionScope:
+        """Static partition specs (user values, e.g. dates) as a scope over stored values."""
+        if not specs:
+            return PartitionScope(None)
+        types = self.column_types
+        keys = set(self.schema.partition_keys)
+        stored = []
+        for spec in specs:
+            for key in spec:
+                if key not in keys:
+                    raise InvalidFilterError(
+                        f"partition spec names '{key}', which is not a partition column "
+                        f"(partition keys: {', '.join(sorted(keys)) or 'none'})"
+                    )
+            stored.append(
+                {k: None if v is None else to_stored(v, types[k], k) for k, v in spec.items()}
+            )
+        return PartitionScope(tuple(stored))

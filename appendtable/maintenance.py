@@ -9,10 +9,12 @@ from dataclasses import dataclass, field
 from appendtable._state import TableState
 from appendtable.commit.consumers import ConsumerStore
 from appendtable.commit.expire import execute_expiration, plan_expiration
+from appendtable.errors import SnapshotNotFoundError
+from appendtable.metadata import layout
 from appendtable.metadata import options as opt
 from appendtable.planning.expiration import expire_until
 
-__all__ = ["ExpireResult", "expire_snapshots"]
+__all__ = ["ExpireResult", "OrphanResult", "expire_snapshots", "remove_orphan_files"]
 
 
 @dataclass(frozen=True)
@@ -40,40 +42,41 @@ def expire_snapshots(
 
     Guarantees: at least ``retain_min`` snapshots stay; no snapshot a consumer still needs is
     expired; a data file is deleted only when no retained snapshot references it; the last
-    identifier of every commit user survives (it is carried forward by each snapshot).
+    identifier of every commit user survives (it is carried forward by each snapshot). When
+    nothing is old enough this reads a handful of small files and lists nothing.
     """
     options = state.options
     now = int(time.time() * 1000)
-    consumers = ConsumerStore(state.storage)
-    expired_consumers: list[str] = []
-    ttl = options.get(opt.CONSUMER_EXPIRATION_TIME)
-    if ttl > 0:
-        expired_consumers = consumers.expire(now - ttl, dry_run=dry_run)
     snapshots = state.snapshots
     latest, earliest = snapshots.latest_id(), snapshots.earliest_id()
     if latest is None or earliest is None:
-        return ExpireResult(expired_consumers=expired_consumers, dry_run=dry_run)
+        return ExpireResult(dry_run=dry_run)
     keep_min = retain_min if retain_min is not None else options.get(opt.SNAPSHOT_RETAINED_MIN)
     keep_max = retain_max if retain_max is not None else options.get(opt.SNAPSHOT_RETAINED_MAX)
     if keep_min < 1 or keep_max < keep_min:
         raise ValueError("need 1 <= retain_min <= retain_max")
-    threshold = (
-        older_than_ms
-        if older_than_ms is not None
-        else now - options.get(opt.SNAPSHOT_TIME_RETAINED)
-    )
-    live = {cid: s for cid, s in consumers.all().items() if cid not in set(expired_consumers)}
-    floor = min((s.next_snapshot for s in live.values()), default=None)
-    end = expire_until(
-        earliest=earliest,
-        latest=latest,
-        retain_min=keep_min,
-        retain_max=keep_max,
-        limit=limit if limit is not None else options.get(opt.SNAPSHOT_EXPIRE_LIMIT),
-        consumer_floor=floor,
-        older_than_ms=threshold,
-        committed_at=lambda snapshot_id: snapshots.get(snapshot_id).time_ms,
-    )
+
+    def window(consumer_floor: int | None) -> int:
+        return expire_until(
+            earliest=earliest,
+            latest=latest,
+            retain_min=keep_min,
+            retain_max=keep_max,
+            limit=limit if limit is not None else options.get(opt.SNAPSHOT_EXPIRE_LIMIT),
+            consumer_floor=consumer_floor,
+            older_than_ms=older_than_ms
+            if older_than_ms is not None
+            else now - options.get(opt.SNAPSHOT_TIME_RETAINED),
+            committed_at=lambda snapshot_id: snapshots.get(snapshot_id).time_ms,
+        )
+
+    if window(None) <= earliest:  # nothing old enough, whatever the consumers need
+        return ExpireResult(earliest_snapshot=earliest, dry_run=dry_run)
+    consumers = ConsumerStore(state.storage)
+    ttl = options.get(opt.CONSUMER_EXPIRATION_TIME)
+    expired_consumers = consumers.expire(now - ttl, dry_run=dry_run) if ttl > 0 else []
+    live = [s for cid, s in consumers.all().items() if cid not in expired_consumers]
+    end = window(min((s.next_snapshot for s in live), default=None))
     if end <= earliest:
         return ExpireResult(
             expired_consumers=expired_consumers, earliest_snapshot=earliest, dry_run=dry_run
@@ -89,3 +92,80 @@ def expire_snapshots(
         earliest_snapshot=end,
         dry_run=dry_run,
     )
+
+
+@dataclass(frozen=True)
+class OrphanResult:
+    """Files no retained snapshot references, older than the threshold: removed, or with
+    ``dry_run`` only listed."""
+
+    files: list[str] = field(default_factory=list)
+    bytes: int = 0
+    dry_run: bool = True
+
+
+#: Paths that are never orphans: the table's identity, its log and its readers' state.
+_NEVER_ORPHANS = (
+    f"{layout.SCHEMA_DIR}/",
+    f"{layout.CONSUMER_DIR}/",
+    f"{layout.WATERMARK_DIR}/",
+    layout.LATEST_HINT,
+    layout.EARLIEST_HINT,
+)
+
+
+def remove_orphan_files(state: TableState, *, older_than_ms: int, dry_run: bool) -> OrphanResult:
+    """Delete files that no retained snapshot references and that are older than
+    ``older_than_ms`` (epoch ms): leftovers of crashed writers, failed commits and
+    interrupted expirations. Files younger than that are never touched, so in-flight
+    commits are safe as long as they finish within the threshold.
+
+    The table is listed *before* the snapshots are read, so a commit that lands meanwhile is
+    seen as referencing its files."""
+    listed = state.storage.walk()
+    data_files, metadata_files = _referenced(state)
+    orphans = []
+    size = 0
+    for info in listed:
+        path = info.path
+        if path.startswith(_NEVER_ORPHANS) or info.mtime_ms >= older_than_ms:
+            continue
+        if path.startswith(f"{layout.SNAPSHOT_DIR}/"):
+            name = path.rsplit("/", 1)[-1]
+            if layout.id_from_name(name, layout.SNAPSHOT_PREFIX) is not None:
+                continue  # snapshots leave only through expiration
+        elif path.startswith(f"{layout.MANIFEST_DIR}/"):
+            if path.rsplit("/", 1)[-1] in metadata_files:
+                continue
+        elif path in data_files:
+            continue
+        orphans.append(path)
+        size += info.size
+    if not dry_run:
+        for path in orphans:
+            state.storage.delete(path)
+    return OrphanResult(sorted(orphans), size, dry_run)
+
+
+def _referenced(state: TableState) -> tuple[set[str], set[str]]:
+    """(data files, metadata file names) referenced by any retained snapshot."""
+    snapshots, manifests = state.snapshots, state.manifests
+    metadata: set[str] = set()
+    data: set[str] = set()
+    seen_manifests: set[str] = set()
+    for snapshot_id in snapshots.list_ids():
+        try:
+            snapshot = snapshots.get(snapshot_id)
+        except SnapshotNotFoundError:
+            continue  # expired while we looked
+        metadata.update((snapshot.base_manifest_list, snapshot.delta_manifest_list))
+        if snapshot.commit_users is not None:
+            metadata.add(snapshot.commit_users)
+        for manifest in manifests.all_manifests(snapshot):
+            metadata.add(manifest.file_name)
+            if manifest.file_name not in seen_manifests:
+                seen_manifests.add(manifest.file_name)
+                data.update(
+                    entry.file.path for entry in manifests.read_manifest(manifest.file_name)
+                )
+    return data, metadata

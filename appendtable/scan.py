@@ -101,7 +101,11 @@ def plan_entries(
 def splits_of(
     state: TableState, snapshot: Snapshot, entries: Sequence[ManifestEntry]
 ) -> list[Split]:
-    groups = group_files(entries, sort_partitions=state.options.get(opt.SCAN_PLAN_SORT_PARTITION))
+    groups = group_files(
+        entries,
+        sort_partitions=state.options.get(opt.SCAN_PLAN_SORT_PARTITION),
+        partition_types=state.partition_types,
+    )
     return pack_splits(
         groups,
         snapshot_id=snapshot.id,

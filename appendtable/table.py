@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import logging
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -10,10 +12,19 @@ from typing import Any
 import pyarrow as pa
 
 from appendtable._state import TableState
+from appendtable.commit.changes import CommitRequest
+from appendtable.commit.committer import Committer
 from appendtable.commit.consumers import ConsumerStore
+from appendtable.compaction import (
+    AutoCompaction,
+    Compactor,
+    ProgressCallback,
+    merge_new_files,
+)
 from appendtable.datafiles.arrow_schema import field_specs
 from appendtable.datafiles.table_write import TableWriter
 from appendtable.errors import (
+    AppendTableError,
     AtomicCreateUnsupportedError,
     CommitStateUnknownError,
     InvalidSchemaError,
@@ -21,10 +32,15 @@ from appendtable.errors import (
     TableExistsError,
     TableNotFoundError,
 )
-from appendtable.maintenance import ExpireResult, expire_snapshots
+from appendtable.maintenance import (
+    ExpireResult,
+    OrphanResult,
+    expire_snapshots,
+    remove_orphan_files,
+)
 from appendtable.metadata import codec, layout
 from appendtable.metadata import options as opt
-from appendtable.metadata.models import Snapshot, Split, TableSchema
+from appendtable.metadata.models import CommitKind, CommitMessage, Snapshot, Split, TableSchema
 from appendtable.metadata.types import NESTED_KINDS
 from appendtable.planning.bucket import unsupported_bucket_key_reason
 from appendtable.planning.filters import parse_filter
@@ -36,6 +52,8 @@ from appendtable.stream import StreamPosition, StreamReader, stream_config
 from appendtable.write import TableCommit
 
 __all__ = ["Table", "create_table", "open_table"]
+
+log = logging.getLogger("appendtable")
 
 _PARTITION_KIND_REJECTED = {
     "float16": "floating-point",
@@ -155,6 +173,7 @@ class Table:
     def __init__(self, state: TableState) -> None:
         self._state = state
         self._commit_user = f"appendtable-{uuid.uuid4().hex}"
+        self._auto_compaction: AutoCompaction | None = None
 
     # ---- description ------------------------------------------------------------------------
 
@@ -196,8 +215,31 @@ class Table:
 
     def committer(self, commit_user: str | None = None) -> TableCommit:
         """The second phase: commit messages as ``commit_user`` (stable per job for
-        idempotent commits; a fresh one by default)."""
-        return TableCommit(self._state, commit_user or f"appendtable-{uuid.uuid4().hex}")
+        idempotent commits; a fresh one by default). Commits run the table's pre-commit
+        compaction and, unless ``write-only``, compaction and snapshot expiration after."""
+        options = self._state.options
+        return TableCommit(
+            self._state,
+            commit_user or f"appendtable-{uuid.uuid4().hex}",
+            after_commit=None if options.get(opt.WRITE_ONLY) else self._after_commit,
+            before_commit=self._before_commit if options.get(opt.PRECOMMIT_COMPACT) else None,
+        )
+
+    def _before_commit(self, messages: list[CommitMessage]) -> list[CommitMessage]:
+        return merge_new_files(self._state, messages)
+
+    def _after_commit(self, snapshot: Snapshot, messages: Sequence[CommitMessage]) -> None:
+        """Post-commit maintenance. It never fails the commit that already landed: problems
+        are logged and left for the next commit or a dedicated maintenance job."""
+        written = {(m.partition, m.bucket) for m in messages if m.new_files}
+        try:
+            if written:
+                if self._auto_compaction is None:
+                    self._auto_compaction = AutoCompaction(self._state)
+                self._auto_compaction.after_commit(written)
+            expire_snapshots(self._state)
+        except AppendTableError as exc:
+            log.warning("maintenance after snapshot %d failed: %s", snapshot.id, exc)
 
     def append(self, data: object, *, watermark: int | None = None) -> Snapshot | None:
         """Append ``data`` (pyarrow Table, RecordBatch, iterable of RecordBatches or pandas
@@ -224,7 +266,7 @@ class Table:
         overwrite: Sequence[Mapping[str, object]] | None,
     ) -> Snapshot | None:
         base = self._state.snapshots.latest_id() if overwrite is not None else None
-        committer = TableCommit(self._state, self._commit_user)
+        committer = self.committer(self._commit_user)
         with self.writer() as writer:
             writer.write(data)
             messages = writer.prepare_commit()
@@ -359,6 +401,87 @@ class Table:
             dry_run=dry_run,
         )
 
+    def compact(
+        self,
+        *,
+        full: bool = False,
+        partitions: Sequence[Mapping[str, object]] | None = None,
+        parallelism: int | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> Snapshot | None:
+        """Run one compaction round: plan, rewrite in ``parallelism`` threads, commit one
+        COMPACT snapshot (None if there was nothing to do). ``full`` merges every run of small
+        files, not only ripe ones; ``partitions`` limits it to static partition specs;
+        ``progress`` is called after each task. Rows are never lost, duplicated or reordered
+        within a bucket; a conflicting concurrent change makes it re-plan."""
+        compactor = Compactor(self._state)
+        return compactor.run(
+            lambda: compactor.plan(full=full, partitions=partitions),
+            parallelism=parallelism,
+            progress=progress,
+        )
+
+    def sort_compact(
+        self,
+        by: Sequence[str],
+        *,
+        strategy: str = "order",
+        partitions: Sequence[Mapping[str, object]] | None = None,
+        parallelism: int | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> Snapshot | None:
+        """Rewrite each partition ordered by ``by`` (``strategy``: ``order``, or ``zorder`` /
+        ``hilbert`` to cluster on several columns at once), sharpening the file statistics for
+        filters on those columns. Scalable-mode tables only. Each partition is sorted in
+        memory. The result is a COMPACT snapshot: the same rows, so streams do not re-read
+        them, and appends made meanwhile are kept."""
+        compactor = Compactor(self._state)
+        return compactor.run(
+            lambda: compactor.plan_sort(by, strategy=strategy, partitions=partitions),
+            parallelism=parallelism,
+            progress=progress,
+        )
+
+    def compactor(self, commit_user: str | None = None) -> Compactor:
+        """The separable pieces of compaction, for distributed runs: ``plan()`` on a
+        coordinator, ``run_task(task)`` on workers (tasks pickle and ``to_bytes``), then
+        ``commit(messages)`` once."""
+        return Compactor(self._state, commit_user=commit_user)
+
+    def remove_orphan_files(
+        self, *, older_than: dt.timedelta | int = dt.timedelta(days=1), dry_run: bool = False
+    ) -> OrphanResult:
+        """Delete files no retained snapshot references that are older than ``older_than`` (a
+        timedelta before now, or an epoch-ms cut-off); with ``dry_run`` only list them."""
+        if isinstance(older_than, dt.timedelta):
+            cut = int((time.time() - older_than.total_seconds()) * 1000)
+        else:
+            cut = int(older_than)
+        return remove_orphan_files(self._state, older_than_ms=cut, dry_run=dry_run)
+
+    def rollback_to(self, snapshot_id: int) -> Snapshot:
+        """Make the table hold exactly what snapshot ``snapshot_id`` held, as a new OVERWRITE
+        snapshot (history is kept: snapshot ids never go back; streams skip it)."""
+        self._state.snapshots.get(snapshot_id)  # exists and is retained, or raise
+        committer = Committer(
+            self._state.storage,
+            self._state.snapshots,
+            self._state.manifests,
+            self._state.options,
+            schema_id=self._state.schema.id,
+            partition_keys=self._state.schema.partition_keys,
+        )
+        snapshot = committer.commit(
+            CommitRequest(
+                kind=CommitKind.OVERWRITE,
+                commit_user=self._commit_user,
+                messages=(),
+                rollback_to=snapshot_id,
+            )
+        )
+        assert snapshot is not None
+        return snapshot
+
     # ---- history ----------------------------------------------------------------------------
 
     def latest_snapshot(self) -> Snapshot | None:
@@ -376,8 +499,11 @@ class Table:
         """One row per live data file of a snapshot (default: the latest)."""
         snapshot = self._pick_snapshot(snapshot_id, None)
         entries = [] if snapshot is None else self._state.manifests.live_files(snapshot)
-        entries.sort(key=lambda e: (partition_sort_key(e.partition), e.bucket, e.file.min_seq))
         state = self._state
+        types = state.partition_types
+        entries.sort(
+            key=lambda e: (partition_sort_key(e.partition, types), e.bucket, e.file.min_seq)
+        )
         default = state.options.get(opt.PARTITION_DEFAULT_NAME)
         return pa.table(
             {

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 
 from appendtable._state import TableState
-from appendtable.commit.changes import CommitRequest, OverwriteScope
+from appendtable.commit.changes import CommitRequest
 from appendtable.commit.committer import Committer
-from appendtable.errors import InvalidFilterError, StorageError
+from appendtable.errors import CommitConflictError, StorageError
 from appendtable.metadata import options as opt
 from appendtable.metadata.models import CommitKind, CommitMessage, Snapshot
-from appendtable.planning.filters import to_stored
 
-__all__ = ["TableCommit"]
+__all__ = ["AfterCommit", "BeforeCommit", "TableCommit"]
+
+#: Runs after every successful commit (compaction, expiration).
+AfterCommit = Callable[[Snapshot, Sequence[CommitMessage]], None]
+#: Rewrites a commit's messages before it is published (pre-commit compaction).
+BeforeCommit = Callable[[list[CommitMessage]], list[CommitMessage]]
 
 
 class TableCommit:
@@ -23,11 +28,20 @@ class TableCommit:
     nothing and returns None, also after the snapshot that recorded it has expired.
     """
 
-    def __init__(self, state: TableState, commit_user: str) -> None:
+    def __init__(
+        self,
+        state: TableState,
+        commit_user: str,
+        *,
+        after_commit: AfterCommit | None = None,
+        before_commit: BeforeCommit | None = None,
+    ) -> None:
         if not commit_user:
             raise ValueError("commit_user must be a non-empty string")
         self._state = state
         self.commit_user = commit_user
+        self._after_commit = after_commit
+        self._before_commit = before_commit
 
     def _committer(self) -> Committer:
         state = self._state
@@ -61,16 +75,34 @@ class TableCommit:
         defaults to the messages' max event time minus ``watermark.delay`` when the table
         declares ``watermark.column``; a snapshot's watermark never decreases."""
         listed = list(messages)
-        return self._committer().commit(
-            CommitRequest(
-                kind=CommitKind.APPEND,
-                commit_user=self.commit_user,
-                messages=tuple(listed),
-                identifier=identifier,
-                watermark=self._watermark(listed, watermark),
-                properties=dict(properties or {}),
-            )
+        request = CommitRequest(
+            kind=CommitKind.APPEND,
+            commit_user=self.commit_user,
+            messages=tuple(listed),
+            identifier=identifier,
+            watermark=self._watermark(listed, watermark),
+            properties=dict(properties or {}),
         )
+        return self._run(request)
+
+    def _run(self, request: CommitRequest) -> Snapshot | None:
+        """Commit, with the table's pre-commit merging and post-commit maintenance."""
+        committer = self._committer()
+        merged: list[CommitMessage] = []
+        if self._before_commit is not None and request.messages:
+            if committer.already_landed(request):
+                return None
+            merged = self._before_commit(list(request.messages))
+            request = replace(request, messages=tuple(merged))
+        try:
+            snapshot = committer.commit(request)
+        except CommitConflictError:
+            if merged:
+                self.abort(merged)  # the merged files are ours; the caller's were deleted
+            raise
+        if snapshot is not None and self._after_commit is not None:
+            self._after_commit(snapshot, request.messages)
+        return snapshot
 
     def overwrite(
         self,
@@ -88,35 +120,18 @@ class TableCommit:
         the overwritten partitions after it, CommitConflictError is raised instead of silently
         dropping them."""
         listed = list(messages)
-        scope = OverwriteScope(
-            tuple(self._stored_partition(p) for p in partitions) if partitions else None
-        )
-        return self._committer().commit(
+        return self._run(
             CommitRequest(
                 kind=CommitKind.OVERWRITE,
                 commit_user=self.commit_user,
                 messages=tuple(listed),
                 identifier=identifier,
                 watermark=self._watermark(listed, watermark),
-                overwrite=scope,
+                overwrite=self._state.partition_scope(partitions),
                 base_snapshot_id=base_snapshot_id,
                 properties=dict(properties or {}),
             )
         )
-
-    def _stored_partition(self, spec: Mapping[str, object]) -> Mapping[str, object]:
-        types = self._state.column_types
-        keys = set(self._state.schema.partition_keys)
-        for key in spec:
-            if key not in keys:
-                raise InvalidFilterError(
-                    f"overwrite partition spec names '{key}', which is not a partition column "
-                    f"(partition keys: {', '.join(sorted(keys)) or 'none'})"
-                )
-        return {
-            key: None if value is None else to_stored(value, types[key], key)
-            for key, value in spec.items()
-        }
 
     def abort(self, messages: Iterable[CommitMessage]) -> None:
         """Delete the data files of messages that will not be committed. Only call this when

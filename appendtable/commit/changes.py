@@ -22,8 +22,9 @@ from appendtable.metadata.models import (
 )
 
 __all__ = [
+    "ROLLBACK_PROPERTY",
     "CommitRequest",
-    "OverwriteScope",
+    "PartitionScope",
     "already_committed",
     "check_deletes_live",
     "check_overwrite",
@@ -33,10 +34,15 @@ __all__ = [
 ]
 
 
+#: Snapshot property naming the snapshot a rollback restored.
+ROLLBACK_PROPERTY = "rollback-to"
+
+
 @dataclass(frozen=True)
-class OverwriteScope:
-    """Which live files an overwrite replaces: all (``partitions`` None) or those whose partition
-    values match every key in one of ``partitions`` (static partition specs)."""
+class PartitionScope:
+    """A set of partitions: all (``partitions`` None) or those whose values match every key of
+    one of ``partitions`` (static partition specs, in stored form). Used by overwrites (which
+    files to replace) and by compaction (which partitions to compact)."""
 
     partitions: tuple[Mapping[str, object], ...] | None = None
 
@@ -64,13 +70,19 @@ class CommitRequest:
     messages: tuple[CommitMessage, ...]
     identifier: int | None = None
     watermark: int | None = None
-    overwrite: OverwriteScope | None = None
+    overwrite: PartitionScope | None = None
     base_snapshot_id: int | None = None
     properties: Mapping[str, str] = field(default_factory=dict)
+    #: Make the table hold exactly the files of this snapshot again (an OVERWRITE).
+    rollback_to: int | None = None
 
     @property
     def is_empty(self) -> bool:
-        return self.overwrite is None and all(m.is_empty for m in self.messages)
+        return (
+            self.overwrite is None
+            and self.rollback_to is None
+            and all(m.is_empty for m in self.messages)
+        )
 
 
 def entries_for(

@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Callable, Sequence
 
 from appendtable.commit.changes import (
+    ROLLBACK_PROPERTY,
     CommitRequest,
     already_committed,
     check_deletes_live,
@@ -154,6 +155,10 @@ class Committer:
             if scope.matches(entry.partition, self._partition_keys)
         }
 
+    def already_landed(self, request: CommitRequest) -> bool:
+        """Whether this request's (commit user, identifier) is already committed."""
+        return self._landed(self._snapshots.latest(), request)
+
     def _prepare(
         self,
         request: CommitRequest,
@@ -161,6 +166,8 @@ class Committer:
         planned_overwrite: set[str] | None,
         written: list[str],
     ) -> Snapshot | None:
+        if request.rollback_to is not None:
+            return self._prepare_rollback(request, latest, written)
         next_sequence = latest.next_sequence if latest is not None else 0
         adds, deletes, next_sequence = entries_for(request.messages, next_sequence)
         if planned_overwrite is not None or deletes:
@@ -250,6 +257,53 @@ class Committer:
             nonce=uuid.uuid4().hex,
             commit_users=users_file,
             properties=dict(request.properties),
+            last_rollback=latest.last_rollback if latest is not None else None,
+        )
+
+    def _prepare_rollback(
+        self, request: CommitRequest, latest: Snapshot | None, written: list[str]
+    ) -> Snapshot:
+        """The table as of ``rollback_to``, as a new OVERWRITE snapshot. Its base is a fresh
+        manifest of the target's files (no manifest is shared with the history in between); its
+        delta removes the files added since, so expiration reclaims them in due course."""
+        assert request.rollback_to is not None and latest is not None
+        target = self._snapshots.get(request.rollback_to)
+        restored = self._manifests.live_files(target)
+        keep = {entry.file.path for entry in restored}
+        removed = [
+            ManifestEntry(FileKind.DELETE, e.partition, e.bucket, e.total_buckets, e.file)
+            for e in self._manifests.live_files(latest)
+            if e.file.path not in keep
+        ]
+        base = self._manifests.write_manifests(restored)
+        delta = self._manifests.write_manifests(removed)
+        written.extend(layout.manifest_path(m.file_name) for m in (*base, *delta))
+        base_list = self._manifests.write_list(base)
+        delta_list = self._manifests.write_list(delta)
+        written.extend(layout.manifest_path(name) for name in (base_list, delta_list))
+        properties = {ROLLBACK_PROPERTY: str(target.id), **request.properties}
+        if latest.last_rollback is not None:
+            properties["previous-rollback"] = str(latest.last_rollback)
+        rows = sum(e.file.row_count for e in restored)
+        return Snapshot(
+            id=latest.id + 1,
+            schema_id=self._schema_id,
+            parent_id=latest.id,
+            kind=CommitKind.OVERWRITE,
+            commit_user=request.commit_user,
+            commit_identifier=-1,
+            time_ms=int(time.time() * 1000),
+            base_manifest_list=base_list,
+            delta_manifest_list=delta_list,
+            total_record_count=rows,
+            delta_record_count=rows - latest.total_record_count,
+            total_file_count=len(restored),
+            next_sequence=latest.next_sequence,
+            watermark=latest.watermark,
+            nonce=uuid.uuid4().hex,
+            commit_users=latest.commit_users,
+            properties=properties,
+            last_rollback=latest.id + 1,
         )
 
     def _live_paths(

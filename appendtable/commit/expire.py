@@ -64,9 +64,25 @@ def plan_expiration(
         for entry in manifests.delta_entries(snapshot):
             if entry.kind == FileKind.DELETE:
                 removed.add(entry.file.path)
-    plan.data_files = sorted(removed)
+    plan.data_files = sorted(removed - _restored_by_rollbacks(snapshots, manifests, end))
     plan.metadata_files = sorted(layout.manifest_path(n) for n in expired_metadata - kept_metadata)
     return plan
+
+
+def _restored_by_rollbacks(
+    snapshots: SnapshotStore, manifests: ManifestStore, keep_from: int
+) -> set[str]:
+    """Files live in a retained rollback snapshot: a rollback re-adds files that the history
+    it undid had deleted, so those deletions no longer mean the files are unreferenced."""
+    latest = snapshots.latest()
+    protected: set[str] = set()
+    rollback_id = latest.last_rollback if latest is not None else None
+    while rollback_id is not None and rollback_id >= keep_from:
+        rollback = snapshots.get(rollback_id)
+        protected.update(entry.file.path for entry in manifests.live_files(rollback))
+        previous = rollback.properties.get("previous-rollback")
+        rollback_id = int(previous) if previous else None
+    return protected
 
 
 def execute_expiration(storage: Storage, snapshots: SnapshotStore, plan: ExpirePlan) -> None:

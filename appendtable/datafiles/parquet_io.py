@@ -24,7 +24,8 @@ import pyarrow.parquet as pq
 from appendtable.datafiles.stats import StatsCollector
 from appendtable.errors import ObjectNotFoundError
 from appendtable.metadata import layout
-from appendtable.metadata.models import DataFileMeta, FileSource
+from appendtable.metadata import options as opt
+from appendtable.metadata.models import DataFileMeta, FileSource, TableSchema
 from appendtable.metadata.types import FieldSpec
 from appendtable.storage import Storage
 from appendtable.storage.translate import translated
@@ -62,6 +63,25 @@ class FileWriteSpec:
     #: Observed bytes on disk per byte of Arrow data; refined as files are written.
     compression_ratio: float = 0.5
     _ratio_samples: list[float] = field(default_factory=list)
+
+    @staticmethod
+    def for_table(
+        schema: TableSchema, arrow_schema: pa.Schema, options: opt.Options
+    ) -> FileWriteSpec:
+        """The spec of a table's data files, from its options."""
+        compression = options.get(opt.FILE_COMPRESSION)
+        return FileWriteSpec(
+            schema=arrow_schema,
+            fields=schema.fields,
+            schema_id=schema.id,
+            compression=compression,
+            compression_level=options.get(opt.FILE_COMPRESSION_LEVEL)
+            if compression == "zstd"
+            else None,
+            stats_mode=options.get(opt.STATS_MODE),
+            stats_truncate=options.stats_truncate,
+            target_file_size=options.target_file_size,
+        )
 
     def observe_ratio(self, arrow_bytes: int, file_bytes: int) -> None:
         if arrow_bytes > 0 and file_bytes > 0:

@@ -102,19 +102,7 @@ class TableWriter:
         )
         types = {f.name: f.type for f in schema.fields}
         self._partition_types = [types[key] for key in schema.partition_keys]
-        compression = options.get(opt.FILE_COMPRESSION)
-        self._file_spec = FileWriteSpec(
-            schema=arrow_schema,
-            fields=schema.fields,
-            schema_id=schema.id,
-            compression=compression,
-            compression_level=options.get(opt.FILE_COMPRESSION_LEVEL)
-            if compression == "zstd"
-            else None,
-            stats_mode=options.get(opt.STATS_MODE),
-            stats_truncate=options.stats_truncate,
-            target_file_size=options.target_file_size,
-        )
+        self._file_spec = FileWriteSpec.for_table(schema, arrow_schema, options)
         self._ordered = options.bucket > 0
         self._buffer_limit = options.get(opt.WRITE_BUFFER_SIZE)
         self._spillable = options.get(opt.WRITE_BUFFER_SPILLABLE)

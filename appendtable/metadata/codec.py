@@ -62,6 +62,7 @@ class Kind(enum.IntEnum):
     COMMIT_MESSAGE = 7
     SPLIT = 8
     WATERMARK_GROUP = 9
+    COMPACTION_TASK = 10
 
 
 #: Human-readable files use JSON; bulky ones MessagePack.
@@ -75,6 +76,7 @@ _ENCODING = {
     Kind.COMMIT_USERS: _MSGPACK,
     Kind.COMMIT_MESSAGE: _MSGPACK,
     Kind.SPLIT: _MSGPACK,
+    Kind.COMPACTION_TASK: _MSGPACK,
 }
 
 _json_encoder = msgspec.json.Encoder(order="deterministic")

@@ -24,6 +24,7 @@ __all__ = [
     "CommitMessage",
     "CommitUserRecord",
     "CommitUsers",
+    "CompactionTask",
     "ConsumerState",
     "DataFileMeta",
     "FileKind",
@@ -182,6 +183,9 @@ class Snapshot(msgspec.Struct, frozen=True, kw_only=True):
     nonce: str = ""
     commit_users: str | None = None
     properties: dict[str, str] = msgspec.field(default_factory=dict)
+    #: The newest rollback snapshot at or before this one (rollbacks re-add files, which
+    #: expiration must then keep).
+    last_rollback: int | None = None
 
     @property
     def identifier(self) -> int:
@@ -278,3 +282,34 @@ class Split(msgspec.Struct, frozen=True, kw_only=True):
     @staticmethod
     def from_bytes(data: bytes) -> Split:
         return codec.decode(data, Split, codec.Kind.SPLIT, "<split>")
+
+
+class CompactionTask(msgspec.Struct, frozen=True, kw_only=True):
+    """One rewrite: files of one (partition, bucket) to merge, planned on ``snapshot_id``.
+
+    With ``ordered`` (queue mode) the files are adjacent in write order and are rewritten in that
+    order, keeping their sequence range. ``sort_by`` asks for a sort compaction (rows reordered
+    by those columns with ``strategy`` order, zorder or hilbert). Serialisable
+    (``to_bytes``/``from_bytes``) and picklable, so any worker can run it.
+    """
+
+    snapshot_id: int
+    partition: PartitionValues
+    bucket: int
+    total_buckets: int
+    schema_id: int
+    files: tuple[DataFileMeta, ...]
+    ordered: bool
+    sort_by: tuple[str, ...] = ()
+    strategy: str = "order"
+
+    @property
+    def file_size(self) -> int:
+        return sum(f.file_size for f in self.files)
+
+    def to_bytes(self) -> bytes:
+        return codec.encode(self, codec.Kind.COMPACTION_TASK)
+
+    @staticmethod
+    def from_bytes(data: bytes) -> CompactionTask:
+        return codec.decode(data, CompactionTask, codec.Kind.COMPACTION_TASK, "<compaction task>")

@@ -5,8 +5,8 @@ manifests and planning a scan reads N files. Merging all small manifests wheneve
 (Paimon's minor compaction) rewrites the whole history each time, so commit latency grows. Here
 manifests are merged in **size tiers**, like a size-tiered LSM:
 
-* a manifest below ``target`` bytes belongs to tier ``t = floor(log_F(size / base))`` (tier 0
-  below ``base``), with fan-out ``F = merge_min_count``;
+* a manifest below ``target`` bytes belongs to tier ``t = 1 + floor(log_F(size / base))``
+  (tier 0 below ``base``), with fan-out ``F = merge_min_count``;
 * when one tier holds ``merge_min_count`` manifests, exactly those are merged (lowest tier first,
   one tier per commit), producing one manifest about ``F`` times larger, i.e. of the next tier.
 
@@ -21,7 +21,6 @@ folds every ADD/DELETE pair away.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -42,9 +41,17 @@ class MergeChoice:
 
 
 def tier_of(size: int, fan_out: int) -> int:
-    if size < TIER_BASE_BYTES:
-        return 0
-    return 1 + int(math.log(size / TIER_BASE_BYTES, fan_out))
+    """0 below ``TIER_BASE_BYTES``, else ``t`` with ``base * F**(t-1) <= size < base * F**t``.
+
+    Integer arithmetic: a float logarithm puts exact powers of ``F`` in the tier below (for
+    example ``math.log(1000, 10)`` is ``2.9999999999999996``)."""
+    if fan_out < 2:
+        raise ValueError(f"fan-out must be at least 2, got {fan_out}")
+    tier, bound = 0, TIER_BASE_BYTES
+    while size >= bound:
+        tier += 1
+        bound *= fan_out
+    return tier
 
 
 def choose_merge(

@@ -9,6 +9,7 @@ reorders: consecutive files of one (partition, bucket) fill a split until its we
 
 from __future__ import annotations
 
+import decimal
 from collections.abc import Iterable, Sequence
 
 from appendtable.metadata.models import DataFileMeta, ManifestEntry, PartitionValues, Split
@@ -19,13 +20,31 @@ __all__ = ["group_files", "pack_splits", "partition_sort_key"]
 Group = tuple[PartitionValues, int, list[DataFileMeta]]
 
 
-def partition_sort_key(values: PartitionValues) -> tuple[tuple[bool, object], ...]:
-    """Sort by value with nulls last."""
-    return tuple((value is None, value if value is not None else 0) for value in values)
+def partition_sort_key(
+    values: PartitionValues, types: Sequence[TypeSpec] | None = None
+) -> tuple[tuple[bool, object], ...]:
+    """Sort by value with nulls last. Decimals are stored as text: given the partition
+    ``types``, they sort as numbers (else "10.5" would sort before "9.1")."""
+    return tuple(
+        (value is None, 0 if value is None else _comparable(value, types, index))
+        for index, value in enumerate(values)
+    )
 
 
-def group_files(entries: Iterable[ManifestEntry], *, sort_partitions: bool) -> list[Group]:
-    """Live entries grouped by (partition, bucket) in read order, files by ``min_seq``."""
+def _comparable(value: object, types: Sequence[TypeSpec] | None, index: int) -> object:
+    if types is not None and types[index].kind == "decimal" and isinstance(value, str):
+        return decimal.Decimal(value)
+    return value
+
+
+def group_files(
+    entries: Iterable[ManifestEntry],
+    *,
+    sort_partitions: bool,
+    partition_types: Sequence[TypeSpec] | None = None,
+) -> list[Group]:
+    """Live entries grouped by (partition, bucket) in read order, files by ``min_seq``.
+    ``partition_types`` make ``sort_partitions`` order decimal partitions numerically."""
     groups: dict[tuple[PartitionValues, int], list[DataFileMeta]] = {}
     first_seq: dict[PartitionValues, int] = {}
     for entry in entries:
@@ -37,7 +56,7 @@ def group_files(entries: Iterable[ManifestEntry], *, sort_partitions: bool) -> l
     def order(key: tuple[PartitionValues, int]) -> tuple[object, ...]:
         partition, bucket = key
         if sort_partitions:
-            return (partition_sort_key(partition), bucket)
+            return (partition_sort_key(partition, partition_types), bucket)
         return (first_seq[partition], bucket)
 
     result: list[Group] = []

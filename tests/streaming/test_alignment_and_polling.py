@@ -64,7 +64,7 @@ class _CountingStorage(LocalStorage):
 
 def test_polling_an_unchanged_table_is_constant_cost(tmp_path: Path) -> None:
     uri = str(tmp_path / "t")
-    table = at.create_table(uri, EVENTS, options={"commit.fsync": False})
+    table = at.create_table(uri, EVENTS, options={"commit.fsync": False, "write-only": True})
     for i in range(300):
         table.append(events(i, 1))
     storage = _CountingStorage(uri)

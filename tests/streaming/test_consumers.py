@@ -50,7 +50,7 @@ def test_commit_mid_unit_during_iteration_redelivers_that_unit(uri: str) -> None
 
 
 def test_a_new_consumer_registers_at_once_and_fences_expiration(uri: str) -> None:
-    table = at.create_table(uri, EVENTS)
+    table = at.create_table(uri, EVENTS, options={"write-only": True})
     for i in range(6):
         table.append(events(i, 1))
     reader = table.stream(mode="from-snapshot", snapshot_id=3, consumer_id="slow")

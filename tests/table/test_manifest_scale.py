@@ -14,7 +14,9 @@ SCHEMA = pa.schema([("n", pa.int64())])
 def test_manifest_count_stays_bounded_over_many_commits(tmp_path: Path) -> None:
     uri = str(tmp_path / "t")
     table = at.create_table(
-        uri, SCHEMA, options={"manifest.merge-min-count": 4, "commit.fsync": False}
+        uri,
+        SCHEMA,
+        options={"manifest.merge-min-count": 4, "commit.fsync": False, "write-only": True},
     )
     counts = []
     for n in range(600):

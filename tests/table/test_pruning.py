@@ -33,7 +33,7 @@ def test_partition_pruning(uri: str) -> None:
 
 
 def test_statistics_pruning(uri: str) -> None:
-    table = at.create_table(uri, EVENTS)
+    table = at.create_table(uri, EVENTS, options={"write-only": True})
     for i in range(10):
         table.append(events(i * 100, 100))  # seq ranges [0,99], [100,199], ...
     scan = table.scan(filter=[("seq", ">=", 250), ("seq", "<", 420)])

@@ -23,7 +23,7 @@ from appendtable.metadata.options import (
 KiB, MiB, GiB, TiB = 1024, 1024**2, 1024**3, 1024**4
 
 
-# ---- sizes ------------------------------------------------------------------------------------
+# ---- sizes --------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -140,7 +140,7 @@ def test_parse_bool_rejects(text: str) -> None:
         parse_bool(text)
 
 
-# ---- parse_options --------------------------------------------------------------------------------
+# ---- parse_options ------------------------------------------------------------------------------
 
 
 def test_parse_options_normalises_values_to_strings() -> None:
@@ -257,7 +257,7 @@ def test_every_option_has_a_parseable_documented_definition() -> None:
         assert Options().get(definition) == definition.default
 
 
-# ---- Options ----------------------------------------------------------------------------------------
+# ---- Options ------------------------------------------------------------------------------------
 
 
 def test_defaults_of_the_design() -> None:
@@ -338,7 +338,7 @@ def test_as_dict_is_a_copy() -> None:
     assert options.bucket == 2
 
 
-# ---- validate_table_options ----------------------------------------------------------------------
+# ---- validate_table_options ---------------------------------------------------------------------
 
 COLUMNS = ["p", "a", "b", "ts"]
 PARTITIONS = ["p"]

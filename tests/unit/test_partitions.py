@@ -86,7 +86,7 @@ def test_escaped_names_have_no_separators_and_unescape_back(text: str) -> None:
         assert escaped == text
 
 
-# ---- rendering values ----------------------------------------------------------------------------
+# ---- rendering values ---------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -136,11 +136,14 @@ def test_escaped_names_have_no_separators_and_unescape_back(text: str) -> None:
         ("1.50", TypeSpec(kind="decimal", precision=10, scale=2), "1.50"),
         ("-0.001", TypeSpec(kind="decimal", precision=10, scale=3), "-0.001"),
         ("0.0000001", TypeSpec(kind="decimal", precision=10, scale=7), "0.0000001"),
-        ("12345678901234567890", TypeSpec(kind="decimal", precision=38, scale=0),
-         "12345678901234567890"),
+        (
+            "12345678901234567890",
+            TypeSpec(kind="decimal", precision=38, scale=0),
+            "12345678901234567890",
+        ),
         ("1000", TypeSpec(kind="decimal", precision=10, scale=0), "1000"),
     ],
-)  # fmt: skip
+)
 def test_render_partition_value(value: object, type_spec: TypeSpec, expected: str | None) -> None:
     assert render_partition_value(value, type_spec) == expected
 
@@ -186,7 +189,7 @@ def test_timestamp_values_round_trip_to_their_unit(moment: dt.datetime, unit: st
     )
 
 
-# ---- whole paths -----------------------------------------------------------------------------------
+# ---- whole paths --------------------------------------------------------------------------------
 
 
 def test_partition_path_single_and_multi_key() -> None:

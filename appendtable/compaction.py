@@ -1,0 +1,530 @@
+"""Compaction: planning tasks, running them anywhere, committing the result.
+
+Three separable pieces, so threads, processes or Spark executors can run the workers:
+
+* ``Compactor.plan`` (the coordinator) lists :class:`CompactionTask`s against one snapshot;
+* ``Compactor.run_task`` (a worker) rewrites one task's files and returns a ``CommitMessage``;
+* ``Compactor.commit`` commits messages as one COMPACT snapshot.
+
+Guarantees: compaction never loses, duplicates or reorders rows. Queue-mode tasks merge only
+adjacent files of a bucket and keep their sequence range, so batch and stream reads return each
+bucket in write order. A COMPACT commit deletes only files that are still live: racing with
+appends it loses nothing (appends never conflict); racing with another compaction or an
+overwrite over the same files, exactly one wins and the other raises ``CommitConflictError``,
+after which ``compact()`` re-plans. Streams skip COMPACT snapshots, so no row is re-emitted.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed, wait
+from dataclasses import dataclass
+
+import msgspec
+import pyarrow as pa
+
+from appendtable._state import TableState
+from appendtable.commit.changes import CommitRequest, PartitionScope
+from appendtable.commit.committer import Committer
+from appendtable.commit.live_index import LiveIndex, Refresh
+from appendtable.datafiles.parquet_io import FileWriteSpec
+from appendtable.datafiles.rewrite import read_tables, rewrite_files
+from appendtable.errors import CommitConflictError, InvalidOptionError, StorageError
+from appendtable.metadata import layout
+from appendtable.metadata import options as opt
+from appendtable.metadata.models import (
+    CommitKind,
+    CommitMessage,
+    CompactionTask,
+    DataFileMeta,
+    FileKind,
+    FileSource,
+    ManifestEntry,
+    PartitionValues,
+    Snapshot,
+)
+from appendtable.planning.compaction import (
+    UnawareCoordinator,
+    full_runs,
+    pack_unaware,
+    pick_windows,
+)
+from appendtable.planning.partitions import partition_path
+from appendtable.planning.sort_keys import sort_indices
+
+__all__ = [
+    "AutoCompaction",
+    "CompactionPlan",
+    "CompactionProgress",
+    "Compactor",
+    "merge_new_files",
+]
+
+log = logging.getLogger("appendtable.compaction")
+_CONFLICT_REPLANS = 3
+SORT_STRATEGIES = ("order", "zorder", "hilbert")
+
+
+@dataclass(frozen=True)
+class CompactionPlan:
+    """Tasks planned against snapshot ``snapshot_id`` (None for an empty table)."""
+
+    snapshot_id: int | None
+    tasks: list[CompactionTask]
+
+
+@dataclass(frozen=True)
+class CompactionProgress:
+    """Reported after each finished task of a compaction run."""
+
+    tasks_done: int
+    tasks_total: int
+    files_read: int
+    bytes_read: int
+    files_written: int
+    bytes_written: int
+
+
+ProgressCallback = Callable[[CompactionProgress], None]
+
+
+class Compactor:
+    """Plans, runs and commits compaction for one table."""
+
+    def __init__(self, state: TableState, *, commit_user: str | None = None) -> None:
+        self._state = state
+        self._commit_user = commit_user or f"compaction-{uuid.uuid4().hex}"
+        options = state.options
+        self._target = options.target_file_size
+        self._small = int(self._target * options.get(opt.COMPACTION_SMALL_FILE_RATIO))
+        self._min_files = options.get(opt.COMPACTION_MIN_FILE_NUM)
+        self._max_files = options.get(opt.COMPACTION_MAX_FILE_NUM)
+        self._ordered = options.bucket > 0
+
+    # ---- planning ------------------------------------------------------------------------------
+
+    def plan(
+        self,
+        *,
+        full: bool = False,
+        partitions: Sequence[Mapping[str, object]] | None = None,
+    ) -> CompactionPlan:
+        """Tasks for the latest snapshot. ``full`` rewrites every run of small files (queue
+        mode) or every partition's small files (scalable mode), not only ripe windows."""
+        snapshot = self._state.snapshots.latest()
+        if snapshot is None:
+            return CompactionPlan(None, [])
+        scope = self._state.partition_scope(partitions)
+        groups = self._groups(self._state.manifests.live_files(snapshot), scope)
+        tasks: list[CompactionTask] = []
+        for (partition, bucket), files in groups.items():
+            for chosen in self.choose(files, full=full):
+                tasks.append(self.make_task(snapshot.id, partition, bucket, chosen))
+        return CompactionPlan(snapshot.id, tasks)
+
+    def _groups(
+        self, entries: Iterable[ManifestEntry], scope: PartitionScope
+    ) -> dict[tuple[PartitionValues, int], list[DataFileMeta]]:
+        keys = self._state.schema.partition_keys
+        groups: dict[tuple[PartitionValues, int], list[DataFileMeta]] = {}
+        for entry in entries:
+            if scope.matches(entry.partition, keys):
+                groups.setdefault((entry.partition, entry.bucket), []).append(entry.file)
+        for files in groups.values():
+            files.sort(key=lambda f: (f.min_seq, f.path))
+        return groups
+
+    def choose(self, files: Sequence[DataFileMeta], *, full: bool) -> list[list[DataFileMeta]]:
+        """The file sets to merge in one (partition, bucket), files sorted by ``min_seq``."""
+        if self._ordered:
+            if full:
+                return full_runs(files, small=self._small)
+            return pick_windows(
+                files, target=self._target, min_files=self._min_files, max_files=self._max_files
+            )
+        small = [f for f in files if f.file_size < self._small]
+        if full:
+            bins, left = pack_unaware(small, target=self._target, open_cost=0, min_files=2)
+            return [*bins, left] if len(left) >= 2 else bins
+        bins, _ = pack_unaware(
+            small,
+            target=self._target,
+            open_cost=self._state.options.get(opt.SPLIT_OPEN_FILE_COST),
+            min_files=self._min_files,
+        )
+        return bins
+
+    def make_task(
+        self,
+        snapshot_id: int,
+        partition: PartitionValues,
+        bucket: int,
+        files: Sequence[DataFileMeta],
+        *,
+        sort_by: Sequence[str] = (),
+        strategy: str = "order",
+    ) -> CompactionTask:
+        return CompactionTask(
+            snapshot_id=snapshot_id,
+            partition=partition,
+            bucket=bucket,
+            total_buckets=self._state.options.bucket,
+            schema_id=self._state.schema.id,
+            files=tuple(sorted(files, key=lambda f: (f.min_seq, f.path))),
+            ordered=self._ordered,
+            sort_by=tuple(sort_by),
+            strategy=strategy,
+        )
+
+    def plan_sort(
+        self,
+        by: Sequence[str],
+        *,
+        strategy: str = "order",
+        partitions: Sequence[Mapping[str, object]] | None = None,
+    ) -> CompactionPlan:
+        """One task per partition: rewrite all its files ordered by ``by``."""
+        if strategy not in SORT_STRATEGIES:
+            raise InvalidOptionError(
+                f"sort strategy {strategy!r} is not one of {', '.join(SORT_STRATEGIES)}"
+            )
+        if self._ordered:
+            raise InvalidOptionError(
+                "sort compaction reorders rows, so it applies to bucket = -1 tables only; a "
+                "bucketed table keeps each bucket in write order"
+            )
+        names = self._state.schema.field_names()
+        unknown = [column for column in by if column not in names]
+        if not by or unknown:
+            raise InvalidOptionError(
+                f"sort compaction needs existing columns to sort by (unknown: {unknown or by})"
+            )
+        snapshot = self._state.snapshots.latest()
+        if snapshot is None:
+            return CompactionPlan(None, [])
+        scope = self._state.partition_scope(partitions)
+        groups = self._groups(self._state.manifests.live_files(snapshot), scope)
+        tasks = [
+            self.make_task(snapshot.id, partition, bucket, files, sort_by=by, strategy=strategy)
+            for (partition, bucket), files in groups.items()
+        ]
+        return CompactionPlan(snapshot.id, tasks)
+
+    # ---- the worker ----------------------------------------------------------------------------
+
+    def run_task(self, task: CompactionTask) -> CommitMessage:
+        """Rewrite one task's files (on any worker); the message replaces them. On failure the
+        files written so far are deleted."""
+        state = self._state
+        spec = FileWriteSpec.for_table(state.schema, state.arrow_schema, state.options)
+        directory = self.directory(task.partition, task.bucket)
+        chunks: Iterator[pa.Table] | None = None
+        if task.sort_by:
+            everything = pa.concat_tables(read_tables(state.storage, task.files))
+            order = sort_indices(everything, task.sort_by, task.strategy)
+            chunks = iter([everything.take(order)])
+        created: list[str] = []
+        try:
+            outputs = rewrite_files(
+                state.storage,
+                directory,
+                task.files,
+                spec,
+                source=FileSource.COMPACT,
+                keep_sequence=task.ordered,
+                chunks=chunks,
+                on_file=created.append,
+            )
+        except BaseException:
+            self.delete(created)
+            raise
+        return CommitMessage(
+            partition=task.partition,
+            bucket=task.bucket,
+            total_buckets=task.total_buckets,
+            schema_id=task.schema_id,
+            compact_before=task.files,
+            compact_after=tuple(outputs),
+        )
+
+    def directory(self, partition: PartitionValues, bucket: int) -> str:
+        state = self._state
+        return layout.bucket_dir(
+            partition_path(
+                state.schema.partition_keys,
+                partition,
+                state.partition_types,
+                state.options.get(opt.PARTITION_DEFAULT_NAME),
+            ),
+            bucket,
+        )
+
+    # ---- committing ----------------------------------------------------------------------------
+
+    def commit(self, messages: Sequence[CommitMessage]) -> Snapshot | None:
+        """Commit rewritten files as one COMPACT snapshot. Raises CommitConflictError (nothing
+        applied) if another commit removed any of the files first; delete the outputs then
+        with ``abort``."""
+        if not messages:
+            return None
+        state = self._state
+        committer = Committer(
+            state.storage,
+            state.snapshots,
+            state.manifests,
+            state.options,
+            schema_id=state.schema.id,
+            partition_keys=state.schema.partition_keys,
+        )
+        return committer.commit(
+            CommitRequest(
+                kind=CommitKind.COMPACT, commit_user=self._commit_user, messages=tuple(messages)
+            )
+        )
+
+    def abort(self, messages: Iterable[CommitMessage]) -> None:
+        """Delete the outputs of messages that will not be committed."""
+        self.delete(file.path for message in messages for file in message.compact_after)
+
+    def delete(self, paths: Iterable[str]) -> None:
+        """Delete files this compaction wrote (never committed ones only)."""
+        for path in paths:
+            try:
+                self._state.storage.delete(path)
+            except StorageError:
+                pass  # an orphan: remove_orphan_files reclaims it
+
+    # ---- a whole run -----------------------------------------------------------------------------
+
+    def run(
+        self,
+        planner: Callable[[], CompactionPlan],
+        *,
+        parallelism: int | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> Snapshot | None:
+        """Plan, rewrite in parallel threads, commit one COMPACT snapshot; re-plan when a
+        concurrent change makes the commit conflict."""
+        for attempt in range(_CONFLICT_REPLANS):
+            plan = planner()
+            if not plan.tasks:
+                return None
+            messages = self.execute(plan.tasks, parallelism=parallelism, progress=progress)
+            try:
+                snapshot = self.commit(messages)
+            except CommitConflictError:
+                self.abort(messages)
+                if attempt == _CONFLICT_REPLANS - 1:
+                    raise
+                log.info("compaction conflicted with a concurrent change; re-planning")
+                continue
+            if snapshot is not None:
+                log.info(
+                    "compacted %d files into %d (snapshot %d)",
+                    sum(len(m.compact_before) for m in messages),
+                    sum(len(m.compact_after) for m in messages),
+                    snapshot.id,
+                )
+            return snapshot
+        return None  # pragma: no cover - the loop returns or raises
+
+    def execute(
+        self,
+        tasks: Sequence[CompactionTask],
+        *,
+        parallelism: int | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> list[CommitMessage]:
+        """Run tasks in a thread pool (the Parquet codec releases the GIL). All or nothing: if
+        one task fails, the outputs of the others are deleted and the error is raised."""
+        workers = max(1, parallelism or self._state.options.write_parallelism)
+        messages: list[CommitMessage] = []
+        counters = [0, 0, 0, 0]
+        with ThreadPoolExecutor(
+            max_workers=workers, thread_name_prefix="appendtable-compact"
+        ) as pool:
+            futures = [pool.submit(self.run_task, task) for task in tasks]
+            try:
+                for future in as_completed(futures):
+                    message = future.result()
+                    messages.append(message)
+                    counters[0] += len(message.compact_before)
+                    counters[1] += sum(f.file_size for f in message.compact_before)
+                    counters[2] += len(message.compact_after)
+                    counters[3] += sum(f.file_size for f in message.compact_after)
+                    if progress is not None:
+                        progress(CompactionProgress(len(messages), len(tasks), *counters))
+            except BaseException:
+                for future in futures:
+                    future.cancel()
+                wait(futures)  # running tasks cannot be cancelled: let them finish, then undo
+                self.abort(
+                    f.result() for f in futures if not f.cancelled() and f.exception() is None
+                )
+                raise
+        return messages
+
+
+class AutoCompaction:
+    """Compaction after a writer's commits (unless ``write-only``), kept across commits of one
+    table handle: queue mode merges ripe windows of the buckets just written (a full compaction
+    every ``full-compaction.delta-commits`` commits); scalable mode feeds a long-lived
+    coordinator with each new snapshot's small files."""
+
+    def __init__(self, state: TableState) -> None:
+        self._state = state
+        self._compactor = Compactor(state)
+        self._index = LiveIndex(state.snapshots, state.manifests)
+        options = state.options
+        self._coordinator = UnawareCoordinator(
+            target=options.target_file_size,
+            open_cost=options.get(opt.SPLIT_OPEN_FILE_COST),
+            min_files=options.get(opt.COMPACTION_MIN_FILE_NUM),
+            max_files_held=options.get(opt.COMPACTION_FILE_NUM_LIMIT),
+        )
+        self._small = int(options.target_file_size * options.get(opt.COMPACTION_SMALL_FILE_RATIO))
+        self._full_every = options.get(opt.FULL_COMPACTION_DELTA_COMMITS)
+        self._commits = 0
+
+    def after_commit(self, written: Iterable[tuple[PartitionValues, int]]) -> Snapshot | None:
+        self._commits += 1
+        return self._compactor.run(lambda: self._plan(set(written)))
+
+    def _plan(self, written: set[tuple[PartitionValues, int]]) -> CompactionPlan:
+        refresh = self._index.refresh()
+        snapshot_id = self._index.snapshot_id
+        if snapshot_id is None:
+            return CompactionPlan(None, [])
+        if self._state.options.bucket > 0:
+            full = self._full_every > 0 and self._commits % self._full_every == 0
+            tasks = []
+            for key in written:
+                files = sorted(
+                    (e.file for e in self._index.groups.get(key, {}).values()),
+                    key=lambda f: (f.min_seq, f.path),
+                )
+                for chosen in self._compactor.choose(files, full=full):
+                    tasks.append(self._compactor.make_task(snapshot_id, key[0], key[1], chosen))
+            return CompactionPlan(snapshot_id, tasks)
+        self._feed(refresh)
+        return CompactionPlan(
+            snapshot_id,
+            [
+                self._compactor.make_task(snapshot_id, partition, 0, files)
+                for partition, files in self._coordinator.plan()
+            ],
+        )
+
+    def _feed(self, refresh: Refresh) -> None:
+        """Tell the coordinator about new small files and files that are gone."""
+        if refresh.rebuilt:  # first round, or after a rollback: a full scan
+            self._coordinator.partitions.clear()
+            for (partition, _), group in self._index.groups.items():
+                for entry in group.values():
+                    if entry.file.file_size < self._small:
+                        self._coordinator.add(partition, entry.file)
+            return
+        for snapshot in refresh.snapshots:
+            gone = []
+            for entry in self._state.manifests.delta_entries(snapshot):
+                if entry.kind == FileKind.ADD and entry.file.file_size < self._small:
+                    self._coordinator.add(entry.partition, entry.file)
+                elif entry.kind == FileKind.DELETE:
+                    gone.append(entry.file.path)
+            self._coordinator.forget(gone)
+
+
+def merge_new_files(state: TableState, messages: Sequence[CommitMessage]) -> list[CommitMessage]:
+    """Pre-commit compaction: merge a commit's own small new files before it is published, so
+    the snapshot never shows them. Queue mode merges runs of adjacent small files per bucket
+    (write order kept); scalable mode packs a partition's small files by size. The merged
+    originals were never committed and are deleted; on failure nothing is changed."""
+    options = state.options
+    small = int(options.target_file_size * options.get(opt.COMPACTION_SMALL_FILE_RATIO))
+    ordered = options.bucket > 0
+    groups: dict[tuple[PartitionValues, int], list[DataFileMeta]] = {}
+    for message in messages:
+        groups.setdefault((message.partition, message.bucket), []).extend(message.new_files)
+    compactor = Compactor(state)
+    spec = FileWriteSpec.for_table(state.schema, state.arrow_schema, options)
+    created: list[str] = []
+    replaced: list[str] = []
+    merged_messages = []
+    event_times = [m.max_event_time_ms for m in messages if m.max_event_time_ms is not None]
+    try:
+        for (partition, bucket), files in groups.items():
+            if ordered:
+                runs = full_runs(files, small=small)
+            else:
+                candidates = [f for f in files if f.file_size < small]
+                bins, left = pack_unaware(
+                    candidates, target=options.target_file_size, open_cost=0, min_files=2
+                )
+                runs = [*bins, left] if len(left) >= 2 else bins
+            result = _replace_runs(files, runs, compactor, state, spec, partition, bucket, created)
+            replaced.extend(f.path for run in runs for f in run)
+            merged_messages.append(
+                CommitMessage(
+                    partition=partition,
+                    bucket=bucket,
+                    total_buckets=options.bucket,
+                    schema_id=state.schema.id,
+                    new_files=tuple(_renumber(result)),
+                    max_event_time_ms=max(event_times) if event_times else None,
+                )
+            )
+    except BaseException:
+        compactor.delete(created)
+        raise
+    compactor.delete(replaced)
+    return merged_messages
+
+
+def _replace_runs(
+    files: Sequence[DataFileMeta],
+    runs: Sequence[Sequence[DataFileMeta]],
+    compactor: Compactor,
+    state: TableState,
+    spec: FileWriteSpec,
+    partition: PartitionValues,
+    bucket: int,
+    created: list[str],
+) -> list[DataFileMeta]:
+    """``files`` with each run replaced, at the run's place, by its merged output."""
+    if not runs:
+        return list(files)
+    directory = compactor.directory(partition, bucket)
+    first_of = {run[0].path: run for run in runs}
+    members = {f.path for run in runs for f in run}
+    result: list[DataFileMeta] = []
+    for file in files:
+        run = first_of.get(file.path)
+        if run is not None:
+            result.extend(
+                rewrite_files(
+                    state.storage,
+                    directory,
+                    run,
+                    spec,
+                    source=FileSource.APPEND,
+                    keep_sequence=False,
+                    on_file=created.append,
+                )
+            )
+        elif file.path not in members:
+            result.append(file)
+    return result
+
+
+def _renumber(files: Sequence[DataFileMeta]) -> list[DataFileMeta]:
+    """Local sequence numbers 0, 1, ... in file order (the committer shifts them)."""
+    renumbered = []
+    next_seq = 0
+    for file in files:
+        renumbered.append(
+            msgspec.structs.replace(file, min_seq=next_seq, max_seq=next_seq + file.row_count - 1)
+        )
+        next_seq += file.row_count
+    return renumbered

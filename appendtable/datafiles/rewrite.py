@@ -1,0 +1,54 @@
+"""Rewriting data files: compaction workers and pre-commit merging.
+
+A rewrite reads its input files in the given order and streams their rows into rolling output
+files, so memory stays at about one row group. With ``keep_sequence`` the outputs take the input
+files' sequence range: contiguous numbers from the first input's ``min_seq``, the last output
+ending at the last input's ``max_seq`` (so a bucket's files stay ordered and disjoint).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+
+import msgspec
+import pyarrow as pa
+
+from appendtable.datafiles.parquet_io import FileWriteSpec, read_file, write_files
+from appendtable.metadata.models import DataFileMeta, FileSource
+from appendtable.storage import Storage
+
+__all__ = ["read_tables", "rewrite_files"]
+
+
+def read_tables(storage: Storage, files: Sequence[DataFileMeta]) -> Iterator[pa.Table]:
+    for file in files:
+        for batch in read_file(storage, file.path):
+            yield pa.Table.from_batches([batch])
+
+
+def rewrite_files(
+    storage: Storage,
+    directory: str,
+    files: Sequence[DataFileMeta],
+    spec: FileWriteSpec,
+    *,
+    source: FileSource,
+    keep_sequence: bool,
+    chunks: Iterator[pa.Table] | None = None,
+    on_file: Callable[[str], None] | None = None,
+) -> list[DataFileMeta]:
+    """Rewrite ``files`` (or the given ``chunks`` holding their rows) into new files."""
+    first = min(f.min_seq for f in files)
+    outputs = write_files(
+        storage,
+        directory,
+        chunks if chunks is not None else read_tables(storage, files),
+        spec,
+        source=source,
+        seq_start=first,
+        on_file=on_file,
+    )
+    if keep_sequence and outputs:
+        last = max(f.max_seq for f in files)
+        outputs[-1] = msgspec.structs.replace(outputs[-1], max_seq=max(outputs[-1].max_seq, last))
+    return outputs
