@@ -9,7 +9,7 @@ reading them in order yields each bucket's rows in write order.
 from __future__ import annotations
 
 import decimal
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -29,19 +29,22 @@ from appendtable.planning.splits import group_files, pack_splits
 __all__ = ["Scan", "plan_entries", "read_split"]
 
 
-def _bucket_function(state: TableState) -> Any:
+def _bucket_function(state: TableState) -> Callable[[tuple[StatValue, ...]], int | None]:
     types = state.column_types
     key = state.options.bucket_key
     key_types = [types[column] for column in key]
     buckets = state.options.bucket
 
-    def bucket_of(values: tuple[StatValue, ...]) -> int:
+    def bucket_of(values: tuple[StatValue, ...]) -> int | None:
         arrays = []
         for value, type_spec in zip(values, key_types, strict=True):
             python: object = decimal.Decimal(str(value)) if type_spec.kind == "decimal" else value
             if type_spec.kind == "date64" and isinstance(value, int):
                 python = value * 86_400_000
-            arrays.append(pa.array([python], type=arrow_type(type_spec)))
+            try:
+                arrays.append(pa.array([python], type=arrow_type(type_spec)))
+            except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+                return None  # e.g. 2.5 or 1000 on an int8 key: no row can equal it
         return int(bucket_ids(arrays, buckets)[0])
 
     return bucket_of

@@ -389,6 +389,8 @@ def parse_options(raw: Mapping[str, object] | None) -> dict[str, str]:
     for key, value in (raw or {}).items():
         if key not in OPTIONS:
             raise InvalidOptionError(_unknown_key_message(key))
+        if value is None:
+            raise InvalidOptionError(f"option '{key}' has no value (None)")
         text = _to_text(value)
         try:
             OPTIONS[key].parse(text)

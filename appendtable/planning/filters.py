@@ -140,7 +140,9 @@ class Filter:
         return True
 
     def buckets(
-        self, bucket_key: Sequence[str], bucket_of: Callable[[tuple[StatValue, ...]], int]
+        self,
+        bucket_key: Sequence[str],
+        bucket_of: Callable[[tuple[StatValue, ...]], int | None],
     ) -> set[int] | None:
         """The only buckets that can hold matching rows, or None when the filter does not pin
         every bucket-key column with ``=`` / ``in`` in every clause."""
@@ -165,7 +167,10 @@ class Filter:
                 combinations *= len(options)
             if combinations > _MAX_BUCKET_COMBINATIONS:
                 return None
-            result.update(bucket_of(combo) for combo in itertools.product(*choices))
+            for combo in itertools.product(*choices):
+                bucket = bucket_of(combo)
+                if bucket is not None:  # None: no row of the key column can hold it
+                    result.add(bucket)
         return result
 
 

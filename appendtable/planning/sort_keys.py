@@ -99,8 +99,6 @@ def hilbert_index(
 def sort_indices(table: pa.Table, columns: Sequence[str], strategy: str) -> pa.Array:
     """Row indices that put ``table`` in the order of ``strategy`` over ``columns``."""
     if strategy == "order" or len(columns) == 1:
-        return pc.sort_indices(
-            table, sort_keys=[(name, "ascending") for name in columns], null_placement="at_end"
-        )
+        return pc.sort_indices(table, sort_keys=[(name, "ascending", "at_end") for name in columns])
     keys = zorder_keys(table, columns) if strategy == "zorder" else hilbert_keys(table, columns)
     return pa.array(np.argsort(keys, kind="stable"))

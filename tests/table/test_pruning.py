@@ -182,3 +182,12 @@ def test_invalid_filters_name_the_problem(uri: str) -> None:
         table.scan(filter=[("key", "=", "seven")])
     with pytest.raises(at.InvalidFilterError, match="is null"):
         table.scan(filter=[("key", "=", None)])
+
+
+def test_bucket_pinning_with_values_the_key_cannot_hold(uri: str) -> None:
+    schema = pa.schema([("k", pa.int8()), ("v", pa.int64())])
+    table = at.create_table(uri, schema, options={"bucket": 4, "bucket-key": "k"})
+    table.append(pa.table({"k": pa.array([1, 2, 3], pa.int8()), "v": [1, 2, 3]}))
+    assert table.scan(filter=[("k", "=", 1000)]).count() == 0
+    assert table.scan(filter=[("k", "=", 2.5)]).count() == 0
+    assert table.scan(filter=[("k", "in", [2, 1000])]).to_arrow().column("v").to_pylist() == [2]
