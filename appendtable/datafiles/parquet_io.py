@@ -143,10 +143,13 @@ def write_files(
     return files
 
 
-def row_group_rows(chunk: pa.Table, spec: FileWriteSpec) -> int:
+def row_group_rows(chunk: pa.Table, spec: FileWriteSpec, row_bytes: float | None = None) -> int:
     """Rows per row group for data like ``chunk``: a quarter of the target file size (estimated
-    with the observed compression ratio), at most 1 Mi rows or 128 MiB of Arrow data."""
-    row_bytes = max(1.0, chunk.nbytes / max(1, chunk.num_rows))
+    with the observed compression ratio), at most 1 Mi rows or 128 MiB of Arrow data.
+    ``row_bytes`` (Arrow bytes per row) saves measuring ``chunk`` when already known."""
+    if row_bytes is None:
+        row_bytes = chunk.nbytes / max(1, chunk.num_rows)
+    row_bytes = max(1.0, row_bytes)
     by_target = spec.target_file_size / 4 / (row_bytes * spec.compression_ratio)
     return int(max(1, min(_MAX_ROW_GROUP_ROWS, _MAX_ROW_GROUP_BYTES / row_bytes, by_target)))
 
@@ -180,11 +183,30 @@ class RollingWriter:
         self._on_file = on_file
         self._writer_id = uuid.uuid4().hex
         self._current: _OpenFile | None = None
+        self._pending: list[pa.Table] = []
+        self._pending_rows = 0
+        self._threshold: int | None = None
         #: Closed files, in write order (sequence numbers are 0-based per file).
         self.files: list[DataFileMeta] = []
 
     def write(self, chunk: pa.Table) -> None:
-        for piece in _row_groups(chunk, self._spec):
+        """Add rows. Small chunks are coalesced so that row groups reach their full size."""
+        if chunk.num_rows == 0:
+            return
+        self._pending.append(chunk)
+        self._pending_rows += chunk.num_rows
+        if self._threshold is None or self._pending_rows >= self._threshold:
+            # measured once per writer: nbytes walks every buffer of (sliced) tables
+            self._threshold = row_group_rows(chunk, self._spec)
+            if self._pending_rows >= self._threshold:
+                self._write_pending()
+
+    def _write_pending(self) -> None:
+        if not self._pending:
+            return
+        combined = self._pending[0] if len(self._pending) == 1 else pa.concat_tables(self._pending)
+        self._pending, self._pending_rows = [], 0
+        for piece in _row_groups(combined, self._spec):
             if self._current is None:
                 name = layout.data_file_name(self._writer_id, len(self.files))
                 path = f"{self._directory}/{name}"
@@ -196,7 +218,8 @@ class RollingWriter:
                 self._close_current()
 
     def close(self) -> None:
-        """Finish the current file (if any)."""
+        """Write what is pending and finish the current file (if any)."""
+        self._write_pending()
         if self._current is not None:
             self._close_current()
 
@@ -207,6 +230,7 @@ class RollingWriter:
 
     def abandon(self) -> None:
         """Stop and delete the file being written (closed files are left to the caller)."""
+        self._pending, self._pending_rows = [], 0
         if self._current is not None:
             current, self._current = self._current, None
             current.abandon()

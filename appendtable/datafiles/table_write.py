@@ -135,14 +135,15 @@ class TableWriter:
         if self._file_spec.dictionary_columns is None:
             self._file_spec.dictionary_columns = choose_dictionary_columns(table)
         self._track_event_time(table)
-        threshold = self._row_group_bytes(table)
+        row_bytes = table.nbytes / table.num_rows  # measured once: slices are costly to measure
+        threshold = max(1, int(row_group_rows(table, self._file_spec, row_bytes) * row_bytes))
         for key, rows in route(table, self._routing):
             group = self._groups.get(key)
             if group is None:
                 group = _Group(key, self._directory(key))
                 self._groups[key] = group
             group.memory.append(rows)
-            group.memory_bytes += rows.nbytes
+            group.memory_bytes += int(rows.num_rows * row_bytes)
             if group.memory_bytes >= threshold and not self._spilling():
                 self._flush(group, final=False)
         self.rows_written += table.num_rows
@@ -219,10 +220,6 @@ class TableWriter:
             self._options.get(opt.PARTITION_DEFAULT_NAME),
         )
         return layout.bucket_dir(partition, key.bucket)
-
-    def _row_group_bytes(self, sample: pa.Table) -> int:
-        rows = row_group_rows(sample, self._file_spec)
-        return max(1, int(rows * sample.nbytes / max(1, sample.num_rows)))
 
     def _track_event_time(self, table: pa.Table) -> None:
         if not self._watermark_column:
@@ -321,9 +318,9 @@ class TableWriter:
 
     def _flush(self, group: _Group, *, final: bool) -> None:
         """Hand a group's buffered rows to its lane(s); with ``final``, close the files."""
+        nbytes = group.memory_bytes
         spilled, memory = group.spilled, group.take_memory()
         group.spilled = []
-        nbytes = sum(t.nbytes for t in memory)
         if spilled or self._ordered:
             if spilled or memory:
                 self._submit(self._lane(group, 0), self._chunks(spilled, memory), nbytes, final)
@@ -338,7 +335,7 @@ class TableWriter:
                 piece = combined.slice(offset, step)
                 lane = self._lane(group, group.next_lane % self._parallelism)
                 group.next_lane += 1
-                self._submit(lane, (piece,), piece.nbytes, False)
+                self._submit(lane, (piece,), nbytes * piece.num_rows // combined.num_rows, False)
         if final:
             for lane in group.lanes:
                 self._submit(lane, (), 0, True)

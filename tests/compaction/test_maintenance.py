@@ -1,0 +1,158 @@
+"""Snapshot expiration, orphan-file removal and rollback."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+import appendtable as at
+from tests.helpers.data import EVENTS, events
+
+FUTURE = 10**15  # an older-than cut-off after every snapshot
+
+
+def _data_files(root: Path) -> set[str]:
+    return {
+        os.path.relpath(os.path.join(d, n), root)
+        for d, _, names in os.walk(root)
+        for n in names
+        if n.endswith(".parquet")
+    }
+
+
+def test_retention_min_max_time_and_limit(tmp_path: Path) -> None:
+    table = at.create_table(
+        str(tmp_path / "t"),
+        EVENTS,
+        options={"write-only": True, "snapshot.expire.limit": 3},
+    )
+    for i in range(12):
+        table.append(events(i, 1))
+    assert table.expire_snapshots(retain_min=2, older_than_ms=0).expired_snapshots == []  # young
+    result = table.expire_snapshots(retain_min=2, older_than_ms=FUTURE)
+    assert result.expired_snapshots == [1, 2, 3]  # at most snapshot.expire.limit per run
+    assert table.expire_snapshots(retain_min=8, older_than_ms=FUTURE).expired_snapshots == [4]
+    assert table.expire_snapshots(
+        retain_min=1, retain_max=4, older_than_ms=0
+    ).expired_snapshots == [
+        5,
+        6,
+        7,
+    ]  # beyond retain_max, age does not matter
+    assert [s.id for s in table.snapshots()] == [8, 9, 10, 11, 12]
+    assert table.scan().count() == 12  # appends never delete data files
+    assert table.scan(snapshot_id=8).count() == 8  # time travel to retained snapshots works
+    with pytest.raises(at.SnapshotExpiredError, match="expired"):
+        table.scan(snapshot_id=3)
+
+
+def test_defaults_keep_an_hour_and_ten_snapshots(tmp_path: Path) -> None:
+    table = at.create_table(str(tmp_path / "t"), EVENTS)  # writers expire after commits
+    for i in range(15):
+        table.append(events(i, 1))
+    assert len(table.snapshots()) >= 15  # all younger than snapshot.time-retained (1 h)
+    short = at.create_table(str(tmp_path / "s"), EVENTS, options={"snapshot.time-retained": "1 ms"})
+    for i in range(15):
+        short.append(events(i, 1))
+        time.sleep(0.002)
+    assert 10 <= len(short.snapshots()) <= 12  # the newest ten (and the current commit's)
+    assert short.scan().count() == 15
+
+
+def test_data_files_are_deleted_only_when_no_retained_snapshot_needs_them(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    table = at.create_table(str(root), EVENTS, options={"write-only": True})
+    for i in range(6):
+        table.append(events(i * 10, 10))
+    originals = _data_files(root)
+    table.compact(full=True)  # snapshot 7 replaces the six files with one
+    assert _data_files(root) > originals  # the old files stay while snapshots 1..6 exist
+    dry = table.expire_snapshots(retain_min=1, older_than_ms=FUTURE, dry_run=True)
+    assert dry.dry_run and dry.expired_snapshots == [1, 2, 3, 4, 5, 6]
+    assert set(dry.deleted_data_files) == originals
+    assert len(table.snapshots()) == 7  # nothing changed
+    result = table.expire_snapshots(retain_min=1, older_than_ms=FUTURE)
+    assert set(result.deleted_data_files) == originals
+    assert _data_files(root) == set(table.files().column("path").to_pylist())
+    assert sorted(table.scan().to_arrow().column("seq").to_pylist()) == list(range(60))
+    manifests = set(os.listdir(root / "manifest"))
+    referenced = {table.snapshot(7).base_manifest_list, table.snapshot(7).delta_manifest_list}
+    assert referenced <= manifests
+
+
+def test_last_identifier_survives_expiration(tmp_path: Path) -> None:
+    table = at.create_table(str(tmp_path / "t"), EVENTS, options={"write-only": True})
+    with table.writer() as writer:
+        writer.write(events(0, 5))
+        messages = writer.prepare_commit()
+    committer = table.committer("spark-query-7")
+    assert committer.commit(messages, identifier=41) is not None
+    for i in range(20):
+        table.append(events(100 + i, 1))
+    table.expire_snapshots(retain_min=1, older_than_ms=FUTURE)
+    assert table.snapshots()[0].id > 1  # the snapshot that recorded identifier 41 is gone
+    with table.writer() as writer:
+        writer.write(events(0, 5))
+        replay = writer.prepare_commit()
+    assert (
+        at.open_table(str(tmp_path / "t")).committer("spark-query-7").commit(replay, identifier=41)
+        is None
+    )
+    committer.abort(replay)
+    assert table.scan().count() == 25
+
+
+def test_orphan_files_are_listed_then_removed_and_young_ones_kept(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    table = at.create_table(str(root), EVENTS, partition_by=["day"])
+    table.append(events(0, 30))
+    writer = table.writer()  # a writer that died before committing
+    writer.write(events(100, 30))
+    abandoned = writer.prepare_commit()
+    (root / "snapshot" / ".snapshot-9.deadbeef.tmp").write_bytes(b"half")
+    (root / "manifest" / "manifest-stray").write_bytes(b"x")
+    stray = {f.path for m in abandoned for f in m.new_files} | {
+        "snapshot/.snapshot-9.deadbeef.tmp",
+        "manifest/manifest-stray",
+    }
+    assert table.remove_orphan_files().files == []  # everything is younger than a day
+    listed = table.remove_orphan_files(older_than=dt.timedelta(0), dry_run=True)
+    assert set(listed.files) == stray and listed.dry_run
+    assert all((root / path).exists() for path in stray)
+    removed = table.remove_orphan_files(older_than=dt.timedelta(0))
+    assert set(removed.files) == stray and removed.bytes > 0
+    assert not any((root / path).exists() for path in stray)
+    assert sorted(table.scan().to_arrow().column("seq").to_pylist()) == list(range(30))
+    assert (root / "schema" / "schema-0").exists()
+
+
+def test_rollback_restores_a_snapshot_as_a_new_overwrite(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    table = at.create_table(str(root), EVENTS, options={"write-only": True})
+    for i in range(4):
+        table.append(events(i * 10, 10))
+    table.compact(full=True)  # snapshot 5: the files of snapshot 2 are rewritten
+    table.append(events(40, 10))  # snapshot 6
+    reader = table.stream(mode="latest")
+    snapshot = table.rollback_to(2)
+    assert snapshot.id == 7 and snapshot.kind == at.CommitKind.OVERWRITE
+    assert snapshot.properties["rollback-to"] == "2"
+    assert sorted(table.scan().to_arrow().column("seq").to_pylist()) == list(range(20))
+    assert reader.poll() is None  # streams skip it
+    table.append(events(50, 5))
+    assert sorted(table.scan().to_arrow().column("seq").to_pylist()) == list(range(20)) + list(
+        range(50, 55)
+    )
+    # expiring the undone history must not delete the files the rollback restored
+    table.expire_snapshots(retain_min=2, older_than_ms=FUTURE)
+    assert table.snapshots()[0].id == 7
+    assert sorted(table.scan().to_arrow().column("seq").to_pylist()) == list(range(20)) + list(
+        range(50, 55)
+    )
+    assert table.scan(snapshot_id=7).count() == 20
+    with pytest.raises(at.SnapshotExpiredError):
+        table.rollback_to(1)
