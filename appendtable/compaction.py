@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import msgspec
 import pyarrow as pa
 
+from appendtable import display
 from appendtable._state import TableState
 from appendtable.commit.changes import CommitRequest, PartitionScope
 from appendtable.commit.committer import Committer
@@ -74,6 +75,12 @@ class CompactionPlan:
     snapshot_id: int | None
     tasks: list[CompactionTask]
 
+    def __repr__(self) -> str:
+        return display.plan_repr(self)
+
+    def _repr_html_(self) -> str:
+        return display.plan_html(self)
+
 
 @dataclass(frozen=True)
 class CompactionProgress:
@@ -85,6 +92,9 @@ class CompactionProgress:
     bytes_read: int
     files_written: int
     bytes_written: int
+
+    def __str__(self) -> str:
+        return display.progress_text(self)
 
 
 ProgressCallback = Callable[[CompactionProgress], None]

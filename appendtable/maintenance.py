@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from appendtable import display
 from appendtable._state import TableState
 from appendtable.commit.consumers import ConsumerStore
 from appendtable.commit.expire import execute_expiration, plan_expiration
@@ -27,6 +28,12 @@ class ExpireResult:
     expired_consumers: list[str] = field(default_factory=list)
     earliest_snapshot: int | None = None
     dry_run: bool = False
+
+    def __repr__(self) -> str:
+        return display.expire_repr(self)
+
+    def _repr_html_(self) -> str:
+        return display.expire_html(self)
 
 
 def expire_snapshots(
@@ -102,6 +109,12 @@ class OrphanResult:
     files: list[str] = field(default_factory=list)
     bytes: int = 0
     dry_run: bool = True
+
+    def __repr__(self) -> str:
+        return display.orphan_repr(self)
+
+    def _repr_html_(self) -> str:
+        return display.orphan_html(self)
 
 
 #: Paths that are never orphans: the table's identity, its log and its readers' state.

@@ -15,6 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from appendtable import display
 from appendtable._state import TableState
 from appendtable.datafiles.arrow_schema import arrow_type
 from appendtable.datafiles.expressions import to_expression
@@ -228,5 +229,7 @@ class Scan:
         return total
 
     def __repr__(self) -> str:
-        snapshot = self.snapshot.id if self.snapshot else None
-        return f"Scan(snapshot={snapshot}, columns={self.columns}, filter={self.filter})"
+        return display.scan_repr(self.snapshot, self.columns, self.filter, self._splits)
+
+    def _repr_html_(self) -> str:
+        return display.scan_html(self.snapshot, self.columns, self.filter, self._splits)

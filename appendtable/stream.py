@@ -30,6 +30,7 @@ from typing import Final, TypeVar
 import msgspec
 import pyarrow as pa
 
+from appendtable import display
 from appendtable._state import TableState
 from appendtable.commit.consumers import ConsumerStore, WatermarkGroupStore
 from appendtable.errors import InvalidOptionError, SnapshotExpiredError
@@ -94,6 +95,12 @@ class StreamUnit:
     @property
     def file_count(self) -> int:
         return sum(len(split.files) for split in self.splits)
+
+    def __repr__(self) -> str:
+        return display.unit_repr(self)
+
+    def _repr_html_(self) -> str:
+        return display.unit_html(self)
 
 
 class _EndOfStream:

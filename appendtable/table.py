@@ -11,6 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from appendtable import display
 from appendtable._state import TableState
 from appendtable.commit.changes import CommitRequest
 from appendtable.commit.committer import Committer
@@ -21,7 +22,7 @@ from appendtable.compaction import (
     ProgressCallback,
     merge_new_files,
 )
-from appendtable.datafiles.arrow_schema import field_specs
+from appendtable.datafiles.arrow_schema import check_compatible, field_specs
 from appendtable.datafiles.table_write import TableWriter
 from appendtable.errors import (
     AppendTableError,
@@ -203,7 +204,10 @@ class Table:
         return list(self._state.options.bucket_key)
 
     def __repr__(self) -> str:
-        return f"Table({self.uri!r}, bucket={self.bucket}, partition_by={self.partition_by})"
+        return display.table_repr(self)
+
+    def _repr_html_(self) -> str:
+        return display.table_html(self)
 
     # ---- writing ----------------------------------------------------------------------------
 
@@ -284,6 +288,35 @@ class Table:
         except BaseException:
             committer.abort(messages)
             raise
+
+    def check_write_schema(self, schema: pa.Schema) -> None:
+        """Raise SchemaMismatchError (naming the column) unless data with ``schema`` can be
+        written: same column names, types that cast safely. Null values in non-nullable
+        columns are rejected when the data is written."""
+        check_compatible(schema, self._state.arrow_schema)
+
+    def has_committed(
+        self,
+        commit_user: str,
+        identifier: int | None = None,
+        *,
+        since_snapshot_id: int | None = None,
+    ) -> bool:
+        """Whether ``commit_user`` committed ``identifier`` (or a later one), or, without an
+        identifier, committed anything after ``since_snapshot_id``. What an engine asks before
+        deleting the files of a write that may or may not have landed."""
+        snapshots = self._state.snapshots
+        latest = snapshots.latest()
+        if latest is None:
+            return False
+        if identifier is not None:
+            records = self._state.manifests.read_users(latest.commit_users)
+            return any(r.user == commit_user and r.identifier >= identifier for r in records)
+        floor = max(since_snapshot_id or 0, (snapshots.earliest_id() or 1) - 1)
+        return any(
+            snapshots.get(snapshot_id).commit_user == commit_user
+            for snapshot_id in range(latest.id, floor, -1)
+        )
 
     # ---- reading ----------------------------------------------------------------------------
 
@@ -494,6 +527,27 @@ class Table:
         """Every retained snapshot, oldest first."""
         store = self._state.snapshots
         return [store.get(i) for i in store.list_ids()]
+
+    def history(self) -> pa.Table:
+        """One row per retained snapshot, oldest first: ``id``, ``kind``, ``time`` (UTC),
+        ``commit_user``, ``identifier``, ``total_rows``, ``delta_rows``, ``files`` (live data
+        files), ``watermark`` (UTC). Plots directly:
+        ``table.history().to_pandas().plot(x="time", y="total_rows")``."""
+        snapshots = self.snapshots()
+        utc_ms = pa.timestamp("ms", tz="UTC")
+        return pa.table(
+            {
+                "id": pa.array([s.id for s in snapshots], pa.int64()),
+                "kind": pa.array([s.kind.value for s in snapshots], pa.string()),
+                "time": pa.array([s.time_ms for s in snapshots], utc_ms),
+                "commit_user": pa.array([s.commit_user for s in snapshots], pa.string()),
+                "identifier": pa.array([s.commit_identifier for s in snapshots], pa.int64()),
+                "total_rows": pa.array([s.total_record_count for s in snapshots], pa.int64()),
+                "delta_rows": pa.array([s.delta_record_count for s in snapshots], pa.int64()),
+                "files": pa.array([s.total_file_count for s in snapshots], pa.int64()),
+                "watermark": pa.array([s.watermark for s in snapshots], utc_ms),
+            }
+        )
 
     def files(self, snapshot_id: int | None = None) -> pa.Table:
         """One row per live data file of a snapshot (default: the latest)."""

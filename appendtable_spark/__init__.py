@@ -1,1 +1,29 @@
-"""Spark adapter for appendtable (built on PySpark's Python Data Source API)."""
+"""Spark adapter for appendtable: the ``appendtable`` format for batch and Structured Streaming,
+an exactly-once ``foreachBatch`` sink, and distributed compaction.
+
+    import appendtable_spark
+    appendtable_spark.register(spark)
+    df = spark.read.format("appendtable").load(uri)
+    appendtable_spark.write_table(df, uri)                     # bucket-aware write
+    query = stream.writeStream.foreachBatch(appendtable_spark.foreach_batch_sink(uri)).start()
+"""
+
+from appendtable_spark.api import (
+    bucket_column,
+    compact,
+    create_temp_view,
+    foreach_batch_sink,
+    register,
+    write_table,
+)
+from appendtable_spark.source import AppendTableDataSource
+
+__all__ = [
+    "AppendTableDataSource",
+    "bucket_column",
+    "compact",
+    "create_temp_view",
+    "foreach_batch_sink",
+    "register",
+    "write_table",
+]

@@ -21,6 +21,7 @@ from appendtable.metadata.types import FieldSpec, TypeSpec
 __all__ = [
     "arrow_schema",
     "arrow_type",
+    "check_compatible",
     "conform",
     "field_specs",
     "to_table",
@@ -237,6 +238,32 @@ def _castable(source: pa.DataType, target: pa.DataType) -> bool:
             source.item_type, target.item_type
         )
     return True
+
+
+def check_compatible(source: pa.Schema, schema: pa.Schema) -> None:
+    """Raise SchemaMismatchError unless data of ``source`` can be written to ``schema``: the
+    same column names (any order) and types that cast safely. Nullability is checked on the
+    data itself when it is written, since engines mark most columns nullable."""
+    names = source.names
+    extra = [name for name in names if name not in schema.names]
+    if extra:
+        raise SchemaMismatchError(
+            f"input column '{extra[0]}' is not in the table schema "
+            f"(table columns: {', '.join(schema.names)})",
+            column=extra[0],
+        )
+    for field in schema:
+        if field.name not in names:
+            raise SchemaMismatchError(
+                f"input is missing column '{field.name}' of the table schema", column=field.name
+            )
+        source_type = source.field(field.name).type
+        if not _castable(source_type, field.type):
+            raise SchemaMismatchError(
+                f"column '{field.name}' has type {source_type}, which cannot be safely cast to "
+                f"the table's type {field.type}",
+                column=field.name,
+            )
 
 
 def conform(data: pa.Table, schema: pa.Schema) -> pa.Table:

@@ -10,7 +10,9 @@ arrays (``array_like``) and opt out of GC tracking: they are decoded by the ten 
 
 from __future__ import annotations
 
+import datetime as dt
 import enum
+import html
 from typing import Any, TypeAlias
 
 import msgspec
@@ -192,6 +194,29 @@ class Snapshot(msgspec.Struct, frozen=True, kw_only=True):
         """Alias of ``commit_identifier``."""
         return self.commit_identifier
 
+    def __repr__(self) -> str:
+        watermark = "None" if self.watermark is None else _format_ms(self.watermark)
+        return (
+            f"Snapshot(id={self.id}, kind={self.kind.value}, time={_format_ms(self.time_ms)}, "
+            f"rows={self.total_record_count:,} ({self.delta_record_count:+,}), "
+            f"files={self.total_file_count:,}, watermark={watermark})"
+        )
+
+    def _repr_html_(self) -> str:
+        watermark = "-" if self.watermark is None else _format_ms(self.watermark)
+        return _html_card(
+            f"Snapshot {self.id}",
+            [
+                ("kind", self.kind.value),
+                ("time", _format_ms(self.time_ms)),
+                ("rows", f"{self.total_record_count:,} ({self.delta_record_count:+,})"),
+                ("files", f"{self.total_file_count:,}"),
+                ("watermark", watermark),
+                ("commit", f"{self.commit_user} #{self.commit_identifier}"),
+                ("parent", "-" if self.parent_id is None else str(self.parent_id)),
+            ],
+        )
+
 
 class CommitMessage(msgspec.Struct, frozen=True, kw_only=True):
     """What a writer (or a compaction worker) hands to the committer for one (partition, bucket).
@@ -276,6 +301,28 @@ class Split(msgspec.Struct, frozen=True, kw_only=True):
     def file_size(self) -> int:
         return sum(f.file_size for f in self.files)
 
+    def _partition_text(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self.partition.items()) or "-"
+
+    def __repr__(self) -> str:
+        return (
+            f"Split(snapshot={self.snapshot_id}, partition={self._partition_text()}, "
+            f"bucket={self.bucket}, files={len(self.files)}, rows={self.row_count:,}, "
+            f"bytes={self.file_size:,})"
+        )
+
+    def _repr_html_(self) -> str:
+        return _html_card(
+            f"Split of snapshot {self.snapshot_id}",
+            [
+                ("partition", self._partition_text()),
+                ("bucket", str(self.bucket)),
+                ("files", f"{len(self.files):,}"),
+                ("rows", f"{self.row_count:,}"),
+                ("bytes", f"{self.file_size:,}"),
+            ],
+        )
+
     def to_bytes(self) -> bytes:
         return codec.encode(self, codec.Kind.SPLIT)
 
@@ -307,9 +354,38 @@ class CompactionTask(msgspec.Struct, frozen=True, kw_only=True):
     def file_size(self) -> int:
         return sum(f.file_size for f in self.files)
 
+    def __repr__(self) -> str:
+        how = f"sort by {','.join(self.sort_by)} ({self.strategy})" if self.sort_by else "merge"
+        return (
+            f"CompactionTask(snapshot={self.snapshot_id}, partition={self.partition!r}, "
+            f"bucket={self.bucket}, files={len(self.files)}, bytes={self.file_size:,}, {how})"
+        )
+
     def to_bytes(self) -> bytes:
         return codec.encode(self, codec.Kind.COMPACTION_TASK)
 
     @staticmethod
     def from_bytes(data: bytes) -> CompactionTask:
         return codec.decode(data, CompactionTask, codec.Kind.COMPACTION_TASK, "<compaction task>")
+
+
+def _format_ms(epoch_ms: int) -> str:
+    """Epoch milliseconds as ``2024-05-01 10:00:00.123 UTC`` (for reprs; the number itself if
+    out of range)."""
+    try:
+        moment = dt.datetime.fromtimestamp(epoch_ms / 1000, tz=dt.UTC)
+    except (OverflowError, OSError, ValueError):
+        return str(epoch_ms)
+    return moment.strftime("%Y-%m-%d %H:%M:%S.") + f"{moment.microsecond // 1000:03d} UTC"
+
+
+def _html_card(title: str, rows: list[tuple[str, str]]) -> str:
+    """A titled two-column HTML table for notebooks (every text escaped). The facade's richer
+    reprs live in ``appendtable.display``, which this layer must not import."""
+    cell = "text-align:left;padding:1px 8px 1px 0"
+    body = "".join(
+        f'<tr><th style="{cell}">{html.escape(label)}</th>'
+        f'<td style="{cell}">{html.escape(value)}</td></tr>'
+        for label, value in rows
+    )
+    return f"<div><strong>{html.escape(title)}</strong><table>{body}</table></div>"

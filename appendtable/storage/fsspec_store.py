@@ -1,17 +1,29 @@
 """A table root on any fsspec file system: ``memory://``, S3 (s3fs) and others.
 
-Atomic publish per backend:
+Atomic publish (``put_if_absent``) per backend:
 
-* ``memory://``: a process-wide lock around check-and-create (the store is per process).
-* S3: a conditional PUT (``If-None-Match: *``). A 412 means the key exists; because botocore may
-  retry a PUT whose first attempt landed, a 412 is followed by a read-back that compares the
-  stored bytes with ours (every snapshot carries a unique nonce). A 409 (a concurrent conditional
-  write in flight) is retried with backoff.
-* anything else: no atomic create (``atomic_create = False``); the committer refuses to publish
-  unless the user opts into single-writer mode.
+* ``memory://``: a process-wide lock around check-and-create (the store lives in one process).
+* S3: a conditional PUT (``If-None-Match: *``, s3fs ``pipe_file(mode="create")``); the server
+  creates the object only if the key is absent, atomically, with its complete content. A 412
+  means the key exists. botocore and s3fs retry a PUT whose response was lost, and a retry
+  whose first attempt landed gets a 412 for *our own* object, so a 412 is followed by a read-back:
+  True if the stored bytes equal ours (the caller makes its content unique: every snapshot
+  carries a nonce), False otherwise. 409 ``ConditionalRequestConflict``, throttling, timeouts
+  and 5xx are retried with capped exponential backoff and jitter; if they persist, a
+  ``TransientStorageError`` is raised and the outcome is unknown (the committer then reads the
+  snapshot back).
+* anything else (e.g. ``local://`` through fsspec's LocalFileSystem, whose ``mode="create"`` is
+  check-then-write): no atomic create (``atomic_create = False``); the committer refuses to
+  publish unless the user opts into single-writer mode.
 
-Listing caches of fsspec are invalidated before every listing and existence probe, so other
-processes' writes are always seen.
+Freshness: other processes write the same table, so nothing here trusts fsspec's listing cache.
+On S3, ``exists`` and ``info`` are one raw ``HeadObject`` each (s3fs's own ``exists`` falls back
+to a LIST on a miss and consults its listing cache), and listings bypass and invalidate the cache.
+
+Retries: idempotent operations (read, write, list, delete, head) are retried a few times on
+transient errors, on top of botocore's and s3fs's own retries; the last failure is raised as a
+``TransientStorageError``. Streamed output (``open_output``) is not retried here. Only ``OSError``
+and botocore errors are ever caught; nothing is swallowed broadly.
 """
 
 from __future__ import annotations
@@ -19,26 +31,57 @@ from __future__ import annotations
 import random
 import threading
 import time
-from typing import IO, Any
+from collections.abc import Callable
+from typing import IO, Any, TypeVar
 
 from appendtable.errors import ObjectNotFoundError
 from appendtable.storage.base import FileInfo, Storage
-from appendtable.storage.translate import is_precondition_failed, is_transient, translated
+from appendtable.storage.translate import (
+    IO_ERRORS,
+    is_not_found,
+    is_precondition_failed,
+    is_transient,
+    translated,
+)
 
 __all__ = ["FsspecStorage"]
 
+_T = TypeVar("_T")
+
 _MEMORY_LOCK = threading.Lock()
 _S3_PROTOCOLS = frozenset({"s3", "s3a"})
-_CONFLICT_RETRIES = 8
+#: Attempts of an idempotent operation (read, write, list, delete, head) on transient errors.
+_IO_ATTEMPTS = 4
+#: Attempts of a conditional create on 409 / throttling / 5xx / timeouts before giving up.
+_PUBLISH_ATTEMPTS = 8
+_BACKOFF_FIRST_S = 0.02
+_BACKOFF_CAP_S = 1.0
+
+
+def _backoff(attempt: int) -> float:
+    """Capped exponential backoff with jitter, for retry number ``attempt`` (1, 2, ...)."""
+    return min(_BACKOFF_CAP_S, _BACKOFF_FIRST_S * (1 << (attempt - 1))) * (1 + random.random())
 
 
 class FsspecStorage(Storage):
-    """Files under ``root_path`` of the fsspec file system ``fs``."""
+    """Files under ``root_path`` of the fsspec file system ``fs``.
 
-    def __init__(self, fs: Any, root_path: str, uri_root: str) -> None:
+    ``atomic_create`` is True for ``memory://`` (within one process) and S3 (across processes
+    and hosts, on servers whose conditional PUT is atomic: AWS S3, SeaweedFS ≥ 4.17; run the race
+    test against any other S3-compatible server before trusting it)."""
+
+    def __init__(
+        self,
+        fs: Any,
+        root_path: str,
+        uri_root: str,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         super().__init__(uri_root)
         self.fs = fs
         self.root_path = root_path.rstrip("/")
+        self._sleep = sleep
         protocols = fs.protocol if isinstance(fs.protocol, tuple | list) else (fs.protocol,)
         self._is_memory = "memory" in protocols
         self._is_s3 = bool(_S3_PROTOCOLS.intersection(protocols))
@@ -54,83 +97,88 @@ class FsspecStorage(Storage):
         if not self._is_s3:
             self.fs.makedirs(full.rsplit("/", 1)[0], exist_ok=True)
 
+    def _retrying(self, call: Callable[[], _T], attempts: int = _IO_ATTEMPTS) -> _T:
+        """``call()``, retried with backoff while it fails transiently (at most ``attempts``
+        tries). Only for idempotent calls. The last error propagates untranslated (the caller
+        runs this inside ``translated``)."""
+        attempt = 0
+        while True:
+            try:
+                return call()
+            except IO_ERRORS as exc:
+                attempt += 1
+                if attempt >= attempts or not is_transient(exc):
+                    raise
+            self._sleep(_backoff(attempt))
+
+    # ---- reading ----------------------------------------------------------------------------
+
     def read(self, path: str) -> bytes:
+        full = self._full(path)
         with translated("read", self.uri(path)):
-            data: bytes = self.fs.cat_file(self._full(path))
+            data: bytes = self._retrying(lambda: self.fs.cat_file(full))
             return data
 
-    def write(self, path: str, data: bytes) -> None:
-        full = self._full(path)
-        with translated("write", self.uri(path)):
-            self._make_parent(full)
-            self.fs.pipe_file(full, data)
-
-    def put_if_absent(self, path: str, data: bytes) -> bool:
-        full = self._full(path)
-        with translated("publish", self.uri(path)):
-            if self._is_memory:
-                with _MEMORY_LOCK:
-                    if self.fs.exists(full):
-                        return False
-                    self._make_parent(full)
-                    self.fs.pipe_file(full, data)
-                    return True
-            if self._is_s3:
-                return self._s3_create(path, full, data)
-            # No atomic primitive: best effort for single-writer mode only.
-            self.fs.invalidate_cache(full)
-            if self.fs.exists(full):
-                return False
-            self._make_parent(full)
-            self.fs.pipe_file(full, data)
-            return True
-
-    def _s3_create(self, path: str, full: str, data: bytes) -> bool:
-        for attempt in range(_CONFLICT_RETRIES):
-            try:
-                self.fs.pipe_file(full, data, mode="create")
-                return True
-            except OSError as exc:
-                if is_precondition_failed(exc):
-                    return self._stored_bytes_equal(full, data)
-                if not is_transient(exc) or attempt == _CONFLICT_RETRIES - 1:
-                    raise
-                time.sleep(min(1.0, 0.01 * 2**attempt) * (1 + random.random()))
-        raise AssertionError("unreachable: the loop returns or raises")
-
-    def _stored_bytes_equal(self, full: str, data: bytes) -> bool:
-        """After a 412: True if the object holds our bytes (our own retried PUT landed)."""
-        self.fs.invalidate_cache(full)
-        try:
-            stored = self.fs.cat_file(full)
-        except FileNotFoundError:
-            return False
-        return bool(stored == data)
-
     def exists(self, path: str) -> bool:
+        """Whether the file ``path`` exists now (one HEAD on S3; never answered from a cache)."""
         full = self._full(path)
         with translated("exists", self.uri(path)):
+            if self._is_s3:
+                return self._s3_head(full) is not None
             self.fs.invalidate_cache(full)
-            return bool(self.fs.exists(full))
+            return bool(self._retrying(lambda: self.fs.exists(full)))
 
     def info(self, path: str) -> FileInfo:
         full = self._full(path)
         with translated("stat", self.uri(path)):
+            if self._is_s3:
+                head = self._s3_head(full)
+                if head is None:
+                    raise ObjectNotFoundError(
+                        f"stat: file not found: {self.uri(path)}",
+                        path=self.uri(path),
+                        operation="stat",
+                    )
+                return FileInfo(path, int(head.get("ContentLength") or 0), _mtime_ms(head))
             self.fs.invalidate_cache(full)
-            details = self.fs.info(full)
+            details = self._retrying(lambda: self.fs.info(full))
         if details.get("type") == "directory":
             raise ObjectNotFoundError(f"not a file: {self.uri(path)}", path=self.uri(path))
         return FileInfo(path, int(details.get("size") or 0), _mtime_ms(details))
 
+    def _s3_head(self, full: str) -> dict[str, Any] | None:
+        """The ``HeadObject`` response for ``full``, None on 404. A raw request: no listing,
+        no cache."""
+        bucket, key, _version = self.fs.split_path(full)
+
+        def head() -> dict[str, Any] | None:
+            try:
+                response: dict[str, Any] = self.fs.call_s3("head_object", Bucket=bucket, Key=key)
+            except IO_ERRORS as exc:
+                if is_not_found(exc):
+                    return None
+                raise
+            return response
+
+        return self._retrying(head)
+
     def listdir(self, directory: str) -> list[FileInfo]:
         full = self._full(directory)
         prefix = f"{directory}/" if directory else ""
-        with translated("list", self.uri(directory)):
+        extra = {"refresh": True} if self._is_s3 else {}
+
+        def listing() -> list[dict[str, Any]]:
             self.fs.invalidate_cache(full)
             try:
-                entries = self.fs.ls(full, detail=True)
+                entries: list[dict[str, Any]] = self.fs.ls(full, detail=True, **extra)
             except FileNotFoundError:
                 return []
+            return entries
+
+        with translated("list", self.uri(directory)):
+            entries = self._retrying(listing)
+            if self._is_s3:
+                self.fs.invalidate_cache(full)  # keep no listing for s3fs's other methods
         found = []
         for entry in entries:
             if entry.get("type") != "file":
@@ -141,12 +189,19 @@ class FsspecStorage(Storage):
 
     def walk(self, directory: str = "") -> list[FileInfo]:
         full = self._full(directory)
-        with translated("walk", self.uri(directory)):
+
+        def listing() -> dict[str, dict[str, Any]]:
             self.fs.invalidate_cache(full)
             try:
-                entries = self.fs.find(full, detail=True)
+                entries: dict[str, dict[str, Any]] = self.fs.find(full, detail=True)
             except FileNotFoundError:
-                return []
+                return {}
+            return entries
+
+        with translated("walk", self.uri(directory)):
+            entries = self._retrying(listing)
+            if self._is_s3:
+                self.fs.invalidate_cache(full)
         base = self.root_path.lstrip("/")
         found = []
         for name, entry in entries.items():
@@ -156,15 +211,88 @@ class FsspecStorage(Storage):
             found.append(FileInfo(relative, int(entry.get("size") or 0), _mtime_ms(entry)))
         return found
 
+    # ---- writing ----------------------------------------------------------------------------
+
+    def write(self, path: str, data: bytes) -> None:
+        """Create or replace ``path`` (one PUT on S3: readers see the old or the new object)."""
+        full = self._full(path)
+        with translated("write", self.uri(path)):
+            self._make_parent(full)
+            self._retrying(lambda: self.fs.pipe_file(full, data))
+
+    def put_if_absent(self, path: str, data: bytes) -> bool:
+        """See ``Storage.put_if_absent``. True also when the stored bytes equal ``data`` after a
+        412 on S3 (our own retried PUT landed): identical content from two callers is
+        indistinguishable, so callers must make their content unique."""
+        full = self._full(path)
+        with translated("publish", self.uri(path)):
+            if self._is_memory:
+                with _MEMORY_LOCK:
+                    if self.fs.exists(full):
+                        return False
+                    self._make_parent(full)
+                    self.fs.pipe_file(full, data)
+                    return True
+            if self._is_s3:
+                return self._s3_create(full, data)
+            # No atomic primitive: best effort, for single-writer mode only.
+            self.fs.invalidate_cache(full)
+            if self.fs.exists(full):
+                return False
+            self._make_parent(full)
+            self.fs.pipe_file(full, data)
+            return True
+
+    def _s3_create(self, full: str, data: bytes) -> bool:
+        """PUT ``If-None-Match: *``; on 412 compare the stored bytes; retry transient failures."""
+        attempt = 0
+        while True:
+            taken = False
+            try:
+                self.fs.pipe_file(full, data, mode="create")
+                return True
+            except IO_ERRORS as exc:
+                taken = is_precondition_failed(exc)
+                if not taken:
+                    attempt += 1
+                    if attempt >= _PUBLISH_ATTEMPTS or not is_transient(exc):
+                        raise
+            # Outside the except block, so that errors of the read-back are not chained to
+            # (and classified by) the 412.
+            if taken:
+                return self._holds_bytes(full, data)
+            self._sleep(_backoff(attempt))
+
+    def _holds_bytes(self, full: str, data: bytes) -> bool:
+        """After a 412: True if the object holds exactly ``data`` (our own PUT landed before a
+        retry of it), False if it holds anything else or vanished since (someone else's)."""
+
+        def stored() -> bytes | None:
+            try:
+                content: bytes = self.fs.cat_file(full)
+            except FileNotFoundError:
+                return None
+            return content
+
+        return self._retrying(stored) == data
+
     def delete(self, path: str) -> None:
         full = self._full(path)
-        with translated("delete", self.uri(path)):
+
+        def remove() -> None:
             try:
                 self.fs.rm_file(full)
             except FileNotFoundError:
                 pass
+            finally:
+                self.fs.invalidate_cache(full)
+
+        with translated("delete", self.uri(path)):
+            self._retrying(remove)
 
     def open_output(self, path: str) -> IO[bytes]:
+        """A file to stream a new, uniquely named file into; it appears when closed (on S3 in
+        one PUT or at multipart completion). Not retried: a failed stream must be rewritten."""
         full = self._full(path)
         with translated("open", self.uri(path)):
             self._make_parent(full)
@@ -182,9 +310,10 @@ class FsspecStorage(Storage):
 
 
 def _mtime_ms(details: dict[str, Any]) -> int:
+    """Modification time in epoch ms from an fsspec entry or an S3 response (0 if unknown)."""
     for key in ("mtime", "LastModified", "last_modified", "created"):
         value = details.get(key)
-        if value is None:
+        if value is None or value == "":
             continue
         if hasattr(value, "timestamp"):
             return int(value.timestamp() * 1000)

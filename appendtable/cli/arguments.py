@@ -1,0 +1,266 @@
+"""Parsing the command line's small languages: ``k=v`` pairs, durations, lists, partition specs
+and filters such as ``"amount >= 10.5"``, ``"day in (2024-05-01, 2024-05-02)"``,
+``"name is null"``. Values are typed by the column they compare with."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+import re
+from collections.abc import Sequence
+
+import pyarrow as pa
+
+from appendtable.cli.errors import UsageError
+
+__all__ = [
+    "parse_buckets",
+    "parse_columns",
+    "parse_duration",
+    "parse_filter",
+    "parse_options",
+    "parse_partition",
+    "parse_storage_options",
+    "typed_value",
+]
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$")
+_SECONDS = {
+    "": 1.0,
+    "ms": 0.001,
+    "s": 1.0,
+    "sec": 1.0,
+    "m": 60.0,
+    "min": 60.0,
+    "h": 3600.0,
+    "d": 86400.0,
+    "w": 604800.0,
+}
+#: Operators, longest first so that "<=" is not read as "<".
+_OPERATORS = (
+    "is not null",
+    "is null",
+    "not in",
+    "in",
+    "<=",
+    ">=",
+    "!=",
+    "<>",
+    "==",
+    "=",
+    "<",
+    ">",
+)
+_COLUMN = re.compile(r"[^\s=!<>]+")
+
+
+def parse_duration(text: str, what: str) -> float:
+    """Seconds from ``"1h"``, ``"30 s"``, ``"500ms"``, ``"2d"``, ``"1w"`` or a plain number of
+    seconds."""
+    match = _DURATION.match(text.lower())
+    if match is None or match.group(2) not in _SECONDS:
+        raise UsageError(
+            f"{what}: not a duration: {text!r} (examples: 500ms, 30s, 5m, 1h, 7d, or seconds)"
+        )
+    return float(match.group(1)) * _SECONDS[match.group(2)]
+
+
+def parse_options(items: Sequence[str] | None, what: str) -> dict[str, str]:
+    """``["k=v", ...]`` as a dict (values stay strings)."""
+    options: dict[str, str] = {}
+    for item in items or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"{what} expects KEY=VALUE, got {item!r}")
+        options[key.strip()] = value.strip()
+    return options
+
+
+def parse_storage_options(items: Sequence[str] | None) -> dict[str, object]:
+    """fsspec options: ``true``/``false`` become booleans, integers ints, ``{...}`` / ``[...]``
+    JSON; anything else stays a string."""
+    typed: dict[str, object] = {}
+    for key, value in parse_options(items, "--storage-option").items():
+        lowered = value.lower()
+        if lowered in ("true", "false"):
+            typed[key] = lowered == "true"
+        elif re.fullmatch(r"-?\d+", value):
+            typed[key] = int(value)
+        elif value[:1] in "{[" and value:
+            try:
+                typed[key] = json.loads(value)
+            except json.JSONDecodeError as exc:
+                raise UsageError(f"--storage-option {key}: not valid JSON: {exc}") from None
+        else:
+            typed[key] = value
+    return typed
+
+
+def parse_columns(text: str, what: str) -> list[str]:
+    columns = [c.strip() for c in text.split(",") if c.strip()]
+    if not columns:
+        raise UsageError(f"{what}: expected a comma-separated list of columns, got {text!r}")
+    return columns
+
+
+def parse_buckets(text: str) -> list[int]:
+    try:
+        return [int(b) for b in parse_columns(text, "--buckets")]
+    except ValueError:
+        raise UsageError(
+            f"--buckets: expected comma-separated bucket numbers, got {text!r}"
+        ) from None
+
+
+def typed_value(text: str, dtype: pa.DataType, column: str) -> object:
+    """The Python value of ``text`` for a column of type ``dtype`` (ISO dates and times,
+    ``0x``-prefixed hex or plain text for binary)."""
+    try:
+        if pa.types.is_boolean(dtype):
+            lowered = text.lower()
+            if lowered not in ("true", "false", "1", "0"):
+                raise ValueError
+            return lowered in ("true", "1")
+        if pa.types.is_integer(dtype):
+            return int(text)
+        if pa.types.is_floating(dtype):
+            return float(text)
+        if pa.types.is_decimal(dtype):
+            number = decimal.Decimal(text)
+            if not number.is_finite():
+                raise ValueError
+            return number
+        if pa.types.is_string(dtype) or pa.types.is_large_string(dtype):
+            return text
+        if (
+            pa.types.is_binary(dtype)
+            or pa.types.is_large_binary(dtype)
+            or pa.types.is_fixed_size_binary(dtype)
+        ):
+            return bytes.fromhex(text[2:]) if text.startswith("0x") else text.encode()
+        if pa.types.is_date(dtype):
+            return dt.date.fromisoformat(text)
+        if pa.types.is_timestamp(dtype):
+            return dt.datetime.fromisoformat(text)
+        if pa.types.is_time(dtype):
+            return dt.time.fromisoformat(text)
+    except (ValueError, decimal.InvalidOperation):
+        raise UsageError(
+            f"value {text!r} is not a valid {dtype} (column '{column}')"
+        ) from None
+    raise UsageError(f"column '{column}' has type {dtype}, which cannot be compared with a value")
+
+
+def _column_type(schema: pa.Schema, column: str, what: str) -> pa.DataType:
+    if column not in schema.names:
+        raise UsageError(
+            f"{what}: unknown column '{column}' (columns: {', '.join(schema.names)})"
+        )
+    return schema.field(column).type
+
+
+def parse_partition(text: str, schema: pa.Schema, partition_keys: Sequence[str]) -> dict[str, object]:
+    """``"day=2024-05-01,region=eu"`` as a static partition spec with typed values."""
+    spec: dict[str, object] = {}
+    for item in text.split(","):
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise UsageError(f"--partition expects KEY=VALUE[,KEY=VALUE], got {text!r}")
+        if key not in partition_keys:
+            keys = ", ".join(partition_keys) or "none"
+            raise UsageError(f"--partition: '{key}' is not a partition key (partition keys: {keys})")
+        dtype = _column_type(schema, key, "--partition")
+        spec[key] = None if value.strip().lower() == "null" else typed_value(value.strip(), dtype, key)
+    return spec
+
+
+def _unquote(text: str, what: str) -> tuple[str, bool]:
+    """(text without surrounding quotes, whether it was quoted). A doubled quote inside a
+    quoted value stands for one."""
+    text = text.strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        quote = text[0]
+        return text[1:-1].replace(quote * 2, quote), True
+    if text[:1] in ("'", '"'):
+        raise UsageError(f"{what}: unterminated quoted value {text!r}")
+    return text, False
+
+
+def _split_list(text: str, what: str) -> list[str]:
+    """``"(a, 'b,c', 3)"`` -> ``["a", "'b,c'", "3"]``."""
+    text = text.strip()
+    if not (text.startswith("(") and text.endswith(")")):
+        raise UsageError(f"{what}: 'in' needs a list in parentheses, as in: in (1, 2, 3)")
+    items: list[str] = []
+    current: list[str] = []
+    quote: str | None = None
+    for char in text[1:-1]:
+        if quote is not None:
+            current.append(char)
+            if char == quote:
+                quote = None
+        elif char in "'\"":
+            quote = char
+            current.append(char)
+        elif char == ",":
+            items.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+    if quote is not None:
+        raise UsageError(f"{what}: unterminated quoted value in {text!r}")
+    items.append("".join(current))
+    if any(not item.strip() for item in items):
+        raise UsageError(f"{what}: empty value in list {text!r}")
+    return items
+
+
+def parse_filter(text: str, schema: pa.Schema) -> tuple[object, ...]:
+    """``"col op value"`` as a filter term ``(column, op, value)`` of appendtable's filter
+    form. Ops: = == != <> < <= > >= in, not in, is null, is not null."""
+    what = f"--filter {text!r}"
+    stripped = text.strip()
+    if stripped[:1] in ("`", '"'):
+        end = stripped.find(stripped[0], 1)
+        if end < 0:
+            raise UsageError(f"{what}: unterminated quoted column name")
+        column, rest = stripped[1:end], stripped[end + 1 :]
+    else:
+        match = _COLUMN.match(stripped)
+        if match is None:
+            raise UsageError(f"{what}: expected 'column operator value'")
+        column, rest = match.group(0), stripped[match.end() :]
+    dtype = _column_type(schema, column, "--filter")
+    rest = rest.strip()
+    lowered = rest.lower()
+    for op in _OPERATORS:
+        if not lowered.startswith(op):
+            continue
+        after = rest[len(op) :]
+        if op[-1].isalpha() and after[:1].isalnum():
+            continue  # "inx" is not "in"
+        if op in ("is null", "is not null"):
+            if after.strip():
+                raise UsageError(f"{what}: unexpected {after.strip()!r} after '{op}'")
+            return (column, op)
+        if op in ("in", "not in"):
+            values = [_scalar(item, dtype, column, what) for item in _split_list(after, what)]
+            return (column, op, values)
+        if not after.strip():
+            raise UsageError(f"{what}: '{op}' needs a value")
+        normal = {"==": "=", "<>": "!="}.get(op, op)
+        return (column, normal, _scalar(after, dtype, column, what))
+    found = rest.split()[0] if rest.split() else "nothing"
+    raise UsageError(
+        f"{what}: unknown operator {found!r} (use =, !=, <, <=, >, >=, in, not in, is null, "
+        "is not null)"
+    )
+
+
+def _scalar(text: str, dtype: pa.DataType, column: str, what: str) -> object:
+    value, quoted = _unquote(text, what)
+    if not quoted and value.lower() == "null":
+        raise UsageError(f"{what}: compare with null using 'is null' or 'is not null'")
+    return typed_value(value, dtype, column)

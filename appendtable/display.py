@@ -1,0 +1,403 @@
+"""How tables, scans, stream units and maintenance results show up in a console or notebook.
+
+``__repr__`` gives one short line (never a dump of every file); ``_repr_html_`` gives a small
+HTML card for Jupyter. Every value that comes from data or metadata is HTML-escaped. Reprs never
+raise: a table whose latest snapshot cannot be read says so instead.
+
+The metadata structs (``Snapshot``, ``Split``, ``CompactionTask``) format themselves in
+``appendtable.metadata.models``: that layer stays importable without pyarrow and must not import
+this facade module.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from appendtable.errors import AppendTableError
+from appendtable.metadata.models import Snapshot, Split
+from appendtable.metadata.values import to_python
+from appendtable.planning.filters import Filter, Predicate
+
+if TYPE_CHECKING:
+    from appendtable.compaction import CompactionPlan, CompactionProgress
+    from appendtable.maintenance import ExpireResult, OrphanResult
+    from appendtable.stream import StreamUnit
+    from appendtable.table import Table
+
+__all__ = [
+    "expire_html",
+    "expire_repr",
+    "filter_text",
+    "format_bytes",
+    "format_ms",
+    "orphan_html",
+    "orphan_repr",
+    "plan_html",
+    "plan_repr",
+    "progress_text",
+    "scan_html",
+    "scan_repr",
+    "table_html",
+    "table_repr",
+    "unit_html",
+    "unit_repr",
+]
+
+#: Lists in HTML cards (files of a result, tasks of a plan) show at most this many items.
+MAX_LISTED = 20
+_STYLE = "border-collapse:collapse;margin:2px 0"
+_TH = "text-align:left;padding:1px 8px 1px 0;vertical-align:top;font-weight:600"
+_TD = "text-align:left;padding:1px 8px 1px 0;vertical-align:top"
+
+
+# ---- plain text ---------------------------------------------------------------------------------
+
+
+def format_bytes(size: int) -> str:
+    """``1536`` -> ``1.5 KiB``."""
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def format_ms(epoch_ms: int | None) -> str:
+    """Epoch milliseconds as ``2024-05-01 10:00:00.123 UTC`` (the number itself if out of
+    range)."""
+    if epoch_ms is None:
+        return "-"
+    try:
+        moment = dt.datetime.fromtimestamp(epoch_ms / 1000, tz=dt.UTC)
+    except (OverflowError, OSError, ValueError):
+        return str(epoch_ms)
+    return moment.strftime("%Y-%m-%d %H:%M:%S.") + f"{moment.microsecond // 1000:03d} UTC"
+
+
+def _range(ids: Sequence[int]) -> str:
+    if not ids:
+        return "none"
+    if len(ids) == 1:
+        return str(ids[0])
+    if list(ids) == list(range(ids[0], ids[0] + len(ids))):
+        return f"{ids[0]}..{ids[-1]}"
+    return ", ".join(str(i) for i in ids)
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count:,} {word}" if count == 1 else f"{count:,} {word}s"
+
+
+def _value_text(value: object) -> str:
+    """Strings and bytes quoted, everything else as people write it (dates in ISO form)."""
+    if isinstance(value, str | bytes):
+        return repr(value)
+    if isinstance(value, dt.datetime):
+        return value.isoformat(sep=" ")
+    return str(value)
+
+
+def _predicate_text(predicate: Predicate) -> str:
+    op = predicate.op
+    if op in ("is null", "is not null"):
+        return f"{predicate.column} {op}"
+    values = [_value_text(to_python(v, predicate.type)) for v in predicate.values]
+    if op in ("in", "not in"):
+        return f"{predicate.column} {op} ({', '.join(values)})"
+    return f"{predicate.column} {op} {values[0]}"
+
+
+def filter_text(row_filter: Filter | None) -> str:
+    """A parsed filter as ``a = 1 AND b > 2 OR c is null`` (values in Python form)."""
+    if row_filter is None:
+        return "none"
+    clauses = [" AND ".join(_predicate_text(p) for p in clause) for clause in row_filter.clauses]
+    if len(clauses) == 1:
+        return clauses[0]
+    return " OR ".join(f"({clause})" for clause in clauses)
+
+
+def _snapshot_text(snapshot: Snapshot) -> str:
+    text = (
+        f"{snapshot.id} {snapshot.kind.value} at {format_ms(snapshot.time_ms)}, "
+        f"{_plural(snapshot.total_record_count, 'row')}, "
+        f"{_plural(snapshot.total_file_count, 'file')}"
+    )
+    if snapshot.watermark is not None:
+        text += f", watermark {format_ms(snapshot.watermark)}"
+    return text
+
+
+def _latest(table: Table) -> tuple[Snapshot | None, str | None]:
+    """The latest snapshot, or an error message instead of raising (reprs never raise)."""
+    try:
+        return table.latest_snapshot(), None
+    except AppendTableError as exc:
+        return None, f"unavailable ({type(exc).__name__}: {exc})"
+
+
+def _layout_text(table: Table) -> str:
+    if table.bucket > 0:
+        return f"{table.bucket} buckets on {', '.join(table.bucket_key)}"
+    return "scalable (bucket = -1)"
+
+
+def table_repr(table: Table) -> str:
+    snapshot, problem = _latest(table)
+    if problem is not None:
+        latest = problem
+    elif snapshot is None:
+        latest = "empty"
+    else:
+        latest = (
+            f"snapshot {snapshot.id} {snapshot.kind.value}, "
+            f"{_plural(snapshot.total_record_count, 'row')}, "
+            f"{_plural(snapshot.total_file_count, 'file')}"
+        )
+    return (
+        f"Table({table.uri!r}, {_plural(len(table.schema), 'column')}, "
+        f"partition_by={table.partition_by}, {_layout_text(table)}, {latest})"
+    )
+
+
+def scan_repr(
+    snapshot: Snapshot | None,
+    columns: Sequence[str] | None,
+    row_filter: Filter | None,
+    splits: Sequence[Split] | None,
+) -> str:
+    text = (
+        f"Scan(snapshot={snapshot.id if snapshot else None}, columns={columns}, "
+        f"filter={filter_text(row_filter)}"
+    )
+    if splits is not None:
+        text += f", planned: {_splits_text(splits)}"
+    return text + ")"
+
+
+def _splits_text(splits: Sequence[Split]) -> str:
+    files = sum(len(s.files) for s in splits)
+    rows = sum(s.row_count for s in splits)
+    return f"{_plural(len(splits), 'split')}, {_plural(files, 'file')}, {_plural(rows, 'row')}"
+
+
+def unit_repr(unit: StreamUnit) -> str:
+    watermark = "" if unit.watermark is None else f", watermark={format_ms(unit.watermark)}"
+    return (
+        f"StreamUnit(snapshot={unit.snapshot_id} {unit.commit_kind.value}, "
+        f"{'full' if unit.full else 'delta'}, {_splits_text(unit.splits)}{watermark})"
+    )
+
+
+def expire_repr(result: ExpireResult) -> str:
+    verb = "would expire" if result.dry_run else "expired"
+    return (
+        f"ExpireResult({verb} snapshots {_range(result.expired_snapshots)}, "
+        f"{_plural(len(result.deleted_data_files), 'data file')}, "
+        f"{_plural(len(result.deleted_metadata_files), 'metadata file')}, "
+        f"{_plural(len(result.expired_consumers), 'consumer')}; "
+        f"earliest={result.earliest_snapshot})"
+    )
+
+
+def orphan_repr(result: OrphanResult) -> str:
+    verb = "would delete" if result.dry_run else "deleted"
+    return (
+        f"OrphanResult({verb} {_plural(len(result.files), 'file')}, "
+        f"{format_bytes(result.bytes)})"
+    )
+
+
+def plan_repr(plan: CompactionPlan) -> str:
+    files = sum(len(task.files) for task in plan.tasks)
+    size = sum(task.file_size for task in plan.tasks)
+    return (
+        f"CompactionPlan(snapshot={plan.snapshot_id}, {_plural(len(plan.tasks), 'task')}, "
+        f"{_plural(files, 'file')}, {format_bytes(size)})"
+    )
+
+
+def progress_text(progress: CompactionProgress) -> str:
+    return (
+        f"{progress.tasks_done}/{progress.tasks_total} tasks: "
+        f"{_plural(progress.files_read, 'file')} ({format_bytes(progress.bytes_read)}) read, "
+        f"{_plural(progress.files_written, 'file')} ({format_bytes(progress.bytes_written)}) "
+        "written"
+    )
+
+
+# ---- HTML ---------------------------------------------------------------------------------------
+
+
+def _e(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _card(title: str, subtitle: str, rows: Iterable[tuple[str, str]]) -> str:
+    """A titled two-column table; ``rows`` hold (escaped label, already escaped HTML)."""
+    body = "".join(
+        f'<tr><th style="{_TH}">{label}</th><td style="{_TD}">{cell}</td></tr>'
+        for label, cell in rows
+    )
+    return (
+        f'<div class="appendtable-repr"><strong>{_e(title)}</strong> <code>{_e(subtitle)}</code>'
+        f'<table style="{_STYLE}">{body}</table></div>'
+    )
+
+
+def _grid(header: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    """A small data table, every cell escaped."""
+    head = "".join(f'<th style="{_TH}">{_e(h)}</th>' for h in header)
+    body = "".join(
+        "<tr>" + "".join(f'<td style="{_TD}">{_e(cell)}</td>' for cell in row) + "</tr>"
+        for row in rows
+    )
+    return f'<table style="{_STYLE}"><tr>{head}</tr>{body}</table>'
+
+
+def _listing(items: Sequence[str]) -> str:
+    """Up to MAX_LISTED items in a collapsed list."""
+    if not items:
+        return "none"
+    shown = "".join(f"<li><code>{_e(item)}</code></li>" for item in items[:MAX_LISTED])
+    more = f"<li>… {len(items) - MAX_LISTED:,} more</li>" if len(items) > MAX_LISTED else ""
+    return (
+        f"<details><summary>{len(items):,}</summary>"
+        f'<ul style="margin:0;padding-left:18px">{shown}{more}</ul></details>'
+    )
+
+
+def table_html(table: Table) -> str:
+    partition_keys = set(table.partition_by)
+    bucket_keys = set(table.bucket_key)
+
+    def role(name: str) -> str:
+        if name in partition_keys:
+            return "partition key"
+        return "bucket key" if name in bucket_keys else ""
+
+    schema = _grid(
+        ["column", "type", "nullable", ""],
+        (
+            (f.name, f.type, "yes" if f.nullable else "no", role(f.name))
+            for f in table.schema
+        ),
+    )
+    options = table.options
+    snapshot, problem = _latest(table)
+    if problem is not None:
+        latest = _e(problem)
+        files = "-"
+    elif snapshot is None:
+        latest, files = "none (empty table)", "0"
+    else:
+        latest = _e(_snapshot_text(snapshot))
+        files = f"{snapshot.total_file_count:,}"
+    rows = [
+        ("schema", schema),
+        ("partitioned by", _e(", ".join(table.partition_by) or "-")),
+        ("layout", _e(_layout_text(table))),
+        (
+            "options",
+            _grid(["key", "value"], sorted(options.items())) if options else "defaults",
+        ),
+        ("latest snapshot", latest),
+        ("data files", files),
+    ]
+    return _card("Table", table.uri, rows)
+
+
+def scan_html(
+    snapshot: Snapshot | None,
+    columns: Sequence[str] | None,
+    row_filter: Filter | None,
+    splits: Sequence[Split] | None,
+) -> str:
+    rows = [
+        ("snapshot", _e(_snapshot_text(snapshot)) if snapshot else "none (empty table)"),
+        ("columns", _e(", ".join(columns)) if columns is not None else "all"),
+        ("filter", f"<code>{_e(filter_text(row_filter))}</code>"),
+    ]
+    if splits is None:
+        rows.append(("plan", "not planned yet (call <code>plan()</code>)"))
+    else:
+        rows.append(("plan", _e(_splits_text(splits))))
+        if splits:
+            rows.append(("splits", _split_grid(splits)))
+    return _card("Scan", f"snapshot {snapshot.id}" if snapshot else "empty table", rows)
+
+
+def _split_grid(splits: Sequence[Split]) -> str:
+    shown = splits[:MAX_LISTED]
+    grid = _grid(
+        ["partition", "bucket", "files", "rows", "size"],
+        (
+            (
+                ", ".join(f"{k}={v}" for k, v in s.partition.items()) or "-",
+                s.bucket,
+                len(s.files),
+                f"{s.row_count:,}",
+                format_bytes(s.file_size),
+            )
+            for s in shown
+        ),
+    )
+    if len(splits) > len(shown):
+        grid += f"<div>… {len(splits) - len(shown):,} more splits</div>"
+    return grid
+
+
+def unit_html(unit: StreamUnit) -> str:
+    rows = [
+        ("kind", _e(f"{unit.commit_kind.value} ({'full read' if unit.full else 'delta'})")),
+        ("rows", f"{unit.row_count:,}"),
+        ("files", f"{unit.file_count:,}"),
+        ("watermark", _e(format_ms(unit.watermark))),
+        ("next", _e(unit.next_position.to_json())),
+    ]
+    if unit.splits:
+        rows.append(("splits", _split_grid(unit.splits)))
+    return _card("StreamUnit", f"snapshot {unit.snapshot_id}", rows)
+
+
+def expire_html(result: ExpireResult) -> str:
+    rows = [
+        ("snapshots", _e(_range(result.expired_snapshots))),
+        ("data files", _listing(result.deleted_data_files)),
+        ("metadata files", _listing(result.deleted_metadata_files)),
+        ("consumers", _listing(result.expired_consumers)),
+        ("earliest retained", _e(result.earliest_snapshot)),
+    ]
+    return _card("ExpireResult", "dry run" if result.dry_run else "done", rows)
+
+
+def orphan_html(result: OrphanResult) -> str:
+    rows = [("files", _listing(result.files)), ("size", _e(format_bytes(result.bytes)))]
+    return _card("OrphanResult", "dry run" if result.dry_run else "deleted", rows)
+
+
+def plan_html(plan: CompactionPlan) -> str:
+    shown = plan.tasks[:MAX_LISTED]
+    grid = _grid(
+        ["partition", "bucket", "files", "size", "kind"],
+        (
+            (
+                task.partition,
+                task.bucket,
+                len(task.files),
+                format_bytes(task.file_size),
+                f"sort by {', '.join(task.sort_by)} ({task.strategy})"
+                if task.sort_by
+                else ("ordered merge" if task.ordered else "merge"),
+            )
+            for task in shown
+        ),
+    )
+    if len(plan.tasks) > len(shown):
+        grid += f"<div>… {len(plan.tasks) - len(shown):,} more tasks</div>"
+    rows = [("summary", _e(plan_repr(plan))), ("tasks", grid if plan.tasks else "none")]
+    return _card("CompactionPlan", f"snapshot {plan.snapshot_id}", rows)

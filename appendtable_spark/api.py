@@ -1,0 +1,163 @@
+"""The adapter's helpers: registration, bucket-aware writes, foreachBatch, compaction."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pyspark.errors import PySparkAttributeError, PySparkNotImplementedError
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+import appendtable as at
+from appendtable_spark.settings import Settings
+from appendtable_spark.source import FORMAT, AppendTableDataSource
+
+__all__ = [
+    "bucket_column",
+    "compact",
+    "create_temp_view",
+    "foreach_batch_sink",
+    "register",
+    "write_table",
+]
+
+
+def register(spark: SparkSession) -> None:
+    """Register the ``appendtable`` format (and enable Python filter pushdown, which the
+    format's reader uses to prune partitions, files and buckets)."""
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    spark.dataSource.register(AppendTableDataSource)
+
+
+def _storage(options: Mapping[str, object] | None) -> dict[str, str]:
+    return {str(k): str(v) for k, v in (options or {}).items()}
+
+
+def bucket_column(uri: str, *, storage_options: Mapping[str, Any] | None = None) -> Column:
+    """``pmod(hash(key...), N)``: the bucket of each row, as Spark computes it natively (it is
+    bit-for-bit the table's own bucket function)."""
+    table = at.open_table(uri, storage_options=storage_options)
+    if table.bucket <= 0:
+        raise at.InvalidOptionError(f"{uri} is not a bucketed table (bucket = {table.bucket})")
+    return F.pmod(F.hash(*[F.col(c) for c in table.bucket_key]), F.lit(table.bucket))
+
+
+def _clustered(df: DataFrame, uri: str, storage_options: Mapping[str, Any] | None) -> DataFrame:
+    """Each bucket in exactly one task (so one writer per bucket per commit, in order)."""
+    try:
+        table = at.open_table(uri, storage_options=storage_options)
+    except at.TableNotFoundError:
+        return df
+    if table.bucket <= 0:
+        return df
+    by = [bucket_column(uri, storage_options=storage_options), *map(F.col, table.partition_by)]
+    return df.repartition(table.bucket, *by)
+
+
+def write_table(
+    df: DataFrame,
+    uri: str,
+    *,
+    mode: str = "append",
+    options: Mapping[str, object] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    partition_by: list[str] | None = None,
+) -> None:
+    """Write ``df`` as one snapshot. For bucketed tables rows are first repartitioned with
+    Spark's native ``pmod(hash(key), N)`` so each bucket has one writer (write order kept).
+    A table that does not exist is created from ``df``'s schema with ``options``."""
+    writer = _clustered(df, uri, storage_options).write.format(FORMAT).mode(mode)
+    for key, value in (options or {}).items():
+        writer = writer.option(key, str(value))
+    for key, value in (storage_options or {}).items():
+        writer = writer.option(f"storage.{key}", value if isinstance(value, str) else _json(value))
+    if partition_by:
+        writer = writer.option("partition-by", ",".join(partition_by))
+    writer.save(uri)
+
+
+def _json(value: object) -> str:
+    return json.dumps(value)
+
+
+def foreach_batch_sink(
+    uri: str,
+    *,
+    commit_user: str | None = None,
+    options: Mapping[str, object] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> Callable[[DataFrame, int], None]:
+    """A ``foreachBatch`` function that appends each micro-batch exactly once.
+
+    Each batch commits idempotently as (commit user, batch id): a batch replayed after a crash
+    (even one between the table commit and Spark's checkpoint commit) is skipped. The commit
+    user must be stable per checkpoint: by default it is derived from the streaming query's id;
+    under Spark Connect that id is not reachable, so ``commit_user`` must be given."""
+
+    def sink(batch: DataFrame, batch_id: int) -> None:
+        user = commit_user or _query_user(batch)
+        table_options = {**(options or {}), "commitUser": user, "commitIdentifier": batch_id}
+        write_table(batch, uri, options=table_options, storage_options=storage_options)
+
+    return sink
+
+
+def _query_user(batch: DataFrame) -> str:
+    try:
+        context = batch.sparkSession.sparkContext
+    except (PySparkAttributeError, PySparkNotImplementedError) as exc:  # Spark Connect
+        raise at.InvalidOptionError(
+            "foreach_batch_sink needs commit_user= under Spark Connect: the streaming query id "
+            "is not reachable there, and without a stable commit user a replayed batch could "
+            "be written twice"
+        ) from exc
+    query_id = context.getLocalProperty("sql.streaming.queryId")
+    if not query_id:
+        raise at.InvalidOptionError(
+            "foreach_batch_sink must run inside foreachBatch of a streaming query, or be given "
+            "commit_user="
+        )
+    return f"spark-query-{query_id}"
+
+
+def create_temp_view(
+    spark: SparkSession, name: str, uri: str, *, options: Mapping[str, object] | None = None
+) -> None:
+    """``CREATE OR REPLACE TEMPORARY VIEW name USING appendtable``: SQL over the table as of
+    now. A temp view is pinned to the snapshot it was created at; re-create it to see newer
+    data (persistent catalog tables do not work with Python data sources)."""
+    clauses = ", ".join(f"`{k}` '{v}'" for k, v in {"path": uri, **(options or {})}.items())
+    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW `{name}` USING {FORMAT} OPTIONS ({clauses})")
+
+
+def compact(
+    spark: SparkSession,
+    uri: str,
+    *,
+    full: bool = False,
+    partitions: list[dict[str, object]] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> at.Snapshot | None:
+    """Compaction with the coordinator on the driver and the rewrites on executors: plan,
+    run every task in Spark, commit one COMPACT snapshot. On a conflict with a concurrent
+    change nothing is applied (CommitConflictError) and the outputs are deleted."""
+    settings = Settings(uri, dict(storage_options or {}))
+    compactor = settings.open().compactor(f"spark-compaction-{spark.sparkContext.applicationId}")
+    plan = compactor.plan(full=full, partitions=partitions)
+    if not plan.tasks:
+        return None
+    payloads = [task.to_bytes() for task in plan.tasks]
+
+    def run(task: bytes) -> bytes:
+        table = settings.open()
+        return table.compactor().run_task(at.CompactionTask.from_bytes(task)).to_bytes()
+
+    rdd = spark.sparkContext.parallelize(payloads, numSlices=len(payloads))
+    messages = [at.CommitMessage.from_bytes(p) for p in rdd.map(run).collect()]
+    try:
+        return compactor.commit(messages)
+    except at.CommitConflictError:
+        compactor.abort(messages)
+        raise

@@ -1,0 +1,96 @@
+"""The options a Spark reader or writer receives, parsed once.
+
+Spark hands a data source its options as strings with case-insensitive keys (``path`` holds the
+``load``/``save`` argument). Keys starting with ``storage.`` become fsspec storage options (for
+example ``storage.key``, ``storage.client_kwargs`` as JSON); keys the table format knows (such as
+``bucket``, ``scan.mode``, ``consumer-id``) go to the table or the stream; the rest are the
+adapter's own.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import appendtable as at
+
+__all__ = ["Settings"]
+
+#: Options of the adapter itself (lower-case, as Spark delivers them).
+ADAPTER_OPTIONS = frozenset(
+    {
+        "path",
+        "columns",
+        "partition-by",
+        "partitionby",
+        "__partition_columns",
+        "commituser",
+        "commitidentifier",
+        "txnappid",
+        "txnversion",
+        "maxfilespertrigger",
+        "maxrowspertrigger",
+        "splittargetbytes",
+        "checkpointlocation",
+    }
+)
+
+
+def _storage_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+@dataclass(frozen=True)
+class Settings:
+    uri: str
+    storage_options: dict[str, Any] = field(default_factory=dict)
+    format_options: dict[str, str] = field(default_factory=dict)
+    adapter: dict[str, str] = field(default_factory=dict)
+
+    @staticmethod
+    def parse(options: Mapping[str, str]) -> Settings:
+        lowered = {str(k).lower(): str(v) for k, v in dict(options).items()}
+        path = lowered.get("path")
+        if not path:
+            raise at.InvalidOptionError(
+                "no table location: use .load(uri) / .save(uri) or .option('path', uri)"
+            )
+        if path.startswith("file:"):
+            path = path[len("file:") :]
+            if path.startswith("//"):
+                path = path[2:]
+        storage = {
+            key[len("storage.") :]: _storage_value(value)
+            for key, value in lowered.items()
+            if key.startswith("storage.")
+        }
+        adapter = {k: v for k, v in lowered.items() if k in ADAPTER_OPTIONS}
+        format_options = {
+            key: value
+            for key, value in lowered.items()
+            if key not in ADAPTER_OPTIONS and not key.startswith("storage.")
+        }
+        return Settings(path, storage, format_options, adapter)
+
+    def open(self) -> at.Table:
+        return at.open_table(self.uri, storage_options=self.storage_options)
+
+    def columns(self) -> list[str] | None:
+        text = self.adapter.get("columns")
+        return [c.strip() for c in text.split(",") if c.strip()] if text else None
+
+    def partition_by(self) -> list[str]:
+        text = self.adapter.get("partition-by") or self.adapter.get("partitionby")
+        if text:
+            return [c.strip() for c in text.split(",") if c.strip()]
+        spark_given = self.adapter.get("__partition_columns")
+        return list(json.loads(spark_given)) if spark_given else []
+
+    def integer(self, key: str) -> int | None:
+        value = self.adapter.get(key)
+        return int(value) if value not in (None, "") else None

@@ -1,0 +1,291 @@
+"""The Spark adapter against a real local Spark session (marker ``spark``)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import appendtable as at
+from appendtable.planning.bucket import bucket_ids
+
+pytestmark = pytest.mark.spark
+
+pyspark = pytest.importorskip("pyspark")
+appendtable_spark = pytest.importorskip("appendtable_spark")
+
+
+@pytest.fixture(scope="module")
+def spark_at(spark: Any) -> Any:
+    appendtable_spark.register(spark)
+    return spark
+
+
+EVENTS = pa.schema(
+    [
+        ("day", pa.date32()),
+        ("key", pa.int64()),
+        ("seq", pa.int64()),
+        ("name", pa.string()),
+    ]
+)
+
+
+def _events(start: int, rows: int, days: int = 2) -> pa.Table:
+    return pa.table(
+        {
+            "day": pa.array(
+                [dt.date(2024, 1, 1) + dt.timedelta(days=i % days) for i in range(rows)],
+                pa.date32(),
+            ),
+            "key": pa.array([(start + i) * 7 % 11 for i in range(rows)], pa.int64()),
+            "seq": pa.array(range(start, start + rows), pa.int64()),
+            "name": [f"n{i}" for i in range(start, start + rows)],
+        },
+        schema=EVENTS,
+    )
+
+
+def test_batch_read_of_every_type(spark_at: Any, tmp_path: Path) -> None:
+    schema = pa.schema(
+        [
+            ("i8", pa.int8()),
+            ("u32", pa.uint32()),
+            ("u64", pa.uint64()),
+            ("f", pa.float32()),
+            ("s", pa.large_string()),
+            ("b", pa.binary()),
+            ("d", pa.date32()),
+            ("ts_utc", pa.timestamp("us", tz="UTC")),
+            ("ts_ny", pa.timestamp("ms", tz="America/New_York")),
+            ("ts_ntz", pa.timestamp("ns")),
+            ("dec", pa.decimal128(20, 4)),
+            ("tags", pa.list_(pa.string())),
+            ("point", pa.struct([("x", pa.int32()), ("y", pa.float64())])),
+            ("attrs", pa.map_(pa.string(), pa.int64())),
+        ]
+    )
+    row = {
+        "i8": -3,
+        "u32": 4_000_000_000,
+        "u64": 2**63 + 5,
+        "f": 1.5,
+        "s": "ünïcode",
+        "b": b"\x00\x01",
+        "d": dt.date(2024, 2, 29),
+        "ts_utc": dt.datetime(2024, 1, 1, 12, tzinfo=dt.UTC),
+        "ts_ny": dt.datetime(2024, 1, 1, 12, tzinfo=dt.UTC),
+        "ts_ntz": dt.datetime(2024, 1, 1, 8, 30),
+        "dec": decimal.Decimal("12345.6789"),
+        "tags": ["a", "b"],
+        "point": {"x": 1, "y": 2.5},
+        "attrs": [("k", 1)],
+    }
+    uri = str(tmp_path / "types")
+    table = at.create_table(uri, schema)
+    table.append(pa.Table.from_pylist([row], schema=schema))
+    df = spark_at.read.format("appendtable").load(uri)
+    types = {f.name: f.dataType.simpleString() for f in df.schema.fields}
+    assert types["u32"] == "bigint" and types["u64"] == "decimal(20,0)"
+    assert types["ts_utc"] == "timestamp" and types["ts_ntz"] == "timestamp_ntz"
+    assert types["attrs"] == "map<string,bigint>"
+    got = df.collect()[0].asDict(recursive=True)
+    assert got["u64"] == decimal.Decimal(2**63 + 5)
+    assert got["s"] == "ünïcode" and got["dec"] == decimal.Decimal("12345.6789")
+    assert got["ts_ntz"] == dt.datetime(2024, 1, 1, 8, 30)
+    assert got["tags"] == ["a", "b"] and got["point"] == {"x": 1, "y": 2.5}
+    assert got["attrs"] == {"k": 1}
+
+
+def test_batch_round_trip_pinning_time_travel_and_pruning(spark_at: Any, tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    table = at.create_table(
+        uri, EVENTS, partition_by=["day"], options={"bucket": 4, "bucket-key": "key"}
+    )
+    table.append(_events(0, 500))
+    df = spark_at.read.format("appendtable").load(uri)  # pins snapshot 1
+    table.append(_events(500, 500))
+    assert df.count() == 500
+    assert df.filter("key >= 0").count() == 500  # re-planned scans stay on the pinned snapshot
+    assert spark_at.read.format("appendtable").load(uri).count() == 1000
+    old = spark_at.read.format("appendtable").option("scan.snapshot-id", "1").load(uri)
+    assert old.count() == 500
+    point = spark_at.read.format("appendtable").load(uri).filter("key = 3 AND day = '2024-01-02'")
+    rows = sorted(r.seq for r in point.collect())
+    expected = sorted(
+        r["seq"]
+        for r in table.scan().to_arrow().to_pylist()
+        if r["key"] == 3 and r["day"] == dt.date(2024, 1, 2)
+    )
+    assert rows == expected
+
+
+def test_batch_write_append_overwrite_and_create(spark_at: Any, tmp_path: Path) -> None:
+    uri = str(tmp_path / "w")
+    source = spark_at.createDataFrame(_events(0, 300).to_pandas())
+    appendtable_spark.write_table(
+        source,
+        uri,
+        options={"bucket": 3, "bucket-key": "key"},
+        partition_by=["day"],
+    )
+    table = at.open_table(uri)
+    assert table.partition_by == ["day"] and table.bucket == 3
+    snapshots = table.snapshots()
+    assert len(snapshots) == 1 and snapshots[0].kind == at.CommitKind.APPEND  # one snapshot
+    assert sorted(table.scan().to_arrow().column("seq").to_pylist()) == list(range(300))
+    # the Spark-side bucketing equals the core's: each file holds rows of its own bucket only
+    for split in table.scan().plan():
+        keys = pa.concat_tables([pa.Table.from_batches([b]) for b in table.read(split)])
+        assert set(bucket_ids([keys.column("key")], 3).tolist()) == {split.bucket}
+    spark_at.createDataFrame(_events(1000, 10).to_pandas()).write.format("appendtable").mode(
+        "overwrite"
+    ).save(uri)
+    assert sorted(at.open_table(uri).scan().to_arrow().column("seq").to_pylist()) == list(
+        range(1000, 1010)
+    )
+    assert at.open_table(uri).latest_snapshot().kind == at.CommitKind.OVERWRITE  # type: ignore[union-attr]
+
+
+def test_batch_write_rejects_mismatched_schemas_before_writing(
+    spark_at: Any, tmp_path: Path
+) -> None:
+    uri = str(tmp_path / "strict")
+    at.create_table(uri, EVENTS)
+    wrong = spark_at.createDataFrame(
+        [("2024-01-01", "7", 1, "x")], "day string, key string, seq long, name string"
+    )
+    with pytest.raises(Exception, match="cannot be safely cast"):
+        wrong.write.format("appendtable").mode("append").save(uri)
+    extra = spark_at.createDataFrame(_events(0, 2).to_pandas()).withColumnRenamed("name", "nom")
+    with pytest.raises(Exception, match="'nom' is not in the table schema"):
+        extra.write.format("appendtable").mode("append").save(uri)
+    assert at.open_table(uri).latest_snapshot() is None
+    assert not list((tmp_path / "strict").glob("**/*.parquet"))
+
+
+def test_failed_task_leaves_no_visible_rows_and_no_files(spark_at: Any, tmp_path: Path) -> None:
+    uri = str(tmp_path / "fail")
+    at.create_table(uri, pa.schema([("id", pa.int64(), False), ("v", pa.int64())]))
+    ok = spark_at.range(0, 10).selectExpr("id", "id AS v")
+    ok.write.format("appendtable").mode("append").save(uri)
+    nulls = spark_at.range(0, 1000, numPartitions=4).selectExpr(
+        "CASE WHEN id = 900 THEN NULL ELSE id END AS id", "id AS v"
+    )
+    with pytest.raises(Exception, match="not nullable"):
+        nulls.write.format("appendtable").mode("append").save(uri)
+    table = at.open_table(uri)
+    assert table.scan().count() == 10
+    files = {p.name for p in (tmp_path / "fail").glob("**/*.parquet")}
+    assert files == {Path(p).name for p in table.files().column("path").to_pylist()}
+
+
+def test_stream_read_keeps_bucket_order_and_respects_limits(spark_at: Any, tmp_path: Path) -> None:
+    uri = str(tmp_path / "s")
+    table = at.create_table(
+        uri, EVENTS, options={"bucket": 2, "bucket-key": "key", "write-only": True}
+    )
+    for i in range(6):
+        table.append(_events(i * 50, 50))
+    table.compact(full=True)  # a COMPACT snapshot in the middle must not re-emit rows
+    table.append(_events(300, 50))
+    seen: list[tuple[int, int, int]] = []
+
+    def collect(batch: Any, batch_id: int) -> None:
+        seen.extend((batch_id, r.key, r.seq) for r in batch.collect())
+
+    query = (
+        spark_at.readStream.format("appendtable")
+        .option("scan.mode", "from-snapshot")
+        .option("scan.snapshot-id", "1")
+        .option("consumer-id", "spark-reader")
+        .option("maxFilesPerTrigger", "3")
+        .load(uri)
+        .writeStream.foreachBatch(collect)
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(120)
+    assert sorted(s for _, _, s in seen) == list(range(350))  # nothing twice, nothing lost
+    assert len({b for b, _, _ in seen}) >= 3  # admission control split it into micro-batches
+    by_bucket: dict[int, list[int]] = {}
+    keys = pa.array([k for _, k, _ in seen], pa.int64())
+    for (_, _, seq), bucket in zip(seen, bucket_ids([keys], 2).tolist(), strict=True):
+        by_bucket.setdefault(bucket, []).append(seq)
+    for seqs in by_bucket.values():
+        assert seqs == sorted(seqs)  # per-bucket write order within and across micro-batches
+    # a second run resumes from the checkpoint: only new rows
+    table.append(_events(350, 20))
+    seen.clear()
+    query = (
+        spark_at.readStream.format("appendtable")
+        .option("consumer-id", "spark-reader")
+        .load(uri)
+        .writeStream.foreachBatch(collect)
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(120)
+    assert sorted(s for _, _, s in seen) == list(range(350, 370))
+    assert "spark-reader" in at.open_table(uri).consumers()
+
+
+def test_stream_sink_and_foreach_batch_are_idempotent(spark_at: Any, tmp_path: Path) -> None:
+    source_uri, sink_uri, fb_uri = (str(tmp_path / n) for n in ("src", "sink", "fb"))
+    source = at.create_table(source_uri, EVENTS, options={"write-only": True})
+    for i in range(3):
+        source.append(_events(i * 10, 10))
+    stream = (
+        spark_at.readStream.format("appendtable")
+        .option("scan.mode", "from-snapshot")
+        .option("scan.snapshot-id", "1")
+    )
+    sink = (
+        stream.load(source_uri)
+        .writeStream.format("appendtable")
+        .option("checkpointLocation", str(tmp_path / "c1"))
+        .trigger(availableNow=True)
+        .start(sink_uri)
+    )
+    sink.awaitTermination(120)
+    fb = (
+        stream.load(source_uri)
+        .writeStream.foreachBatch(appendtable_spark.foreach_batch_sink(fb_uri))
+        .option("checkpointLocation", str(tmp_path / "c2"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    fb.awaitTermination(120)
+    for uri in (sink_uri, fb_uri):
+        table = at.open_table(uri)
+        assert sorted(table.scan().to_arrow().column("seq").to_pylist()) == list(range(30))
+        users = {s.commit_user for s in table.snapshots()}
+        assert len(users) == 1 and next(iter(users)).startswith("spark-query-")
+    # replaying a batch id of the same query is a no-op
+    table = at.open_table(fb_uri)
+    user = table.latest_snapshot().commit_user  # type: ignore[union-attr]
+    replay = spark_at.createDataFrame(_events(0, 10).to_pandas())
+    appendtable_spark.foreach_batch_sink(fb_uri, commit_user=user)(replay, 0)
+    assert at.open_table(fb_uri).scan().count() == 30
+
+
+def test_temp_view_and_distributed_compaction(spark_at: Any, tmp_path: Path) -> None:
+    uri = str(tmp_path / "v")
+    table = at.create_table(uri, EVENTS, partition_by=["day"], options={"write-only": True})
+    for i in range(6):
+        table.append(_events(i * 20, 20))
+    appendtable_spark.create_temp_view(spark_at, "events_view", uri)
+    total = spark_at.sql("SELECT count(*) AS n, max(seq) AS m FROM events_view").collect()[0]
+    assert (total.n, total.m) == (120, 119)
+    snapshot = appendtable_spark.compact(spark_at, uri)
+    assert snapshot is not None and snapshot.kind == at.CommitKind.COMPACT
+    assert at.open_table(uri).files().num_rows == 2
+    assert sorted(at.open_table(uri).scan().to_arrow().column("seq").to_pylist()) == list(
+        range(120)
+    )

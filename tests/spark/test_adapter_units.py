@@ -1,0 +1,99 @@
+"""Pure parts of the Spark adapter: filter translation and split packing (no session)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+pytest.importorskip("pyspark")
+
+from pyspark.sql.datasource import (
+    EqualTo,
+    GreaterThan,
+    In,
+    IsNotNull,
+    IsNull,
+    LessThanOrEqual,
+    Not,
+    StringStartsWith,
+)
+
+import appendtable as at
+from appendtable_spark.reader import pack, to_terms
+from appendtable_spark.settings import Settings
+
+
+def test_spark_filters_become_core_terms() -> None:
+    filters = [
+        EqualTo(("key",), 5),
+        GreaterThan(("seq",), 10),
+        LessThanOrEqual(("seq",), 20),
+        In(("key",), [1, 2]),
+        In(("key",), [1, None]),  # a null in the list: not pushed
+        IsNull(("name",)),
+        IsNotNull(("key",)),
+        Not(EqualTo(("key",), 3)),
+        StringStartsWith(("name",), "a"),  # not supported: left to Spark
+        EqualTo(("nested", "field"), 1),  # nested: not pushed
+        EqualTo(("unknown",), 1),
+        GreaterThan(("ts",), dt.datetime(2024, 1, 1, 1, tzinfo=dt.timezone(dt.timedelta(hours=1)))),
+    ]
+    terms = to_terms(filters, {"key", "seq", "name", "ts"})
+    assert terms == [
+        ("key", "=", 5),
+        ("seq", ">", 10),
+        ("seq", "<=", 20),
+        ("key", "in", [1, 2]),
+        ("name", "is null"),
+        ("key", "is not null"),
+        ("key", "!=", 3),
+        ("ts", ">", dt.datetime(2024, 1, 1, 0, tzinfo=dt.UTC)),
+    ]
+
+
+def _split(size: int, index: int) -> at.Split:
+    meta = at.DataFileMeta(f"f{index}", size, 1, index, index, 0, 0, 0)
+    return at.Split(
+        snapshot_id=1,
+        partition_keys=(),
+        partition_types=(),
+        partition_values=(),
+        bucket=index % 2,
+        files=(meta,),
+    )
+
+
+def test_splits_are_packed_in_order_into_few_tasks() -> None:
+    splits = [_split(size, i) for i, size in enumerate([40, 40, 40, 100, 10, 10, 10])]
+    groups = pack(splits, 100)
+    assert [[s.files[0].path for s in g] for g in groups] == [
+        ["f0", "f1"],
+        ["f2"],
+        ["f3"],
+        ["f4", "f5", "f6"],
+    ]
+    assert [s for g in groups for s in g] == splits
+
+
+def test_settings_split_storage_table_and_adapter_options() -> None:
+    settings = Settings.parse(
+        {
+            "path": "file:///tmp/x",
+            "storage.key": "k",
+            "storage.client_kwargs": '{"endpoint_url": "http://127.0.0.1:9000"}',
+            "bucket": "4",
+            "maxFilesPerTrigger": "3",
+            "columns": "a, b",
+        }
+    )
+    assert settings.uri == "/tmp/x"
+    assert settings.storage_options == {
+        "key": "k",
+        "client_kwargs": {"endpoint_url": "http://127.0.0.1:9000"},
+    }
+    assert settings.format_options == {"bucket": "4"}
+    assert settings.integer("maxfilespertrigger") == 3
+    assert settings.columns() == ["a", "b"]
+    with pytest.raises(at.InvalidOptionError, match="no table location"):
+        Settings.parse({})
