@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import multiprocessing
 from typing import Any
 
 import pyarrow as pa
 import pytest
 
 import appendtable as at
+from tests.helpers.processes import run_in_processes
 
 SCHEMA = pa.schema([("writer", pa.int32()), ("n", pa.int32())])
 
@@ -27,17 +27,7 @@ def _append_many(uri: str, writer: int, commits: int, queue: Any) -> None:
 def test_two_processes_append_200_times_each(tmp_path: Any) -> None:
     uri = str(tmp_path / "t")
     at.create_table(uri, SCHEMA, options={"commit.min-retry-wait": "1 ms"})
-    context = multiprocessing.get_context("spawn")
-    queue = context.Queue()
-    processes = [
-        context.Process(target=_append_many, args=(uri, writer, 200, queue)) for writer in (0, 1)
-    ]
-    for process in processes:
-        process.start()
-    results = dict(queue.get(timeout=300) for _ in processes)
-    for process in processes:
-        process.join(timeout=60)
-        assert process.exitcode == 0
+    results = dict(run_in_processes(_append_many, [(uri, writer, 200) for writer in (0, 1)]))
     table = at.open_table(uri)
     rows = table.scan().to_arrow().to_pylist()
     assert sorted((r["writer"], r["n"]) for r in rows) == [

@@ -9,13 +9,14 @@ from typing import Any
 import pytest
 
 from appendtable.storage import LocalStorage
+from tests.helpers.processes import run_in_processes
 
 
 def _racer(root: str, name: int, rounds: int, barrier: Any, queue: Any) -> None:
     storage = LocalStorage(root)
     won = []
     for index in range(rounds):
-        barrier.wait()
+        barrier.wait(timeout=60)
         if storage.put_if_absent(f"snapshot/snapshot-{index}", f"{name}:{index}".encode()):
             won.append(index)
     queue.put((name, won))
@@ -23,19 +24,11 @@ def _racer(root: str, name: int, rounds: int, barrier: Any, queue: Any) -> None:
 
 @pytest.mark.slow
 def test_processes_racing_on_names_have_exactly_one_winner(tmp_path: Path) -> None:
-    context = multiprocessing.get_context("spawn")
-    barrier = context.Barrier(3)
-    queue = context.Queue()
+    barrier = multiprocessing.get_context("spawn").Barrier(3)
     rounds = 150
-    processes = [
-        context.Process(target=_racer, args=(str(tmp_path), n, rounds, barrier, queue))
-        for n in range(3)
-    ]
-    for process in processes:
-        process.start()
-    results = dict(queue.get(timeout=120) for _ in processes)
-    for process in processes:
-        process.join(timeout=30)
+    results = dict(
+        run_in_processes(_racer, [(str(tmp_path), n, rounds, barrier) for n in range(3)])
+    )
     wins = sorted(index for won in results.values() for index in won)
     assert wins == list(range(rounds))  # every round exactly one winner
     storage = LocalStorage(str(tmp_path))

@@ -12,6 +12,7 @@ import pytest
 
 import appendtable as at
 from appendtable.planning.bucket import bucket_ids
+from tests.helpers.processes import run_in_processes
 
 SCHEMA = pa.schema([("key", pa.int64()), ("seq", pa.int64())])
 COMMITS = 60
@@ -57,20 +58,16 @@ def test_writer_and_two_bucket_split_readers(tmp_path: Path) -> None:
         name: int(sum(1 for b in buckets if b in subset))
         for name, subset in (("r1", {0, 1}), ("r2", {2, 3}))
     }
-    context = multiprocessing.get_context("spawn")
-    queue = context.Queue()
-    readers = [
-        context.Process(target=_reader, args=(uri, "r1", [0, 1], expected["r1"], queue)),
-        context.Process(target=_reader, args=(uri, "r2", [2, 3], expected["r2"], queue)),
-    ]
-    writer = context.Process(target=_writer, args=(uri,))
-    for process in readers:
-        process.start()
+    writer = multiprocessing.get_context("spawn").Process(target=_writer, args=(uri,))
     writer.start()
-    results = dict(queue.get(timeout=180) for _ in readers)
+    results = dict(
+        run_in_processes(
+            _reader,
+            [(uri, "r1", [0, 1], expected["r1"]), (uri, "r2", [2, 3], expected["r2"])],
+        )
+    )
     writer.join(timeout=60)
-    for process in readers:
-        process.join(timeout=30)
+    assert writer.exitcode == 0
     everything = sorted(seq for rows in results.values() for _, seq in rows)
     assert everything == list(range(COMMITS * ROWS))  # exactly once across both readers
     for name, subset in (("r1", {0, 1}), ("r2", {2, 3})):
