@@ -36,7 +36,7 @@ def _die() -> None:
 
 
 class KillingStreamWriter(StreamWriter):
-    def commit(self, messages: Any, batchId: int) -> None:  # noqa: N803
+    def commit(self, messages: Any, batchId: int) -> None:
         super().commit(messages, batchId)
         if batchId == KILL_AFTER:
             _die()
@@ -47,7 +47,7 @@ class KillingSource(AppendTableDataSource):
     def name(cls) -> str:
         return "appendtable_killing"
 
-    def streamWriter(self, schema: Any, overwrite: bool) -> StreamWriter:  # noqa: N802
+    def streamWriter(self, schema: Any, overwrite: bool) -> StreamWriter:
         writer = super().streamWriter(schema, overwrite)
         killing = KillingStreamWriter.__new__(KillingStreamWriter)
         killing.__dict__.update(writer.__dict__)
