@@ -289,3 +289,42 @@ def test_temp_view_and_distributed_compaction(spark_at: Any, tmp_path: Path) -> 
     assert sorted(at.open_table(uri).scan().to_arrow().column("seq").to_pylist()) == list(
         range(120)
     )
+
+
+def test_stream_write_sets_watermarks_for_bounded_reads(spark_at: Any, tmp_path: Path) -> None:
+    schema = pa.schema([("event_time", pa.timestamp("us", tz="UTC")), ("seq", pa.int64())])
+    source_uri, sink_uri = str(tmp_path / "ws"), str(tmp_path / "wt")
+    source = at.create_table(source_uri, schema, options={"write-only": True})
+    base = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
+    for minute in range(4):  # one snapshot per minute of event time
+        times = [base + dt.timedelta(minutes=minute, seconds=s) for s in range(10)]
+        source.append(
+            pa.table(
+                {"event_time": times, "seq": range(minute * 10, minute * 10 + 10)}, schema=schema
+            )
+        )
+    at.create_table(
+        sink_uri,
+        schema,
+        options={"watermark.column": "event_time", "watermark.delay": "30 s", "write-only": True},
+    )
+    query = (
+        spark_at.readStream.format("appendtable")
+        .option("scan.mode", "from-snapshot")
+        .option("scan.snapshot-id", "1")
+        .option("maxFilesPerTrigger", "1")
+        .load(source_uri)
+        .writeStream.format("appendtable")
+        .option("checkpointLocation", str(tmp_path / "wc"))
+        .trigger(availableNow=True)
+        .start(sink_uri)
+    )
+    query.awaitTermination(120)
+    sink = at.open_table(sink_uri)
+    marks = [s.watermark for s in sink.snapshots()]
+    start_ms = int(base.timestamp() * 1000)
+    assert marks == [start_ms + m * 60_000 + 9_000 - 30_000 for m in range(4)]  # max - delay
+    bound = start_ms + 60_000  # ends before the snapshot whose watermark passes minute 1
+    reader = sink.stream(mode="from-snapshot", snapshot_id=1, bounded_watermark=bound)
+    rows = [r["seq"] for batch in reader for r in batch.to_pylist()]
+    assert sorted(rows) == list(range(20)) and reader.finished
