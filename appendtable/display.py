@@ -101,11 +101,18 @@ def _value_text(value: object) -> str:
     return str(value)
 
 
+def _python(value: object, predicate: Predicate) -> object:
+    try:
+        return to_python(value, predicate.type)
+    except (OverflowError, ValueError):  # beyond what datetime can hold: the stored value
+        return value
+
+
 def _predicate_text(predicate: Predicate) -> str:
     op = predicate.op
     if op in ("is null", "is not null"):
         return f"{predicate.column} {op}"
-    values = [_value_text(to_python(v, predicate.type)) for v in predicate.values]
+    values = [_value_text(_python(v, predicate)) for v in predicate.values]
     if op in ("in", "not in"):
         return f"{predicate.column} {op} ({', '.join(values)})"
     return f"{predicate.column} {op} {values[0]}"
@@ -207,8 +214,7 @@ def expire_repr(result: ExpireResult) -> str:
 def orphan_repr(result: OrphanResult) -> str:
     verb = "would delete" if result.dry_run else "deleted"
     return (
-        f"OrphanResult({verb} {_plural(len(result.files), 'file')}, "
-        f"{format_bytes(result.bytes)})"
+        f"OrphanResult({verb} {_plural(len(result.files), 'file')}, {format_bytes(result.bytes)})"
     )
 
 
@@ -282,10 +288,7 @@ def table_html(table: Table) -> str:
 
     schema = _grid(
         ["column", "type", "nullable", ""],
-        (
-            (f.name, f.type, "yes" if f.nullable else "no", role(f.name))
-            for f in table.schema
-        ),
+        ((f.name, f.type, "yes" if f.nullable else "no", role(f.name)) for f in table.schema),
     )
     options = table.options
     snapshot, problem = _latest(table)

@@ -146,21 +146,19 @@ def typed_value(text: str, dtype: pa.DataType, column: str) -> object:
         if pa.types.is_time(dtype):
             return dt.time.fromisoformat(text)
     except (ValueError, decimal.InvalidOperation):
-        raise UsageError(
-            f"value {text!r} is not a valid {dtype} (column '{column}')"
-        ) from None
+        raise UsageError(f"value {text!r} is not a valid {dtype} (column '{column}')") from None
     raise UsageError(f"column '{column}' has type {dtype}, which cannot be compared with a value")
 
 
 def _column_type(schema: pa.Schema, column: str, what: str) -> pa.DataType:
     if column not in schema.names:
-        raise UsageError(
-            f"{what}: unknown column '{column}' (columns: {', '.join(schema.names)})"
-        )
+        raise UsageError(f"{what}: unknown column '{column}' (columns: {', '.join(schema.names)})")
     return schema.field(column).type
 
 
-def parse_partition(text: str, schema: pa.Schema, partition_keys: Sequence[str]) -> dict[str, object]:
+def parse_partition(
+    text: str, schema: pa.Schema, partition_keys: Sequence[str]
+) -> dict[str, object]:
     """``"day=2024-05-01,region=eu"`` as a static partition spec with typed values."""
     spec: dict[str, object] = {}
     for item in text.split(","):
@@ -170,9 +168,13 @@ def parse_partition(text: str, schema: pa.Schema, partition_keys: Sequence[str])
             raise UsageError(f"--partition expects KEY=VALUE[,KEY=VALUE], got {text!r}")
         if key not in partition_keys:
             keys = ", ".join(partition_keys) or "none"
-            raise UsageError(f"--partition: '{key}' is not a partition key (partition keys: {keys})")
+            raise UsageError(
+                f"--partition: '{key}' is not a partition key (partition keys: {keys})"
+            )
         dtype = _column_type(schema, key, "--partition")
-        spec[key] = None if value.strip().lower() == "null" else typed_value(value.strip(), dtype, key)
+        spec[key] = (
+            None if value.strip().lower() == "null" else typed_value(value.strip(), dtype, key)
+        )
     return spec
 
 

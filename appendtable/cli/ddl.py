@@ -175,7 +175,7 @@ class _Parser:
 
     def name(self) -> str:
         self.skip()
-        if self.pos < len(self.text) and self.text[self.pos] in "`\"":
+        if self.pos < len(self.text) and self.text[self.pos] in '`"':
             quote = self.text[self.pos]
             end = self.text.find(quote, self.pos + 1)
             if end < 0:
@@ -198,7 +198,7 @@ class _Parser:
             if self.pos >= len(self.text):
                 break
             fields.append(self.field())
-            if self.accept(",", newlines=False) is None and self.accept("\n") is None:
+            if self.accept(",\n", newlines=False) is None:
                 self.skip()
                 if self.pos < len(self.text):
                     raise self.fail("expected ',' between columns")
@@ -300,7 +300,9 @@ class _Parser:
             if size is None:
                 close = self._open()
                 if close is None:
-                    raise self.fail("'fixed_size_list' needs a size, as in fixed_size_list<int32>[3]")
+                    raise self.fail(
+                        "'fixed_size_list' needs a size, as in fixed_size_list<int32>[3]"
+                    )
                 size = self.number("a list size")
                 self.expect(close)
             return pa.list_(item, size)
@@ -355,7 +357,7 @@ class _Parser:
             if after < len(self.text) and self.text[after] == ":":
                 name = match.group(0)
                 self.pos = after + 1
-        if self.pos == start and self.peek("`\"") is not None:
+        if self.pos == start and self.peek('`"') is not None:
             name = self.name()
             self.expect(":")
         dtype = self.type()

@@ -6,7 +6,6 @@ read. The text table sizes its columns on the first rows it sees and truncates w
 
 from __future__ import annotations
 
-import base64
 import csv
 import datetime as dt
 import decimal
@@ -43,13 +42,24 @@ def format_bytes(size: float) -> str:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+def _iso(moment: dt.datetime, sep: str) -> str:
+    """ISO 8601 with as many fractional digits as needed, UTC as Z."""
+    if moment.microsecond == 0:
+        spec = "seconds"
+    elif moment.microsecond % 1000 == 0:
+        spec = "milliseconds"
+    else:
+        spec = "microseconds"
+    return moment.isoformat(sep=sep, timespec=spec).replace("+00:00", "Z")
+
+
 def _jsonable(value: object) -> object:
     """A JSON-ready value: ISO dates and times, decimals as strings (exact), binary as 0x-hex,
     map entries as [key, value] pairs."""
     if value is None or isinstance(value, bool | int | float | str):
         return value
     if isinstance(value, dt.datetime):
-        return value.isoformat().replace("+00:00", "Z")
+        return _iso(value, "T")
     if isinstance(value, dt.date | dt.time):
         return value.isoformat()
     if isinstance(value, decimal.Decimal):
@@ -73,7 +83,7 @@ def cell_text(value: object, *, null: str = "null") -> str:
     if isinstance(value, float):
         return repr(value)
     if isinstance(value, dt.datetime):
-        return value.isoformat(sep=" ").replace("+00:00", "Z")
+        return _iso(value, " ")
     if isinstance(value, dict | list | tuple):
         return json.dumps(_jsonable(value), ensure_ascii=False)
     jsonable = _jsonable(value)
@@ -230,7 +240,7 @@ def print_pairs(out: IO[str], pairs: Iterable[tuple[str, object]]) -> None:
 
 def progress_bar(fraction: float, width: int = 24) -> str:
     fraction = min(1.0, max(0.0, fraction))
-    filled = int(round(fraction * width))
+    filled = round(fraction * width)
     return "[" + "#" * filled + "-" * (width - filled) + f"] {fraction * 100:3.0f}%"
 
 

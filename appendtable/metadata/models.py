@@ -302,7 +302,11 @@ class Split(msgspec.Struct, frozen=True, kw_only=True):
         return sum(f.file_size for f in self.files)
 
     def _partition_text(self) -> str:
-        return ", ".join(f"{k}={v}" for k, v in self.partition.items()) or "-"
+        try:
+            values = self.partition
+        except (OverflowError, ValueError):  # a stored value Python cannot represent
+            values = dict(zip(self.partition_keys, self.partition_values, strict=True))
+        return ", ".join(f"{k}={v}" for k, v in values.items()) or "-"
 
     def __repr__(self) -> str:
         return (

@@ -267,6 +267,11 @@ def test_stream_sink_and_foreach_batch_are_idempotent(spark_at: Any, tmp_path: P
         assert sorted(table.scan().to_arrow().column("seq").to_pylist()) == list(range(30))
         users = {s.commit_user for s in table.snapshots()}
         assert len(users) == 1 and next(iter(users)).startswith("spark-query-")
+    # outside foreachBatch (no query id) and without commit_user it refuses to guess
+    with pytest.raises(at.InvalidOptionError, match="commit_user"):
+        appendtable_spark.foreach_batch_sink(fb_uri)(
+            spark_at.createDataFrame(_events(0, 1).to_pandas()), 9
+        )
     # replaying a batch id of the same query is a no-op
     table = at.open_table(fb_uri)
     user = table.latest_snapshot().commit_user  # type: ignore[union-attr]
@@ -283,12 +288,13 @@ def test_temp_view_and_distributed_compaction(spark_at: Any, tmp_path: Path) -> 
     appendtable_spark.create_temp_view(spark_at, "events_view", uri)
     total = spark_at.sql("SELECT count(*) AS n, max(seq) AS m FROM events_view").collect()[0]
     assert (total.n, total.m) == (120, 119)
+    spark_at.sql("INSERT INTO events_view SELECT day, key, seq + 1000, name FROM events_view")
+    assert at.open_table(uri).scan().count() == 240
     snapshot = appendtable_spark.compact(spark_at, uri)
     assert snapshot is not None and snapshot.kind == at.CommitKind.COMPACT
     assert at.open_table(uri).files().num_rows == 2
-    assert sorted(at.open_table(uri).scan().to_arrow().column("seq").to_pylist()) == list(
-        range(120)
-    )
+    seqs = sorted(at.open_table(uri).scan().to_arrow().column("seq").to_pylist())
+    assert seqs == list(range(120)) + list(range(1000, 1120))
 
 
 def test_stream_write_sets_watermarks_for_bounded_reads(spark_at: Any, tmp_path: Path) -> None:

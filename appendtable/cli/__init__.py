@@ -1,0 +1,352 @@
+"""The ``appendtable`` command line: create, load, inspect, tail and maintain tables.
+
+Run ``appendtable --help`` or ``appendtable COMMAND --help``. Errors print one ``error: ...``
+line on stderr; the exit code is 2 when the command line itself is wrong and 1 when the
+operation failed (``--debug`` adds the traceback). Only the public API of :mod:`appendtable` is
+used, so everything here can be done from Python as well.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import textwrap
+import traceback
+from collections.abc import Callable, Sequence
+
+import appendtable as at
+from appendtable.cli.arguments import parse_storage_options
+from appendtable.cli.commands import (
+    Context,
+    run_append,
+    run_create,
+    run_files,
+    run_head,
+    run_info,
+    run_scan,
+    run_snapshots,
+)
+from appendtable.cli.errors import CliError
+from appendtable.cli.follow import run_tail
+from appendtable.cli.inputs import INPUT_FORMATS
+from appendtable.cli.maintain import run_compact, run_expire, run_remove_orphans, run_rollback
+from appendtable.cli.output import FORMATS
+
+__all__ = ["build_parser", "main"]
+
+Command = Callable[[argparse.Namespace, Context], int]
+
+_DESCRIPTION = """\
+Apache Paimon-style append tables: Parquet files plus atomic snapshots, ordered streaming reads
+and compaction. URI is a local path or an fsspec URL (s3://bucket/table, memory://t, ...)."""
+
+_EPILOG = """\
+examples:
+  appendtable create /data/events --schema "day date, user_id int64 not null, action string" \\
+      --partition-by day --option bucket=4 --option bucket-key=user_id
+  appendtable append /data/events part-1.parquet part-2.csv
+  appendtable info /data/events
+  appendtable scan /data/events --filter "user_id = 7" --format csv
+  appendtable tail /data/events --consumer-id billing
+
+exit codes: 0 success, 1 the operation failed, 2 the command line is wrong."""
+
+_COMMANDS: dict[str, tuple[str, str, str]] = {
+    # name: (summary, description, examples)
+    "create": (
+        "create an empty table",
+        "Create an empty table from a DDL schema or the schema of a Parquet (CSV, JSON lines) "
+        "file.\n\nDDL types: bool, int8..int64, uint8..uint64, float16/32/64 (float, double), "
+        "string, large_string, binary, large_binary, fixed_size_binary[N], date (date32), "
+        "date64, timestamp[unit(, tz)], time32[unit], time64[unit], duration[unit], "
+        "decimal(p, s), list<T>, large_list<T>, fixed_size_list<T>[N], struct<a T, ...>, "
+        "map<K, V>; append 'not null' to a column. Units: s, ms, us, ns.",
+        """\
+  appendtable create /data/events \\
+      --schema "id int64 not null, name string, ts timestamp[us, UTC], amount decimal(10,2)"
+  appendtable create /data/events --schema-from sample.parquet --partition-by day \\
+      --option bucket=8 --option bucket-key=user_id --option target-file-size=128mb
+  appendtable --storage-option anon=false create s3://bucket/events --schema "id int64\"""",
+    ),
+    "append": (
+        "append Parquet, CSV or JSON-lines files",
+        "Append files (format by extension: .parquet, .csv, .jsonl/.ndjson/.json; or "
+        "--format). Each file becomes one snapshot, or all of them one with --one-commit. CSV "
+        "and JSON values are parsed into the table's column types. A file that fails leaves "
+        "none of its rows visible; files before it stay committed (use --one-commit for all "
+        "or nothing). Progress goes to stderr, one result line per commit to stdout.",
+        """\
+  appendtable append /data/events day-1.parquet day-2.parquet
+  appendtable append /data/events --one-commit exports/*.csv
+  appendtable append /data/events events.log --format jsonl --quiet""",
+    ),
+    "info": (
+        "schema, options, latest snapshot and file statistics",
+        "Describe a table: schema (in the DDL of 'create'), options, latest snapshot, retained "
+        "snapshots, consumers, and data files per partition and bucket with the share of small "
+        "files (below compaction.small-file-ratio x target-file-size).",
+        "  appendtable info /data/events\n  appendtable info /data/events --max-groups 100",
+    ),
+    "snapshots": (
+        "list the retained snapshots",
+        "One row per retained snapshot: id, kind, time, commit user and identifier, rows, "
+        "files, watermark.",
+        "  appendtable snapshots /data/events\n  appendtable snapshots /data/events --format csv",
+    ),
+    "files": (
+        "list the live data files of a snapshot",
+        "One row per live data file of the latest snapshot (or --snapshot N).",
+        "  appendtable files /data/events\n  appendtable files /data/events --snapshot 3",
+    ),
+    "head": (
+        "print the first rows",
+        "Print the first N rows in read order (each bucket in write order).",
+        "  appendtable head /data/events\n  appendtable head /data/events -n 3 --format jsonl",
+    ),
+    "scan": (
+        "read rows with a projection, filters and time travel",
+        "Read the rows of the latest snapshot (or --snapshot N). Filters are 'column operator "
+        "value' with =, !=, <, <=, >, >=, in (v1, v2), not in (...), is null, is not null; "
+        "several --filter must all hold. Values are typed by the column (ISO dates and "
+        "timestamps; quote strings with spaces). Partitions, buckets and files that cannot "
+        "match are skipped unread.",
+        """\
+  appendtable scan /data/events --columns user_id,amount --filter "user_id in (7, 8)"
+  appendtable scan /data/events --filter "day >= 2024-05-01" --filter "action = 'buy'"
+  appendtable scan /data/events --snapshot 3 --format jsonl --limit 100
+  appendtable scan /data/events --filter "amount is null" --count""",
+    ),
+    "tail": (
+        "follow new rows like tail -f",
+        "Print rows as new snapshots land, each bucket in write order. With --consumer-id the "
+        "progress is saved after each printed snapshot, and a restarted tail continues there "
+        "(a snapshot cut off half-way is printed again). --from: latest-full (default: the "
+        "current rows, then new ones), latest (only new ones), earliest (everything retained). "
+        "Ctrl-C stops it (exit code 0).",
+        """\
+  appendtable tail /data/events
+  appendtable tail /data/events --consumer-id billing --buckets 0,1 --format jsonl
+  appendtable tail /data/events --from latest --poll 200ms --idle-exit 30s""",
+    ),
+    "compact": (
+        "merge small files",
+        "Run one compaction round and commit it as one COMPACT snapshot. Without --full only "
+        "ripe runs of small files are merged. --sort-by rewrites each partition sorted "
+        "(scalable tables only). Rows are never lost, duplicated or reordered within a bucket; "
+        "streams do not re-read compacted rows.",
+        """\
+  appendtable compact /data/events
+  appendtable compact /data/events --full --partition day=2024-05-01
+  appendtable compact /data/logs --sort-by user_id,ts --strategy zorder""",
+    ),
+    "expire": (
+        "expire old snapshots",
+        "Expire snapshots beyond the retention (table options snapshot.num-retained.min/max, "
+        "snapshot.time-retained, unless given here) and delete the files only they reference. "
+        "Snapshots a consumer still needs are kept.",
+        """\
+  appendtable expire /data/events --dry-run
+  appendtable expire /data/events --retain-min 5 --older-than 1h""",
+    ),
+    "remove-orphans": (
+        "find (and with --force delete) unreferenced files",
+        "List files that no retained snapshot references and that are older than --older-than "
+        "(default 1d): leftovers of crashed writers and failed commits. A dry run by default: "
+        "only --force deletes. Keep --older-than longer than any write can take.",
+        """\
+  appendtable remove-orphans /data/events
+  appendtable remove-orphans /data/events --older-than 3d --force""",
+    ),
+    "rollback": (
+        "make the table hold an older snapshot's rows again",
+        "Commit a new OVERWRITE snapshot that holds exactly the rows of SNAPSHOT_ID. History is "
+        "kept (snapshot ids never go back), and streams skip the rollback.",
+        "  appendtable rollback /data/events 42",
+    ),
+}
+
+
+def _add_common(parser: argparse.ArgumentParser, *, top: bool) -> None:
+    """--storage-option and --debug, accepted before and after the command name."""
+    suffix = "" if top else "_sub"
+    parser.add_argument(
+        "--storage-option",
+        action="append",
+        dest=f"storage_option{suffix}",
+        metavar="KEY=VALUE",
+        default=[],
+        help="an fsspec storage option (repeatable), e.g. endpoint_url=http://localhost:8333; "
+        "true/false and integers are typed, {...} is JSON",
+    )
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        dest=f"debug{suffix}",
+        help="log what happens and print tracebacks",
+    )
+
+
+def _formats(parser: argparse.ArgumentParser, default: str = "table") -> None:
+    parser.add_argument(
+        "--format", choices=FORMATS, default=default, help=f"output format (default {default})"
+    )
+
+
+def _command(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser], name: str, run: Command
+) -> argparse.ArgumentParser:
+    summary, description, examples = _COMMANDS[name]
+    paragraphs = (textwrap.fill(p, width=88) for p in description.split("\n\n"))
+    parser = subparsers.add_parser(
+        name,
+        help=summary,
+        description="\n\n".join(paragraphs),
+        epilog="examples:\n" + examples,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.set_defaults(run=run)
+    parser.add_argument("uri", metavar="URI", help="the table: a path or an fsspec URL")
+    _add_common(parser, top=False)
+    return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="appendtable",
+        description=_DESCRIPTION,
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"appendtable {at.__version__}")
+    _add_common(parser, top=True)
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
+
+    create = _command(commands, "create", run_create)
+    source = create.add_mutually_exclusive_group(required=True)
+    source.add_argument("--schema", metavar="DDL", help='e.g. "id int64 not null, name string"')
+    source.add_argument(
+        "--schema-from", metavar="FILE", help="take the schema of a Parquet (CSV, JSONL) file"
+    )
+    create.add_argument("--partition-by", metavar="COLUMNS", help="comma-separated columns")
+    create.add_argument(
+        "--option", action="append", metavar="KEY=VALUE", help="a table option (repeatable)"
+    )
+
+    append = _command(commands, "append", run_append)
+    append.add_argument("files", nargs="+", metavar="FILE", help="input files")
+    append.add_argument("--format", choices=INPUT_FORMATS, help="input format (default: by name)")
+    append.add_argument("--one-commit", action="store_true", help="one snapshot for all files")
+    append.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
+
+    info = _command(commands, "info", run_info)
+    info.add_argument(
+        "--max-groups", type=int, default=20, metavar="N", help="partition/bucket rows shown"
+    )
+
+    _formats(_command(commands, "snapshots", run_snapshots))
+    files = _command(commands, "files", run_files)
+    files.add_argument("--snapshot", type=int, metavar="N", help="default: the latest")
+    _formats(files)
+
+    head = _command(commands, "head", run_head)
+    head.add_argument("-n", type=int, default=10, help="number of rows (default 10)")
+    head.add_argument("--columns", metavar="A,B", help="columns to print")
+    _formats(head)
+
+    scan = _command(commands, "scan", run_scan)
+    scan.add_argument("--columns", metavar="A,B", help="columns to read")
+    scan.add_argument(
+        "--filter", action="append", metavar="'COL OP VALUE'", help="a filter (repeatable: AND)"
+    )
+    scan.add_argument("--snapshot", type=int, metavar="N", help="time travel to snapshot N")
+    scan.add_argument("--limit", type=int, metavar="N", help="print at most N rows")
+    scan.add_argument("--count", action="store_true", help="print only the number of rows")
+    _formats(scan)
+
+    tail = _command(commands, "tail", run_tail)
+    tail.add_argument("--consumer-id", metavar="ID", help="save and resume progress under ID")
+    tail.add_argument("--buckets", metavar="0,1", help="read only these buckets")
+    tail.add_argument(
+        "--from",
+        dest="start",
+        choices=("latest-full", "latest", "earliest"),
+        help="where a new reader starts (default latest-full; a consumer resumes instead)",
+    )
+    tail.add_argument("--columns", metavar="A,B", help="columns to print")
+    tail.add_argument("--filter", action="append", metavar="'COL OP VALUE'", help="as in scan")
+    tail.add_argument("--poll", default="1s", metavar="DURATION", help="poll interval (1s)")
+    tail.add_argument("--max-units", type=int, metavar="N", help="stop after N snapshots")
+    tail.add_argument(
+        "--idle-exit", metavar="DURATION", help="stop when nothing new arrived for this long"
+    )
+    _formats(tail)
+
+    compact = _command(commands, "compact", run_compact)
+    compact.add_argument("--full", action="store_true", help="merge every run of small files")
+    compact.add_argument(
+        "--partition",
+        action="append",
+        metavar="K=V[,K=V]",
+        help="only this partition (repeatable)",
+    )
+    compact.add_argument("--sort-by", metavar="A,B", help="sort compaction on these columns")
+    compact.add_argument(
+        "--strategy", choices=("order", "zorder", "hilbert"), default="order", help="for --sort-by"
+    )
+    compact.add_argument("--parallelism", type=int, metavar="N", help="rewrite threads")
+    compact.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
+
+    expire = _command(commands, "expire", run_expire)
+    expire.add_argument("--retain-min", type=int, metavar="N", help="keep at least N snapshots")
+    expire.add_argument("--retain-max", type=int, metavar="N", help="keep at most N snapshots")
+    expire.add_argument(
+        "--older-than", metavar="DURATION", help="expire only snapshots older than this (1h)"
+    )
+    expire.add_argument("--dry-run", action="store_true", help="only report")
+
+    orphans = _command(commands, "remove-orphans", run_remove_orphans)
+    orphans.add_argument(
+        "--older-than", default="1d", metavar="DURATION", help="minimum file age (default 1d)"
+    )
+    orphans.add_argument("--force", action="store_true", help="delete (default: a dry run)")
+
+    rollback = _command(commands, "rollback", run_rollback)
+    rollback.add_argument("snapshot_id", type=int, metavar="SNAPSHOT_ID")
+    return parser
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text or type(exc).__name__
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    debug = bool(args.debug or args.debug_sub)
+    logging.basicConfig(
+        level=logging.DEBUG if debug else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        context = Context(
+            storage_options=parse_storage_options([*args.storage_option, *args.storage_option_sub])
+        )
+        run: Command = args.run
+        return run(args, context)
+    except (at.AppendTableError, CliError) as exc:
+        if debug:
+            traceback.print_exc()
+        sys.stderr.write(f"error: {_one_line(exc)}\n")
+        return exc.exit_code if isinstance(exc, CliError) else 1
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return 130
+    except BrokenPipeError:
+        # The reader went away (``| head``): stop quietly, like other Unix tools. Point stdout
+        # at /dev/null so that flushing it at exit does not fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0

@@ -1,0 +1,311 @@
+"""Commands that create, load and inspect tables: create, append, info, snapshots, files, head,
+scan. Only the public API of :mod:`appendtable` is used."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import IO
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+import appendtable as at
+from appendtable.cli.arguments import (
+    parse_columns,
+    parse_filter,
+    parse_options,
+)
+from appendtable.cli.ddl import format_schema, format_type, parse_schema
+from appendtable.cli.errors import InputError, UsageError
+from appendtable.cli.inputs import InputFile, open_input, read_schema
+from appendtable.cli.output import (
+    Progress,
+    cell_text,
+    format_bytes,
+    print_pairs,
+    progress_bar,
+    write_rows,
+)
+
+__all__ = [
+    "DEFAULT_SMALL_FILE_RATIO",
+    "DEFAULT_TARGET_FILE_SIZE",
+    "Context",
+    "run_append",
+    "run_create",
+    "run_files",
+    "run_head",
+    "run_info",
+    "run_scan",
+    "run_snapshots",
+]
+
+# The public API lists only the options set on a table, not effective values with defaults;
+# these two mirror the option registry's defaults (tests/cli keeps them equal).
+DEFAULT_TARGET_FILE_SIZE = 256 * 1024**2
+DEFAULT_SMALL_FILE_RATIO = 0.7
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$")
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1, "kb": 1, "kib": 1, "m": 2, "mb": 2, "mib": 2, "g": 3}
+_SIZE_UNITS.update({"gb": 3, "gib": 3, "t": 4, "tb": 4, "tib": 4})
+
+
+@dataclass
+class Context:
+    """What every command gets besides its arguments."""
+
+    out: IO[str] = field(default_factory=lambda: sys.stdout)
+    err: IO[str] = field(default_factory=lambda: sys.stderr)
+    storage_options: Mapping[str, object] | None = None
+
+    def open(self, uri: str) -> at.Table:
+        return at.open_table(uri, storage_options=self.storage_options or None)
+
+    def say(self, text: str) -> None:
+        self.out.write(text + "\n")
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count:,} {word}" if count == 1 else f"{count:,} {word}s"
+
+
+# ---- create -------------------------------------------------------------------------------------
+
+
+def run_create(args: argparse.Namespace, ctx: Context) -> int:
+    if args.schema is not None:
+        schema = parse_schema(args.schema, what="--schema")
+    else:
+        schema = read_schema(args.schema_from)
+    partition_by = parse_columns(args.partition_by, "--partition-by") if args.partition_by else []
+    table = at.create_table(
+        args.uri,
+        schema,
+        partition_by=partition_by,
+        options=parse_options(args.option, "--option"),
+        storage_options=ctx.storage_options or None,
+    )
+    ctx.say(f"created table {table.uri}")
+    ctx.say(f"  schema: {format_schema(table.schema)}")
+    if partition_by:
+        ctx.say(f"  partitioned by: {', '.join(partition_by)}")
+    if table.options:
+        ctx.say("  options: " + ", ".join(f"{k}={v}" for k, v in sorted(table.options.items())))
+    return 0
+
+
+# ---- append -------------------------------------------------------------------------------------
+
+
+class _Feed:
+    """Writes input files into a writer, drawing the progress line."""
+
+    def __init__(self, inputs: list[InputFile], progress: Progress) -> None:
+        self.inputs = inputs
+        self.progress = progress
+
+    def write(self, writer: at.TableWriter, index: int) -> int:
+        source = self.inputs[index]
+        label = f"[{index + 1}/{len(self.inputs)}] {source.path}"
+        rows = 0
+        for batch, consumed in source.batches():
+            try:
+                writer.write(_with_missing_nulls(batch, source.schema))
+            except at.SchemaMismatchError as exc:
+                raise InputError(f"{source.path}: {exc}") from exc
+            rows += batch.num_rows
+            fraction = consumed / source.size if source.size else 1.0
+            self.progress.update(
+                f"{label} {progress_bar(fraction)}  {rows:,} rows  "
+                f"{format_bytes(consumed)} / {format_bytes(source.size)}"
+            )
+        self.progress.done(f"{label}  {rows:,} rows  {format_bytes(source.size)}  read")
+        return rows
+
+
+def _with_missing_nulls(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """Nullable table columns the input lacks, filled with nulls (CSV cannot hold lists, and
+    JSON lines often leave keys out); the writer rejects every other mismatch."""
+    missing = [f for f in schema if f.nullable and f.name not in batch.schema.names]
+    for column in missing:
+        batch = batch.append_column(column, pa.nulls(batch.num_rows, column.type))
+    return batch
+
+
+def _commit(committer: at.TableCommit, messages: list[at.CommitMessage]) -> at.Snapshot | None:
+    try:
+        return committer.commit(messages)
+    except at.CommitStateUnknownError:
+        raise  # the files may be referenced: keep them
+    except BaseException:
+        committer.abort(messages)
+        raise
+
+
+def _landed(snapshot: at.Snapshot | None, rows: int) -> str:
+    if snapshot is None:
+        return "no rows, nothing committed"
+    return (
+        f"{_plural(rows, 'row')} -> snapshot {snapshot.id} "
+        f"(table: {_plural(snapshot.total_record_count, 'row')}, "
+        f"{_plural(snapshot.total_file_count, 'file')})"
+    )
+
+
+def run_append(args: argparse.Namespace, ctx: Context) -> int:
+    table = ctx.open(args.uri)
+    # Every input is checked to exist before anything is committed.
+    inputs = [open_input(path, args.format, table.schema) for path in args.files]
+    feed = _Feed(inputs, Progress(ctx.err, enabled=not args.quiet))
+    committer = table.committer()
+    if args.one_commit:
+        with table.writer() as writer:
+            rows = sum(feed.write(writer, i) for i in range(len(inputs)))
+            messages = writer.prepare_commit()
+        snapshot = _commit(committer, messages)
+        ctx.say(f"{_plural(len(inputs), 'file')}: {_landed(snapshot, rows)}")
+        return 0
+    for index, source in enumerate(inputs):
+        with table.writer() as writer:
+            rows = feed.write(writer, index)
+            messages = writer.prepare_commit()
+        snapshot = _commit(committer, messages)
+        ctx.say(f"{source.path}: {_landed(snapshot, rows)}")
+        ctx.out.flush()
+    return 0
+
+
+# ---- info ---------------------------------------------------------------------------------------
+
+
+def _size(text: str) -> int:
+    match = _SIZE.match(text.lower())
+    if match is None or match.group(2) not in _SIZE_UNITS:
+        raise UsageError(f"not a size: {text!r}")
+    return int(float(match.group(1)) * 1024 ** _SIZE_UNITS[match.group(2)])
+
+
+def small_file_threshold(options: Mapping[str, str]) -> int:
+    """Files below this are small (``compaction.small-file-ratio`` x ``target-file-size``)."""
+    target = options.get("target-file-size")
+    ratio = options.get("compaction.small-file-ratio")
+    return int(
+        (_size(target) if target else DEFAULT_TARGET_FILE_SIZE)
+        * (float(ratio) if ratio else DEFAULT_SMALL_FILE_RATIO)
+    )
+
+
+def _snapshot_line(snapshot: at.Snapshot) -> str:
+    history = f"{snapshot.kind.value} at {cell_text(_utc(snapshot.time_ms))}"
+    text = (
+        f"{snapshot.id} ({history}), {_plural(snapshot.total_record_count, 'row')}, "
+        f"{_plural(snapshot.total_file_count, 'file')}"
+    )
+    if snapshot.watermark is not None:
+        text += f", watermark {cell_text(_utc(snapshot.watermark))}"
+    return text
+
+
+def _utc(epoch_ms: int) -> object:
+    return pa.scalar(epoch_ms, pa.timestamp("ms", tz="UTC")).as_py()
+
+
+def run_info(args: argparse.Namespace, ctx: Context) -> int:
+    table = ctx.open(args.uri)
+    latest = table.latest_snapshot()
+    history = table.history()
+    layout = (
+        f"{table.bucket} buckets, bucket key {', '.join(table.bucket_key)}"
+        if table.bucket > 0
+        else "scalable (bucket = -1)"
+    )
+    pairs: list[tuple[str, object]] = [
+        ("table", table.uri),
+        ("partitioned by", ", ".join(table.partition_by) or "-"),
+        ("layout", layout),
+        ("options", ", ".join(f"{k}={v}" for k, v in sorted(table.options.items())) or "-"),
+        ("latest snapshot", _snapshot_line(latest) if latest else "none (empty table)"),
+    ]
+    if history.num_rows:
+        ids = history["id"].to_pylist()
+        pairs.append(("snapshots", f"{len(ids):,} retained ({ids[0]}..{ids[-1]})"))
+    consumers = table.consumers()
+    if consumers:
+        pairs.append(
+            ("consumers", ", ".join(f"{name} (next {n})" for name, n in consumers.items()))
+        )
+    files = table.files()
+    threshold = small_file_threshold(table.options)
+    total = int(pc.sum(files["bytes"]).as_py() or 0)
+    small = pc.less(files["bytes"], threshold)
+    small_count = int(pc.sum(small).as_py() or 0)
+    pairs.append(("data files", f"{_plural(files.num_rows, 'file')}, {format_bytes(total)}"))
+    ratio = f"{small_count / files.num_rows:.0%}" if files.num_rows else "-"
+    pairs.append(("small files", f"{small_count:,} ({ratio}) below {format_bytes(threshold)}"))
+    print_pairs(ctx.out, pairs)
+    ctx.say("schema:")
+    for column in table.schema:
+        nullable = "" if column.nullable else " not null"
+        ctx.say(f"  {column.name} {format_type(column.type)}{nullable}")
+    if files.num_rows:
+        ctx.say("")
+        groups = (
+            files.append_column("small", small)
+            .group_by(["partition", "bucket"], use_threads=False)
+            .aggregate([("path", "count"), ("rows", "sum"), ("bytes", "sum"), ("small", "sum")])
+            .select(["partition", "bucket", "path_count", "small_sum", "rows_sum", "bytes_sum"])
+            .rename_columns(["partition", "bucket", "files", "small", "rows", "bytes"])
+            .sort_by([("partition", "ascending"), ("bucket", "ascending")])
+        )
+        shown = groups.slice(0, args.max_groups)
+        sizes = pa.array([format_bytes(b) for b in shown["bytes"].to_pylist()], pa.string())
+        shown = shown.set_column(5, "size", sizes)
+        write_rows("table", ctx.out, shown.schema, [shown])
+        if groups.num_rows > shown.num_rows:
+            ctx.say(f"... {groups.num_rows - shown.num_rows:,} more (--max-groups)")
+    return 0
+
+
+# ---- snapshots, files, head, scan -------------------------------------------------------------
+
+
+def run_snapshots(args: argparse.Namespace, ctx: Context) -> int:
+    history = ctx.open(args.uri).history()
+    write_rows(args.format, ctx.out, history.schema, [history])
+    return 0
+
+
+def run_files(args: argparse.Namespace, ctx: Context) -> int:
+    files = ctx.open(args.uri).files(args.snapshot)
+    write_rows(args.format, ctx.out, files.schema, [files])
+    return 0
+
+
+def run_head(args: argparse.Namespace, ctx: Context) -> int:
+    if args.n < 0:
+        raise UsageError("-n must not be negative")
+    scan = ctx.open(args.uri).scan(
+        columns=parse_columns(args.columns, "--columns") if args.columns else None
+    )
+    write_rows(args.format, ctx.out, scan.output_schema, scan.to_batches(), limit=args.n)
+    return 0
+
+
+def run_scan(args: argparse.Namespace, ctx: Context) -> int:
+    table = ctx.open(args.uri)
+    filters = [parse_filter(text, table.schema) for text in args.filter or ()]
+    scan = table.scan(
+        columns=parse_columns(args.columns, "--columns") if args.columns else None,
+        filter=filters or None,
+        snapshot_id=args.snapshot,
+    )
+    if args.count:
+        ctx.say(str(scan.count()))
+        return 0
+    if args.limit is not None and args.limit < 0:
+        raise UsageError("--limit must not be negative")
+    write_rows(args.format, ctx.out, scan.output_schema, scan.to_batches(), limit=args.limit)
+    return 0

@@ -1,0 +1,88 @@
+"""``appendtable tail``: follow a table like ``tail -f``, printing rows as snapshots land.
+
+With ``--consumer-id`` the reader's progress is committed after each printed unit (one
+snapshot's rows), so a restarted ``tail`` continues after the last unit it printed completely;
+a unit interrupted half-way is printed again (at-least-once). Ctrl-C ends it cleanly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import pyarrow as pa
+
+import appendtable as at
+from appendtable.cli.arguments import parse_buckets, parse_columns, parse_duration, parse_filter
+from appendtable.cli.commands import Context
+from appendtable.cli.errors import UsageError
+from appendtable.cli.output import make_writer
+
+__all__ = ["run_tail"]
+
+
+def _reader(args: argparse.Namespace, table: at.Table, poll: float) -> at.StreamReader:
+    mode: str | None = None
+    snapshot_id: int | None = None
+    if args.start == "earliest":
+        # The public API has no cheap "earliest snapshot id": list the retained snapshots.
+        snapshots = table.snapshots()
+        if snapshots:
+            mode, snapshot_id = "from-snapshot-full", snapshots[0].id
+        else:
+            mode = "latest-full"  # empty: everything from the first snapshot on
+    elif args.start is not None:
+        mode = args.start
+    filters = [parse_filter(text, table.schema) for text in args.filter or ()]
+    return table.stream(
+        mode=mode,
+        snapshot_id=snapshot_id,
+        consumer_id=args.consumer_id,
+        buckets=parse_buckets(args.buckets) if args.buckets else None,
+        columns=parse_columns(args.columns, "--columns") if args.columns else None,
+        filter=filters or None,
+        poll_interval=poll,
+    )
+
+
+def run_tail(args: argparse.Namespace, ctx: Context) -> int:
+    poll = parse_duration(args.poll, "--poll")
+    idle_exit = parse_duration(args.idle_exit, "--idle-exit") if args.idle_exit else None
+    if args.max_units is not None and args.max_units < 1:
+        raise UsageError("--max-units must be at least 1")
+    table = ctx.open(args.uri)
+    reader = _reader(args, table, poll)
+    columns = reader.columns if reader.columns is not None else table.schema.names
+    schema = pa.schema([table.schema.field(name) for name in columns])
+    header = True  # CSV: one header for the whole stream
+    units = 0
+    last_activity = time.monotonic()
+    try:
+        with reader:
+            while args.max_units is None or units < args.max_units:
+                unit = reader.poll()
+                if unit is None:
+                    if reader.finished:
+                        break
+                    if idle_exit is not None and time.monotonic() - last_activity >= idle_exit:
+                        break
+                    time.sleep(poll)
+                    continue
+                if args.format == "table":
+                    ctx.say(
+                        f"-- snapshot {unit.snapshot_id} ({unit.commit_kind.value}"
+                        f"{', full' if unit.full else ''}): {unit.row_count:,} rows"
+                    )
+                writer = make_writer(args.format, ctx.out, schema, header=header, footer=False)
+                header = False
+                for batch in reader.read(unit):
+                    writer.write(batch)
+                writer.close()
+                ctx.out.flush()
+                if args.consumer_id:
+                    reader.commit()  # only after the whole unit was printed
+                units += 1
+                last_activity = time.monotonic()
+    except KeyboardInterrupt:
+        ctx.err.write("\n")
+    return 0

@@ -1,0 +1,150 @@
+"""Maintenance commands: compact, expire, remove-orphans, rollback."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import time
+
+import appendtable as at
+from appendtable.cli.arguments import parse_columns, parse_duration, parse_partition
+from appendtable.cli.commands import Context
+from appendtable.cli.errors import UsageError
+from appendtable.cli.output import Progress, format_bytes, progress_bar
+
+__all__ = ["run_compact", "run_expire", "run_remove_orphans", "run_rollback"]
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count:,} {word}" if count == 1 else f"{count:,} {word}s"
+
+
+def _ids(ids: list[int]) -> str:
+    if not ids:
+        return "none"
+    if ids == list(range(ids[0], ids[-1] + 1)) and len(ids) > 1:
+        return f"{ids[0]}..{ids[-1]}"
+    return ", ".join(str(i) for i in ids)
+
+
+def _progress_text(progress: at.CompactionProgress) -> str:
+    return (
+        f"{progress.tasks_done}/{progress.tasks_total} tasks: "
+        f"{_plural(progress.files_read, 'file')} ({format_bytes(progress.bytes_read)}) -> "
+        f"{_plural(progress.files_written, 'file')} ({format_bytes(progress.bytes_written)})"
+    )
+
+
+def run_compact(args: argparse.Namespace, ctx: Context) -> int:
+    table = ctx.open(args.uri)
+    partitions = [
+        parse_partition(text, table.schema, table.partition_by) for text in args.partition or ()
+    ]
+    progress = Progress(ctx.err, enabled=not args.quiet)
+    last: list[at.CompactionProgress] = []
+
+    def report(update: at.CompactionProgress) -> None:
+        last[:] = [update]
+        fraction = update.tasks_done / update.tasks_total if update.tasks_total else 1.0
+        progress.update(f"compact {progress_bar(fraction)}  {_progress_text(update)}")
+
+    if args.sort_by:
+        snapshot = table.sort_compact(
+            parse_columns(args.sort_by, "--sort-by"),
+            strategy=args.strategy,
+            partitions=partitions or None,
+            parallelism=args.parallelism,
+            progress=report,
+        )
+    else:
+        if args.strategy != "order":
+            raise UsageError("--strategy applies to a sort compaction (--sort-by) only")
+        snapshot = table.compact(
+            full=args.full,
+            partitions=partitions or None,
+            parallelism=args.parallelism,
+            progress=report,
+        )
+    if last:
+        progress.done(f"compact  {_progress_text(last[0])}")
+    if snapshot is None:
+        ctx.say("nothing to compact")
+        return 0
+    moved = f": {_progress_text(last[0])}" if last else ""
+    ctx.say(
+        f"snapshot {snapshot.id} ({snapshot.kind.value}){moved}; the table has "
+        f"{_plural(snapshot.total_file_count, 'data file')}"
+    )
+    return 0
+
+
+def run_expire(args: argparse.Namespace, ctx: Context) -> int:
+    for name in ("retain_min", "retain_max"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
+    if (
+        args.retain_min is not None
+        and args.retain_max is not None
+        and (args.retain_max < args.retain_min)
+    ):
+        raise UsageError("--retain-max must not be smaller than --retain-min")
+    older_than_ms = None
+    if args.older_than is not None:
+        seconds = parse_duration(args.older_than, "--older-than")
+        older_than_ms = int((time.time() - seconds) * 1000)
+    table = ctx.open(args.uri)
+    try:
+        result = table.expire_snapshots(
+            retain_min=args.retain_min,
+            retain_max=args.retain_max,
+            older_than_ms=older_than_ms,
+            dry_run=args.dry_run,
+        )
+    except at.AppendTableError:
+        raise
+    except ValueError as exc:  # the library checks retain_min <= retain_max with table defaults
+        raise UsageError(f"expire: {exc}") from None
+    verb = "would expire" if args.dry_run else "expired"
+    deleted = "would delete" if args.dry_run else "deleted"
+    ctx.say(f"{verb} snapshots: {_ids(result.expired_snapshots)}")
+    ctx.say(
+        f"{deleted} {_plural(len(result.deleted_data_files), 'data file')} and "
+        f"{_plural(len(result.deleted_metadata_files), 'metadata file')}"
+    )
+    if result.expired_consumers:
+        ctx.say(f"{verb} consumers: {', '.join(result.expired_consumers)}")
+    ctx.say(f"earliest retained snapshot: {result.earliest_snapshot}")
+    if args.dry_run:
+        ctx.say("dry run: nothing was deleted")
+    return 0
+
+
+def run_remove_orphans(args: argparse.Namespace, ctx: Context) -> int:
+    seconds = parse_duration(args.older_than, "--older-than")
+    table = ctx.open(args.uri)
+    result = table.remove_orphan_files(
+        older_than=dt.timedelta(seconds=seconds), dry_run=not args.force
+    )
+    for path in result.files:
+        ctx.say(path)
+    found = f"{_plural(len(result.files), 'orphan file')} ({format_bytes(result.bytes)})"
+    if args.force:
+        ctx.say(f"deleted {found} older than {args.older_than}")
+    else:
+        ctx.say(
+            f"dry run: {found} older than {args.older_than} would be deleted; "
+            "nothing was deleted (use --force to delete)"
+        )
+    return 0
+
+
+def run_rollback(args: argparse.Namespace, ctx: Context) -> int:
+    table = ctx.open(args.uri)
+    snapshot = table.rollback_to(args.snapshot_id)
+    ctx.say(
+        f"rolled back to snapshot {args.snapshot_id}: new snapshot {snapshot.id} "
+        f"({snapshot.kind.value}) holds {_plural(snapshot.total_record_count, 'row')} in "
+        f"{_plural(snapshot.total_file_count, 'file')}"
+    )
+    return 0

@@ -1,0 +1,497 @@
+"""The commands, run in-process through ``main`` (and checked through the Python API)."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import decimal
+import io
+import json
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import appendtable as at
+from appendtable.cli import commands
+from appendtable.metadata import options as registry
+
+from .conftest import Result
+
+DDL = "day date, user_id int64 not null, action string, amount decimal(10,2)"
+SCHEMA = pa.schema(
+    [
+        ("day", pa.date32()),
+        pa.field("user_id", pa.int64(), nullable=False),
+        ("action", pa.string()),
+        ("amount", pa.decimal128(10, 2)),
+    ]
+)
+CSV = """day,user_id,action,amount
+2024-05-01,7,view,0.00
+2024-05-01,8,buy,12.50
+2024-05-02,7,buy,3.00
+"""
+JSONL = """{"day": "2024-05-02", "user_id": 9, "action": "view", "amount": "1.25"}
+{"day": "2024-05-03", "user_id": 10}
+"""
+
+
+def rows(table: at.Table, **scan: Any) -> list[dict[str, object]]:
+    return sorted(table.scan(**scan).to_arrow().to_pylist(), key=lambda r: (r["user_id"], r["day"]))
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, Path]:
+    (tmp_path / "a.csv").write_text(CSV)
+    (tmp_path / "b.jsonl").write_text(JSONL)
+    parquet = tmp_path / "c.parquet"
+    pq.write_table(
+        pa.table(
+            {
+                "day": pa.array([dt.date(2024, 5, 4)], pa.date32()),
+                "user_id": [11],
+                "action": ["buy"],
+                "amount": pa.array([decimal.Decimal("5.00")], pa.decimal128(10, 2)),
+            }
+        ),
+        parquet,
+    )
+    return {"csv": tmp_path / "a.csv", "jsonl": tmp_path / "b.jsonl", "parquet": parquet}
+
+
+@pytest.fixture
+def loaded(cli: Any, tmp_path: Path, files: dict[str, Path]) -> str:
+    """A bucketed, partitioned table with three snapshots (csv, jsonl, parquet)."""
+    uri = str(tmp_path / "events")
+    options = ["--option", "bucket=2", "--option", "bucket-key=user_id"]
+    assert cli("create", uri, "--schema", DDL, "--partition-by", "day", *options).code == 0
+    result = cli("append", uri, str(files["csv"]), str(files["jsonl"]), str(files["parquet"]))
+    assert result.code == 0, result.err
+    return uri
+
+
+def test_create_and_append_every_format(loaded: str) -> None:
+    table = at.open_table(loaded)
+    assert table.schema == SCHEMA
+    assert table.partition_by == ["day"]
+    assert table.bucket == 2
+    assert [s.id for s in table.snapshots()] == [1, 2, 3]  # one snapshot per file
+    assert rows(table) == [
+        {
+            "day": dt.date(2024, 5, 1),
+            "user_id": 7,
+            "action": "view",
+            "amount": decimal.Decimal("0.00"),
+        },
+        {
+            "day": dt.date(2024, 5, 2),
+            "user_id": 7,
+            "action": "buy",
+            "amount": decimal.Decimal("3.00"),
+        },
+        {
+            "day": dt.date(2024, 5, 1),
+            "user_id": 8,
+            "action": "buy",
+            "amount": decimal.Decimal("12.50"),
+        },
+        {
+            "day": dt.date(2024, 5, 2),
+            "user_id": 9,
+            "action": "view",
+            "amount": decimal.Decimal("1.25"),
+        },
+        {"day": dt.date(2024, 5, 3), "user_id": 10, "action": None, "amount": None},
+        {
+            "day": dt.date(2024, 5, 4),
+            "user_id": 11,
+            "action": "buy",
+            "amount": decimal.Decimal("5.00"),
+        },
+    ]
+
+
+def test_append_reports_each_commit(cli: Any, tmp_path: Path, files: dict[str, Path]) -> None:
+    uri = str(tmp_path / "t")
+    cli("create", uri, "--schema", DDL)
+    result = cli("append", uri, str(files["csv"]), str(files["jsonl"]))
+    assert result.out.splitlines() == [
+        f"{files['csv']}: 3 rows -> snapshot 1 (table: 3 rows, 1 file)",
+        f"{files['jsonl']}: 2 rows -> snapshot 2 (table: 5 rows, 2 files)",
+    ]
+    # stderr is not a terminal here: one final progress line per file, no redraws
+    assert "\r" not in result.err
+    assert f"[1/2] {files['csv']}  3 rows  " in result.err
+    assert cli("append", uri, "--quiet", str(files["csv"])).err == ""
+
+
+def test_one_commit(cli: Any, tmp_path: Path, files: dict[str, Path]) -> None:
+    uri = str(tmp_path / "t")
+    cli("create", uri, "--schema-from", str(files["parquet"]))
+    result = cli("append", uri, "--one-commit", *(str(p) for p in files.values()))
+    assert result.code == 0, result.err
+    assert result.out == "3 files: 6 rows -> snapshot 1 (table: 6 rows, 1 file)\n"
+    assert len(at.open_table(uri).snapshots()) == 1
+
+
+def test_schema_from_parquet(cli: Any, tmp_path: Path, files: dict[str, Path]) -> None:
+    uri = str(tmp_path / "t")
+    result = cli("create", uri, "--schema-from", str(files["parquet"]), "--partition-by", "day")
+    assert result.code == 0
+    assert "schema: day date32[day], user_id int64, action string, amount decimal(10, 2)" in (
+        result.out
+    )
+    assert at.open_table(uri).schema == pq.read_schema(files["parquet"]).remove_metadata()
+
+
+def test_a_failing_file_leaves_earlier_commits_and_nothing_of_itself(
+    cli: Any, tmp_path: Path, files: dict[str, Path]
+) -> None:
+    uri = str(tmp_path / "t")
+    cli("create", uri, "--schema", DDL)
+    bad = tmp_path / "bad.csv"
+    bad.write_text("day,user_id,action,amount\n2024-05-01,1,x,1.00\n2024-05-01,oops,y,2.00\n")
+    result = cli("append", uri, str(files["csv"]), str(bad))
+    assert result.code == 1
+    assert result.err.splitlines()[-1].startswith(f"error: {bad}: ")
+    assert "oops" in result.err.splitlines()[-1]
+    table = at.open_table(uri)
+    assert table.scan().count() == 3  # the first file landed, nothing of the bad one
+    assert len(list((tmp_path / "t").rglob("*.parquet"))) == 1  # its files were removed
+
+
+def test_one_commit_is_all_or_nothing(cli: Any, tmp_path: Path, files: dict[str, Path]) -> None:
+    uri = str(tmp_path / "t")
+    cli("create", uri, "--schema", DDL)
+    extra = tmp_path / "extra.jsonl"
+    extra.write_text('{"day": "2024-05-01", "user_id": 1, "colour": "red"}\n')
+    result = cli("append", uri, "--one-commit", str(files["csv"]), str(extra))
+    assert result.code == 1
+    assert "colour" in result.err and str(extra) in result.err
+    assert at.open_table(uri).latest_snapshot() is None
+
+
+def test_missing_input_fails_before_anything_is_committed(
+    cli: Any, tmp_path: Path, files: dict[str, Path]
+) -> None:
+    uri = str(tmp_path / "t")
+    cli("create", uri, "--schema", DDL)
+    result = cli("append", uri, str(files["csv"]), str(tmp_path / "nope.csv"))
+    assert result.code == 1
+    assert result.err == f"error: {tmp_path / 'nope.csv'}: No such file or directory\n"
+    assert at.open_table(uri).latest_snapshot() is None
+    unknown = cli("append", uri, str(tmp_path / "x.txt"))
+    assert unknown.code == 2
+    assert "cannot tell the format of" in unknown.err and "give --format" in unknown.err
+
+
+def test_input_columns_must_fit(cli: Any, tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    cli("create", uri, "--schema", DDL)
+    no_key = tmp_path / "no_key.csv"
+    no_key.write_text("day,action\n2024-05-01,x\n")  # user_id is not null
+    result = cli("append", uri, str(no_key))
+    assert result.code == 1
+    assert result.err.startswith(f"error: {no_key}: ") and "user_id" in result.err
+    partial = tmp_path / "partial.csv"
+    partial.write_text("user_id\n5\n")  # nullable columns may be left out
+    assert cli("append", uri, str(partial)).code == 0
+    assert at.open_table(uri).scan().to_arrow().to_pylist() == [
+        {"day": None, "user_id": 5, "action": None, "amount": None}
+    ]
+
+
+def test_info(cli: Any, loaded: str) -> None:
+    result = cli("info", loaded)
+    assert result.code == 0
+    out = result.out
+    assert f"table            {loaded}\n" in out
+    assert "layout           2 buckets, bucket key user_id\n" in out
+    assert "latest snapshot  3 (APPEND at " in out and "6 rows, 6 files" in out
+    assert "snapshots        3 retained (1..3)\n" in out
+    assert "small files      6 (100%) below 179.2 MiB\n" in out
+    assert "  user_id int64 not null\n" in out
+    assert "day=2024-05-01       0      1      1     1" in out  # partition, bucket, files, ...
+    limited = cli("info", loaded, "--max-groups", "1").out
+    assert "... 4 more (--max-groups)" in limited
+
+
+def test_small_file_defaults_match_the_option_registry() -> None:
+    assert registry.TARGET_FILE_SIZE.default == commands.DEFAULT_TARGET_FILE_SIZE
+    assert registry.COMPACTION_SMALL_FILE_RATIO.default == commands.DEFAULT_SMALL_FILE_RATIO
+    assert commands.small_file_threshold({"target-file-size": "10 MB"}) == 7 * 1024**2
+    assert commands.small_file_threshold({"compaction.small-file-ratio": "0.5"}) == 128 * 1024**2
+
+
+def test_snapshots_and_files(cli: Any, loaded: str) -> None:
+    snapshots = list(csv.DictReader(io.StringIO(cli("snapshots", loaded, "--format", "csv").out)))
+    assert [(s["id"], s["kind"], s["total_rows"], s["delta_rows"]) for s in snapshots] == [
+        ("1", "APPEND", "3", "3"),
+        ("2", "APPEND", "5", "2"),
+        ("3", "APPEND", "6", "1"),
+    ]
+    files = [
+        json.loads(line) for line in cli("files", loaded, "--format", "jsonl").out.splitlines()
+    ]
+    assert len(files) == 6
+    assert sum(f["rows"] for f in files) == 6
+    old = cli("files", loaded, "--snapshot", "1", "--format", "csv").out.splitlines()
+    assert len(old) == 1 + 3
+    table = cli("snapshots", loaded).out.splitlines()
+    assert table[0].split()[:3] == ["id", "kind", "time"]
+    assert table[-1] == "(3 rows)"
+
+
+def test_head(cli: Any, loaded: str) -> None:
+    out = cli("head", loaded, "-n", "2", "--format", "jsonl").out.splitlines()
+    assert len(out) == 2
+    everything = cli("head", loaded, "-n", "100", "--columns", "user_id", "--format", "csv").out
+    assert sorted(everything.split()[1:]) == ["10", "11", "7", "7", "8", "9"]
+
+
+def test_scan(cli: Any, loaded: str) -> None:
+    def scan(*args: str) -> list[dict[str, object]]:
+        result = cli("scan", loaded, "--format", "jsonl", *args)
+        assert result.code == 0, result.err
+        return [json.loads(line) for line in result.out.splitlines()]
+
+    assert {r["user_id"] for r in scan("--filter", "user_id in (7, 9)")} == {7, 9}
+    assert scan("--filter", "day >= 2024-05-03", "--columns", "user_id,day") == [
+        {"user_id": 10, "day": "2024-05-03"},
+        {"user_id": 11, "day": "2024-05-04"},
+    ]
+    assert scan("--filter", "action is null") == [
+        {"day": "2024-05-03", "user_id": 10, "action": None, "amount": None}
+    ]
+    assert [r["amount"] for r in scan("--filter", "amount > 4.99")] == ["12.50", "5.00"]
+    assert [r["action"] for r in scan("--filter", "action = 'buy'", "--filter", "user_id = 7")] == [
+        "buy"
+    ]
+    assert len(scan("--snapshot", "1")) == 3
+    assert len(scan("--limit", "4")) == 4
+    assert cli("scan", loaded, "--count").out == "6\n"
+    assert cli("scan", loaded, "--count", "--filter", "day = 2024-05-01").out == "2\n"
+
+
+def test_scan_errors(cli: Any, loaded: str) -> None:
+    bad_value = cli("scan", loaded, "--filter", "user_id = seven")
+    assert (bad_value.code, bad_value.err) == (
+        2,
+        "error: value 'seven' is not a valid int64 (column 'user_id')\n",
+    )
+    unknown = cli("scan", loaded, "--columns", "nope")
+    assert unknown.code == 1
+    assert unknown.err.startswith("error: unknown column 'nope' in the projection")
+    missing = cli("scan", loaded, "--snapshot", "99")
+    assert missing.code == 1 and missing.err.startswith("error: ")
+    assert cli("scan", loaded, "--format", "xml").code == 2  # argparse
+
+
+def test_compact(cli: Any, tmp_path: Path, files: dict[str, Path]) -> None:
+    uri = str(tmp_path / "t")
+    cli("create", uri, "--schema", DDL, "--partition-by", "day", "--option", "write-only=true")
+    for _ in range(3):
+        cli("append", uri, "-q", str(files["csv"]))
+    before = at.open_table(uri)
+    expected = rows(before)
+    assert before.files().num_rows == 6
+    only = cli("compact", uri, "--full", "--partition", "day=2024-05-02")
+    assert only.code == 0, only.err
+    assert re.fullmatch(
+        r"snapshot 4 \(COMPACT\): 1/1 tasks: 3 files \(\d\.\d KiB\) -> 1 file "
+        r"\(\d\.\d KiB\); the table has 4 data files\n",
+        only.out,
+    )
+    assert only.err.startswith("compact  1/1 tasks: 3 files")  # the final progress line
+    result = cli("compact", uri, "--full")
+    assert result.code == 0
+    table = at.open_table(uri)
+    assert table.files().num_rows == 2
+    assert rows(table) == expected
+    assert cli("compact", uri, "--full").out == "nothing to compact\n"
+    bad = cli("compact", uri, "--partition", "user_id=1")
+    assert bad.code == 2 and "'user_id' is not a partition key" in bad.err
+
+
+def test_sort_compact(cli: Any, tmp_path: Path, files: dict[str, Path]) -> None:
+    uri = str(tmp_path / "t")
+    cli("create", uri, "--schema", DDL, "--option", "write-only=true")
+    cli("append", uri, "-q", str(files["csv"]), str(files["jsonl"]))
+    result = cli("compact", uri, "--sort-by", "user_id,amount", "--strategy", "zorder", "-q")
+    assert result.code == 0, result.err
+    assert result.err == ""
+    latest = at.open_table(uri).latest_snapshot()
+    assert latest is not None and latest.kind == at.CommitKind.COMPACT
+    bad = cli("compact", uri, "--strategy", "hilbert")
+    assert bad.code == 2 and "--strategy applies to a sort compaction" in bad.err
+
+
+def test_expire(cli: Any, loaded: str) -> None:
+    dry = cli("expire", loaded, "--retain-min", "1", "--older-than", "0s", "--dry-run")
+    assert dry.code == 0
+    assert dry.out.splitlines()[0] == "would expire snapshots: 1..2"
+    assert dry.out.splitlines()[-1] == "dry run: nothing was deleted"
+    assert [s.id for s in at.open_table(loaded).snapshots()] == [1, 2, 3]
+    done = cli("expire", loaded, "--retain-min", "1", "--older-than", "0s")
+    assert done.out.splitlines()[0] == "expired snapshots: 1..2"
+    assert "earliest retained snapshot: 3" in done.out
+    assert [s.id for s in at.open_table(loaded).snapshots()] == [3]
+    assert at.open_table(loaded).scan().count() == 6
+    bad = cli("expire", loaded, "--retain-min", "5", "--retain-max", "2")
+    assert bad.code == 2 and "--retain-max must not be smaller" in bad.err
+    table_default = cli("expire", loaded, "--retain-max", "2")  # below the table's min of 10
+    assert table_default.code == 2 and table_default.err.startswith("error: expire: ")
+    assert cli("expire", loaded, "--older-than", "soon").code == 2
+
+
+def test_remove_orphans_is_a_dry_run_unless_forced(cli: Any, loaded: str) -> None:
+    orphan = Path(loaded) / "day=2024-05-01" / "bucket-0" / "data-orphan.parquet"
+    orphan.write_bytes(b"x" * 10)
+    old = time.time() - 3 * 86400
+    os.utime(orphan, (old, old))
+    dry = cli("remove-orphans", loaded)
+    assert dry.code == 0
+    assert dry.out.splitlines() == [
+        "day=2024-05-01/bucket-0/data-orphan.parquet",
+        "dry run: 1 orphan file (10 B) older than 1d would be deleted; nothing was deleted "
+        "(use --force to delete)",
+    ]
+    assert orphan.exists()
+    young = cli("remove-orphans", loaded, "--older-than", "4d", "--force")
+    assert "deleted 0 orphan files" in young.out and orphan.exists()
+    forced = cli("remove-orphans", loaded, "--force")
+    assert forced.out.splitlines()[-1] == "deleted 1 orphan file (10 B) older than 1d"
+    assert not orphan.exists()
+    assert at.open_table(loaded).scan().count() == 6
+
+
+def test_rollback(cli: Any, loaded: str) -> None:
+    table = at.open_table(loaded)
+    first = rows(table, snapshot_id=1)
+    result = cli("rollback", loaded, "1")
+    assert (
+        result.out
+        == "rolled back to snapshot 1: new snapshot 4 (OVERWRITE) holds 3 rows in 3 files\n"
+    )
+    assert rows(at.open_table(loaded)) == first
+    missing = cli("rollback", loaded, "42")
+    assert missing.code == 1 and missing.err.startswith("error: ") and "42" in missing.err
+
+
+def test_errors_are_one_line(cli: Any, tmp_path: Path) -> None:
+    missing = cli("info", str(tmp_path / "none"))
+    assert missing.code == 1
+    assert missing.err == f"error: no table at {tmp_path / 'none'} (no schema/ files)\n"
+    ddl = cli("create", str(tmp_path / "t"), "--schema", "id int64, name strng")
+    assert ddl.code == 2
+    assert ddl.err.startswith("error: --schema: unknown type 'strng' at position 16")
+    assert not (tmp_path / "t").exists()
+    option = cli("create", str(tmp_path / "t"), "--schema", "id int64", "--option", "buckets=4")
+    assert option.code == 1
+    assert option.err == "error: unknown option 'buckets'; did you mean 'bucket'?\n"
+    cli("create", str(tmp_path / "t"), "--schema", "id int64")
+    exists = cli("create", str(tmp_path / "t"), "--schema", "id int64")
+    assert exists.code == 1 and exists.err.startswith("error: a table already exists at ")
+    usage = cli("create", str(tmp_path / "u"))  # neither --schema nor --schema-from
+    assert usage.code == 2 and "one of the arguments --schema --schema-from is required" in (
+        usage.err
+    )
+
+
+def test_debug_adds_the_traceback(cli: Any, tmp_path: Path) -> None:
+    plain = cli("info", str(tmp_path / "none"))
+    assert "Traceback" not in plain.err
+    debug = cli("info", str(tmp_path / "none"), "--debug")
+    assert "Traceback (most recent call last)" in debug.err
+    assert "TableNotFoundError" in debug.err
+    assert debug.err.splitlines()[-1].startswith("error: no table at")
+    before = cli("--debug", "info", str(tmp_path / "none"))
+    assert "Traceback" in before.err
+
+
+def test_storage_options_reach_the_table(
+    cli: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    seen: list[object] = []
+    real = at.open_table
+
+    def spy(uri: str, *, storage_options: Any = None) -> at.Table:
+        seen.append(storage_options)
+        return real(uri)
+
+    cli("create", str(tmp_path / "t"), "--schema", "id int64")
+    monkeypatch.setattr(at, "open_table", spy)
+    result = cli(
+        "--storage-option", "anon=true", "info", str(tmp_path / "t"), "--storage-option", "n=3"
+    )
+    assert result.code == 0
+    assert seen == [{"anon": True, "n": 3}]
+
+
+def test_memory_urls(cli: Any) -> None:
+    uri = "memory://cli-tests/events"
+    options = ("--storage-option", "skip_instance_cache=false")
+    assert cli("create", uri, "--schema", "id int64", *options).code == 0
+    assert cli("info", uri, *options).code == 0
+    assert at.open_table(uri).schema == pa.schema([("id", pa.int64())])
+
+
+def test_result_type_is_used() -> None:
+    assert Result(0, "", "").code == 0
+
+
+@pytest.fixture
+def queue(tmp_path: Path) -> tuple[str, at.Table]:
+    uri = str(tmp_path / "queue")
+    schema = pa.schema([("user_id", pa.int64()), ("seq", pa.int64())])
+    table = at.create_table(uri, schema, options={"bucket": 2, "bucket-key": "user_id"})
+    for start in (0, 8):
+        seq = list(range(start, start + 8))
+        table.append(pa.table({"user_id": [i % 4 for i in seq], "seq": seq}, schema=schema))
+    return uri, table
+
+
+def test_tail_start_positions_and_bucket_subsets(cli: Any, queue: tuple[str, at.Table]) -> None:
+    uri, _table = queue
+    common = ("--format", "jsonl", "--idle-exit", "0.05", "--poll", "10ms")
+
+    def seqs(*args: str) -> list[int]:
+        result = cli("tail", uri, *common, *args)
+        assert result.code == 0, result.err
+        return [json.loads(line)["seq"] for line in result.out.splitlines()]
+
+    assert sorted(seqs()) == list(range(16))  # latest-full
+    assert seqs("--from", "latest") == []
+    assert sorted(seqs("--from", "earliest", "--max-units", "1")) == list(range(8))
+    assert sorted(seqs("--from", "earliest")) == list(range(16))
+    bucket_0 = seqs("--buckets", "0")
+    bucket_1 = seqs("--buckets", "1")
+    assert bucket_0 and bucket_1
+    assert sorted(bucket_0 + bucket_1) == list(range(16))
+    assert sorted(seqs("--filter", "user_id = 1", "--columns", "seq")) == [1, 5, 9, 13]
+    text = cli("tail", uri, "--idle-exit", "0.05", "--max-units", "1").out.splitlines()
+    assert text[0] == "-- snapshot 2 (APPEND, full): 16 rows"
+    assert text[1].split() == ["user_id", "seq"]
+    assert len(text) == 3 + 16  # caption, header, rule, rows
+
+
+def test_tail_errors(cli: Any, queue: tuple[str, at.Table]) -> None:
+    uri, _table = queue
+    bad = cli("tail", uri, "--buckets", "7", "--idle-exit", "0")
+    assert bad.code == 1 and bad.err.startswith("error: buckets: 7 is not a bucket")
+    assert cli("tail", uri, "--poll", "soon").code == 2
+    assert cli("tail", uri, "--max-units", "0").code == 2
+    assert cli("tail", uri, "--from", "yesterday").code == 2
+
+
+def test_tail_on_an_empty_table_waits_for_the_first_snapshot(cli: Any, tmp_path: Path) -> None:
+    uri = str(tmp_path / "empty")
+    cli("create", uri, "--schema", "id int64")
+    result = cli("tail", uri, "--from", "earliest", "--idle-exit", "0.05", "--poll", "10ms")
+    assert (result.code, result.out) == (0, "")
