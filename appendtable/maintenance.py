@@ -10,7 +10,7 @@ from appendtable import display
 from appendtable._state import TableState
 from appendtable.commit.consumers import ConsumerStore
 from appendtable.commit.expire import execute_expiration, plan_expiration
-from appendtable.errors import SnapshotNotFoundError
+from appendtable.errors import InvalidOptionError, SnapshotNotFoundError
 from appendtable.metadata import layout
 from appendtable.metadata import options as opt
 from appendtable.planning.expiration import expire_until
@@ -61,7 +61,10 @@ def expire_snapshots(
     keep_min = retain_min if retain_min is not None else options.get(opt.SNAPSHOT_RETAINED_MIN)
     keep_max = retain_max if retain_max is not None else options.get(opt.SNAPSHOT_RETAINED_MAX)
     if keep_min < 1 or keep_max < keep_min:
-        raise ValueError("need 1 <= retain_min <= retain_max")
+        raise InvalidOptionError(
+            f"snapshot retention needs 1 <= retain_min <= retain_max (got retain_min={keep_min}, "
+            f"retain_max={keep_max}; defaults come from snapshot.num-retained.min/max)"
+        )
 
     def window(consumer_floor: int | None) -> int:
         return expire_until(

@@ -195,6 +195,15 @@ class Table:
         """The options set on the table (defaults are not listed)."""
         return self._state.options.as_dict()
 
+    def option(self, key: str) -> object:
+        """The effective value of an option (the table's, else the default), parsed: sizes in
+        bytes, durations in milliseconds, booleans, numbers, strings. InvalidOptionError for an
+        unknown key."""
+        definition = opt.OPTIONS.get(key)
+        if definition is None:
+            opt.parse_options({key: ""})  # raises, with a suggestion
+        return self._state.options.get(opt.OPTIONS[key])
+
     @property
     def bucket(self) -> int:
         return self._state.options.bucket
@@ -519,6 +528,11 @@ class Table:
 
     def latest_snapshot(self) -> Snapshot | None:
         return self._state.snapshots.latest()
+
+    def earliest_snapshot(self) -> Snapshot | None:
+        """The oldest retained snapshot (found from the EARLIEST hint, without listing)."""
+        earliest = self._state.snapshots.earliest_id()
+        return None if earliest is None else self._state.snapshots.get(earliest)
 
     def snapshot(self, snapshot_id: int) -> Snapshot:
         return self._state.snapshots.get(snapshot_id)

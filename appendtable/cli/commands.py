@@ -4,7 +4,6 @@ scan. Only the public API of :mod:`appendtable` is used."""
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -32,8 +31,6 @@ from appendtable.cli.output import (
 )
 
 __all__ = [
-    "DEFAULT_SMALL_FILE_RATIO",
-    "DEFAULT_TARGET_FILE_SIZE",
     "Context",
     "run_append",
     "run_create",
@@ -46,11 +43,6 @@ __all__ = [
 
 # The public API lists only the options set on a table, not effective values with defaults;
 # these two mirror the option registry's defaults (tests/cli keeps them equal).
-DEFAULT_TARGET_FILE_SIZE = 256 * 1024**2
-DEFAULT_SMALL_FILE_RATIO = 0.7
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$")
-_SIZE_UNITS = {"": 1, "b": 1, "k": 1, "kb": 1, "kib": 1, "m": 2, "mb": 2, "mib": 2, "g": 3}
-_SIZE_UNITS.update({"gb": 3, "gib": 3, "t": 4, "tb": 4, "tib": 4})
 
 
 @dataclass
@@ -181,21 +173,12 @@ def run_append(args: argparse.Namespace, ctx: Context) -> int:
 # ---- info ---------------------------------------------------------------------------------------
 
 
-def _size(text: str) -> int:
-    match = _SIZE.match(text.lower())
-    if match is None or match.group(2) not in _SIZE_UNITS:
-        raise UsageError(f"not a size: {text!r}")
-    return int(float(match.group(1)) * 1024 ** _SIZE_UNITS[match.group(2)])
-
-
-def small_file_threshold(options: Mapping[str, str]) -> int:
+def small_file_threshold(table: at.Table) -> int:
     """Files below this are small (``compaction.small-file-ratio`` x ``target-file-size``)."""
-    target = options.get("target-file-size")
-    ratio = options.get("compaction.small-file-ratio")
-    return int(
-        (_size(target) if target else DEFAULT_TARGET_FILE_SIZE)
-        * (float(ratio) if ratio else DEFAULT_SMALL_FILE_RATIO)
-    )
+    target = table.option("target-file-size")
+    ratio = table.option("compaction.small-file-ratio")
+    assert isinstance(target, int) and isinstance(ratio, float)
+    return int(target * ratio)
 
 
 def _snapshot_line(snapshot: at.Snapshot) -> str:
@@ -238,7 +221,7 @@ def run_info(args: argparse.Namespace, ctx: Context) -> int:
             ("consumers", ", ".join(f"{name} (next {n})" for name, n in consumers.items()))
         )
     files = table.files()
-    threshold = small_file_threshold(table.options)
+    threshold = small_file_threshold(table)
     total = int(pc.sum(files["bytes"]).as_py() or 0)
     small = pc.less(files["bytes"], threshold)
     small_count = int(pc.sum(small).as_py() or 0)

@@ -25,10 +25,9 @@ def _reader(args: argparse.Namespace, table: at.Table, poll: float) -> at.Stream
     mode: str | None = None
     snapshot_id: int | None = None
     if args.start == "earliest":
-        # The public API has no cheap "earliest snapshot id": list the retained snapshots.
-        snapshots = table.snapshots()
-        if snapshots:
-            mode, snapshot_id = "from-snapshot-full", snapshots[0].id
+        earliest = table.earliest_snapshot()
+        if earliest is not None:
+            mode, snapshot_id = "from-snapshot-full", earliest.id
         else:
             mode = "latest-full"  # empty: everything from the first snapshot on
     elif args.start is not None:

@@ -101,9 +101,7 @@ def run_expire(args: argparse.Namespace, ctx: Context) -> int:
             older_than_ms=older_than_ms,
             dry_run=args.dry_run,
         )
-    except at.AppendTableError:
-        raise
-    except ValueError as exc:  # the library checks retain_min <= retain_max with table defaults
+    except at.InvalidOptionError as exc:  # retain_min <= retain_max, with table defaults
         raise UsageError(f"expire: {exc}") from None
     verb = "would expire" if args.dry_run else "expired"
     deleted = "would delete" if args.dry_run else "deleted"

@@ -16,7 +16,15 @@ _PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
 
 def to_python(value: object, type_spec: TypeSpec) -> object:
     """Dates as ``date``, timestamps as ``datetime`` (UTC-aware when the column has a time zone;
-    nanoseconds are truncated to microseconds), decimals as ``Decimal``, times as ``time``."""
+    nanoseconds are truncated to microseconds), decimals as ``Decimal``, times as ``time``.
+    Values beyond Python's date range (year 1..9999) stay as stored integers."""
+    try:
+        return _to_python(value, type_spec)
+    except (OverflowError, ValueError):
+        return value
+
+
+def _to_python(value: object, type_spec: TypeSpec) -> object:
     if value is None:
         return None
     kind = type_spec.kind

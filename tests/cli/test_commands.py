@@ -222,11 +222,17 @@ def test_info(cli: Any, loaded: str) -> None:
     assert "... 4 more (--max-groups)" in limited
 
 
-def test_small_file_defaults_match_the_option_registry() -> None:
-    assert registry.TARGET_FILE_SIZE.default == commands.DEFAULT_TARGET_FILE_SIZE
-    assert registry.COMPACTION_SMALL_FILE_RATIO.default == commands.DEFAULT_SMALL_FILE_RATIO
-    assert commands.small_file_threshold({"target-file-size": "10 MB"}) == 7 * 1024**2
-    assert commands.small_file_threshold({"compaction.small-file-ratio": "0.5"}) == 128 * 1024**2
+def test_small_file_threshold_uses_the_effective_options(tmp_path: Any) -> None:
+    plain = at.create_table(str(tmp_path / "a"), pa.schema([("v", pa.int64())]))
+    assert commands.small_file_threshold(plain) == int(
+        registry.TARGET_FILE_SIZE.default * registry.COMPACTION_SMALL_FILE_RATIO.default
+    )
+    tuned = at.create_table(
+        str(tmp_path / "b"),
+        pa.schema([("v", pa.int64())]),
+        options={"target-file-size": "10 MB", "compaction.small-file-ratio": "0.5"},
+    )
+    assert commands.small_file_threshold(tuned) == 5 * 1024**2
 
 
 def test_snapshots_and_files(cli: Any, loaded: str) -> None:
