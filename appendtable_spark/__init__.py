@@ -16,6 +16,7 @@ from appendtable_spark.api import (
     register,
     write_table,
 )
+from appendtable_spark.native import read_table
 from appendtable_spark.source import AppendTableDataSource
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "compact",
     "create_temp_view",
     "foreach_batch_sink",
+    "read_table",
     "register",
     "write_table",
 ]

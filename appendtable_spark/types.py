@@ -10,6 +10,7 @@ duration to a day-time interval. Anything else is rejected with the column named
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
     ArrayType,
@@ -106,7 +107,20 @@ def spark_arrow_schema(schema: StructType) -> pa.Schema:
 
 
 def cast_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
-    """``batch`` with exactly ``target``'s types (a no-op when they already match)."""
+    """``batch`` with exactly ``target``'s types (a no-op when they already match).
+    Nanosecond times are floored to Spark's microseconds, as PySpark itself does; every other
+    cast is checked (it fails rather than change a value)."""
     if batch.schema.equals(target):
         return batch
-    return batch.select(target.names).cast(target)
+    columns = []
+    for field in target:
+        column = batch.column(field.name)
+        source = column.type
+        if (
+            (pa.types.is_timestamp(source) or pa.types.is_time(source))
+            and source.unit == "ns"
+            and getattr(field.type, "unit", "ns") != "ns"
+        ):
+            column = pc.floor_temporal(column, unit="microsecond")
+        columns.append(column.cast(field.type))
+    return pa.RecordBatch.from_arrays(columns, schema=target)

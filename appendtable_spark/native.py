@@ -1,0 +1,116 @@
+"""Spark's own Parquet reader over a pinned, pruned snapshot.
+
+The core plans the read (snapshot, partition/statistics/bucket pruning); Spark's native
+Parquet reader carries the data. The table's data files hold every column, so the files of a
+snapshot read as one Parquet dataset with the table's schema. Tables with types Spark's
+Parquet reader cannot read (nanosecond timestamps) go through the Python data source instead.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+import appendtable as at
+from appendtable_spark.source import FORMAT
+from appendtable_spark.types import spark_schema
+
+__all__ = ["native_readable", "read_table"]
+
+
+def native_readable(schema: pa.Schema) -> bool:
+    """Whether Spark's Parquet reader reads every column type of ``schema``."""
+
+    def ok(dtype: pa.DataType) -> bool:
+        if pa.types.is_timestamp(dtype) or pa.types.is_time(dtype):
+            return dtype.unit != "ns"
+        if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
+            return ok(dtype.value_type)
+        if pa.types.is_map(dtype):
+            return ok(dtype.key_type) and ok(dtype.item_type)
+        if pa.types.is_struct(dtype):
+            return all(ok(field.type) for field in dtype)
+        return not pa.types.is_fixed_size_list(dtype)
+
+    return all(ok(field.type) for field in schema)
+
+
+def _location(table_uri: str, path: str) -> str:
+    if "://" not in table_uri:
+        return f"file://{table_uri}/{path}"
+    scheme, rest = table_uri.split("://", 1)
+    scheme = "s3a" if scheme in ("s3", "s3a") else scheme
+    return f"{scheme}://{rest}/{path}"
+
+
+def _condition(term: Sequence[object]) -> Column:
+    column, op = F.col(str(term[0])), str(term[1])
+    if op == "is null":
+        return column.isNull()
+    if op == "is not null":
+        return column.isNotNull()
+    value = term[2]
+    if op in ("in", "not in"):
+        inside = column.isin(list(value))  # type: ignore[call-overload]
+        return inside if op == "in" else ~inside & column.isNotNull()
+    compare = {
+        "=": operator.eq,
+        "==": operator.eq,
+        "!=": operator.ne,
+        "<": operator.lt,
+        "<=": operator.le,
+        ">": operator.gt,
+        ">=": operator.ge,
+    }[op]
+    return compare(column, F.lit(value))  # type: ignore[no-any-return]
+
+
+def _where(filter_terms: Sequence[Any]) -> Column:
+    nested = bool(filter_terms) and isinstance(filter_terms[0], list)
+    clauses = filter_terms if nested else [filter_terms]
+    return functools.reduce(
+        operator.or_,
+        (functools.reduce(operator.and_, (_condition(t) for t in clause)) for clause in clauses),
+    )
+
+
+def read_table(
+    spark: SparkSession,
+    uri: str,
+    *,
+    snapshot_id: int | None = None,
+    timestamp_ms: int | None = None,
+    columns: Sequence[str] | None = None,
+    filter: Sequence[Any] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> DataFrame:
+    """A DataFrame of one snapshot (the latest by default), read by Spark's Parquet reader
+    from the files the core planned: pruned by partition, statistics and bucket, then filtered
+    exactly by Spark. Falls back to the ``appendtable`` format when a column type needs it."""
+    table = at.open_table(uri, storage_options=storage_options)
+    scan = table.scan(
+        snapshot_id=snapshot_id, timestamp_ms=timestamp_ms, columns=columns, filter=filter
+    )
+    wanted = list(columns) if columns is not None else table.schema.names
+    if not native_readable(table.schema):
+        reader = spark.read.format(FORMAT)
+        if scan.snapshot is not None:
+            reader = reader.option("scan.snapshot-id", str(scan.snapshot.id))
+        df = reader.load(uri)
+    else:
+        paths = [_location(table.uri, f.path) for split in scan.plan() for f in split.files]
+        schema = spark_schema(table.schema)
+        df = (
+            spark.read.schema(schema).parquet(*paths)
+            if paths
+            else spark.createDataFrame([], schema)
+        )
+    if filter:
+        df = df.where(_where(filter))
+    return df.select(*wanted)
