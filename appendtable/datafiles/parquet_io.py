@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
 
 import msgspec
 import pyarrow as pa
@@ -45,6 +48,9 @@ _MAX_ROW_GROUP_BYTES = 128 * 1024 * 1024
 _DICTIONARY_SAMPLE_ROWS = 65_536
 _DICTIONARY_MAX_DISTINCT_RATIO = 0.5
 _PARQUET = ds.ParquetFileFormat()
+_ARROW_FILESYSTEMS: weakref.WeakKeyDictionary[Storage, tuple[pafs.FileSystem, str]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 @dataclass
@@ -304,12 +310,43 @@ class _OpenFile:
 
 
 def arrow_filesystem(storage: Storage) -> tuple[pafs.FileSystem, str]:
-    """A pyarrow file system and the root path in it, for reading data files natively."""
-    probe = storage.local_path("")
-    if probe is not None:
-        return pafs.LocalFileSystem(), probe
-    fs, root = storage.fsspec()
-    return pafs.PyFileSystem(pafs.FSSpecHandler(fs)), root
+    """A pyarrow file system and the root path in it, for reading data files natively: the
+    local file system, pyarrow's own S3 client for S3 (configured like the table's s3fs), or
+    the fsspec file system bridged into pyarrow. Built once per storage."""
+    cached = _ARROW_FILESYSTEMS.get(storage)
+    if cached is None:
+        probe = storage.local_path("")
+        if probe is not None:
+            cached = (pafs.LocalFileSystem(), probe)
+        else:
+            fs, root = storage.fsspec()
+            native = _native_s3(fs)
+            cached = (native or pafs.PyFileSystem(pafs.FSSpecHandler(fs)), root)
+        _ARROW_FILESYSTEMS[storage] = cached
+    return cached
+
+
+def _native_s3(fs: Any) -> pafs.FileSystem | None:
+    """pyarrow's S3 client with s3fs's settings: the bridge through fsspec costs several extra
+    requests per file (each open is a HEAD), the native client reads with ranged GETs only."""
+    protocols = fs.protocol if isinstance(fs.protocol, tuple | list) else (fs.protocol,)
+    if not {"s3", "s3a"} & set(protocols):
+        return None
+    client = dict(getattr(fs, "client_kwargs", None) or {})
+    options: dict[str, Any] = {
+        "access_key": getattr(fs, "key", None),
+        "secret_key": getattr(fs, "secret", None),
+        "session_token": getattr(fs, "token", None),
+        "region": client.get("region_name") or "us-east-1",
+    }
+    if getattr(fs, "anon", False):
+        options = {"anonymous": True, "region": options["region"]}
+    endpoint = client.get("endpoint_url") or getattr(fs, "endpoint_url", None)
+    if endpoint:
+        parsed = urlsplit(str(endpoint))
+        options["endpoint_override"] = parsed.netloc or parsed.path
+        options["scheme"] = parsed.scheme or "https"
+    return pafs.S3FileSystem(**{k: v for k, v in options.items() if v is not None})
 
 
 def read_file(

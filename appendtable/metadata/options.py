@@ -229,9 +229,15 @@ WATERMARK_DELAY = _define(
     "watermark.delay", parse_duration_ms, 0, "watermark = max(event time) - delay"
 )
 # ---- commit -------------------------------------------------------------------------------------
-COMMIT_MAX_RETRIES = _define("commit.max-retries", _parse_int, 10, "retries on snapshot races")
+COMMIT_MAX_RETRIES = _define(
+    "commit.max-retries",
+    _parse_int,
+    30,
+    "retries after losing the race for the next snapshot id (appends never conflict: a loser "
+    "under a steady stream of rival commits needs several tries)",
+)
 COMMIT_MIN_RETRY_WAIT = _define("commit.min-retry-wait", parse_duration_ms, 10, "backoff base")
-COMMIT_MAX_RETRY_WAIT = _define("commit.max-retry-wait", parse_duration_ms, 10_000, "backoff cap")
+COMMIT_MAX_RETRY_WAIT = _define("commit.max-retry-wait", parse_duration_ms, 2_000, "backoff cap")
 COMMIT_TIMEOUT = _define(
     "commit.timeout", parse_duration_ms, 0, "overall deadline for a commit's retries (0: none)"
 )
