@@ -232,12 +232,13 @@ WATERMARK_DELAY = _define(
 COMMIT_MAX_RETRIES = _define(
     "commit.max-retries",
     _parse_int,
-    30,
-    "retries after losing the race for the next snapshot id (appends never conflict: a loser "
-    "under a steady stream of rival commits needs several tries)",
+    10,
+    "retries after losing the race for the next snapshot id (raise it for many writers "
+    "committing back to back: a loser re-reads what the winner has cached, so it can lose "
+    "several times in a row)",
 )
 COMMIT_MIN_RETRY_WAIT = _define("commit.min-retry-wait", parse_duration_ms, 10, "backoff base")
-COMMIT_MAX_RETRY_WAIT = _define("commit.max-retry-wait", parse_duration_ms, 2_000, "backoff cap")
+COMMIT_MAX_RETRY_WAIT = _define("commit.max-retry-wait", parse_duration_ms, 10_000, "backoff cap")
 COMMIT_TIMEOUT = _define(
     "commit.timeout", parse_duration_ms, 0, "overall deadline for a commit's retries (0: none)"
 )
