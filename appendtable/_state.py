@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from appendtable.commit.changes import PartitionScope
+from appendtable.commit.committer import Committer
 from appendtable.commit.manifests import ManifestStore
 from appendtable.commit.snapshots import SnapshotStore
 from appendtable.datafiles.arrow_schema import arrow_schema
@@ -46,6 +47,17 @@ class TableState:
     def partition_types(self) -> tuple[TypeSpec, ...]:
         types = self.column_types
         return tuple(types[key] for key in self.schema.partition_keys)
+
+    def committer(self) -> Committer:
+        """A committer of this table (without the facade's pre- and post-commit hooks)."""
+        return Committer(
+            self.storage,
+            self.snapshots,
+            self.manifests,
+            self.options,
+            schema_id=self.schema.id,
+            partition_keys=self.schema.partition_keys,
+        )
 
     def partition_scope(self, specs: Sequence[Mapping[str, object]] | None) -> PartitionScope:
         """Static partition specs (user values, e.g. dates) as a scope over stored values."""

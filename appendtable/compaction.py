@@ -28,7 +28,6 @@ import pyarrow as pa
 from appendtable import display
 from appendtable._state import TableState
 from appendtable.commit.changes import CommitRequest, PartitionScope
-from appendtable.commit.committer import Committer
 from appendtable.commit.live_index import LiveIndex, Refresh
 from appendtable.datafiles.parquet_io import FileWriteSpec
 from appendtable.datafiles.rewrite import read_tables, rewrite_files
@@ -279,16 +278,7 @@ class Compactor:
         with ``abort``."""
         if not messages:
             return None
-        state = self._state
-        committer = Committer(
-            state.storage,
-            state.snapshots,
-            state.manifests,
-            state.options,
-            schema_id=state.schema.id,
-            partition_keys=state.schema.partition_keys,
-        )
-        return committer.commit(
+        return self._state.committer().commit(
             CommitRequest(
                 kind=CommitKind.COMPACT, commit_user=self._commit_user, messages=tuple(messages)
             )

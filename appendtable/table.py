@@ -14,7 +14,6 @@ import pyarrow as pa
 from appendtable import display
 from appendtable._state import TableState
 from appendtable.commit.changes import CommitRequest
-from appendtable.commit.committer import Committer
 from appendtable.commit.consumers import ConsumerStore
 from appendtable.compaction import (
     AutoCompaction,
@@ -505,15 +504,7 @@ class Table:
         """Make the table hold exactly what snapshot ``snapshot_id`` held, as a new OVERWRITE
         snapshot (history is kept: snapshot ids never go back; streams skip it)."""
         self._state.snapshots.get(snapshot_id)  # exists and is retained, or raise
-        committer = Committer(
-            self._state.storage,
-            self._state.snapshots,
-            self._state.manifests,
-            self._state.options,
-            schema_id=self._state.schema.id,
-            partition_keys=self._state.schema.partition_keys,
-        )
-        snapshot = committer.commit(
+        snapshot = self._state.committer().commit(
             CommitRequest(
                 kind=CommitKind.OVERWRITE,
                 commit_user=self._commit_user,

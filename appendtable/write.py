@@ -44,15 +44,7 @@ class TableCommit:
         self._before_commit = before_commit
 
     def _committer(self) -> Committer:
-        state = self._state
-        return Committer(
-            state.storage,
-            state.snapshots,
-            state.manifests,
-            state.options,
-            schema_id=state.schema.id,
-            partition_keys=state.schema.partition_keys,
-        )
+        return self._state.committer()
 
     def _watermark(self, messages: Sequence[CommitMessage], explicit: int | None) -> int | None:
         if explicit is not None:

@@ -315,22 +315,18 @@ SPLIT_TARGET_SIZE = _define(
     "source.split.target-size", parse_size, 128 * MB, "target size of read splits"
 )
 # ---- scans and streams --------------------------------------------------------------------------
-SCAN_MODE = _define(
-    "scan.mode",
-    _choice(
-        "default",
-        "latest-full",
-        "full",
-        "latest",
-        "from-snapshot",
-        "from-snapshot-full",
-        "from-timestamp",
-        "from-file-creation-time",
-        "compacted-full",
-    ),
+#: Start modes of a stream (``full`` is a deprecated alias of ``latest-full``).
+SCAN_MODES = (
     "default",
-    "where a stream starts",
+    "latest-full",
+    "latest",
+    "from-snapshot",
+    "from-snapshot-full",
+    "from-timestamp",
+    "from-file-creation-time",
+    "compacted-full",
 )
+SCAN_MODE = _define("scan.mode", _choice(*SCAN_MODES, "full"), "default", "where a stream starts")
 SCAN_SNAPSHOT_ID = _define("scan.snapshot-id", _parse_int, 0, "snapshot for from-snapshot(-full)")
 SCAN_TIMESTAMP_MILLIS = _define(
     "scan.timestamp-millis", _parse_int, 0, "epoch ms for from-timestamp / time travel"

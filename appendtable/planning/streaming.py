@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from appendtable.errors import InvalidOptionError, SnapshotExpiredError
 from appendtable.metadata.models import CommitKind, WatermarkMember
+from appendtable.metadata.options import SCAN_MODES
 
 __all__ = [
     "MODES",
@@ -25,16 +26,7 @@ __all__ = [
     "resolve_start",
 ]
 
-MODES = (
-    "default",
-    "latest-full",
-    "latest",
-    "from-snapshot",
-    "from-snapshot-full",
-    "from-timestamp",
-    "from-file-creation-time",
-    "compacted-full",
-)
+MODES = SCAN_MODES
 
 
 @dataclass(frozen=True)
