@@ -130,6 +130,13 @@ _NEVER_ORPHANS = (
 )
 
 
+def _is_temp_file(path: str) -> bool:
+    """A local storage temp file (``.<name>.<uuid>.tmp``): left by a process that died between
+    writing it and renaming or linking it into place. No table file name starts with a dot."""
+    name = path.rsplit("/", 1)[-1]
+    return name.startswith(".") and name.endswith(".tmp")
+
+
 def remove_orphan_files(state: TableState, *, older_than_ms: int, dry_run: bool) -> OrphanResult:
     """Delete files that no retained snapshot references and that are older than
     ``older_than_ms`` (epoch ms): leftovers of crashed writers, failed commits and
@@ -144,7 +151,9 @@ def remove_orphan_files(state: TableState, *, older_than_ms: int, dry_run: bool)
     size = 0
     for info in listed:
         path = info.path
-        if path.startswith(_NEVER_ORPHANS) or info.mtime_ms >= older_than_ms:
+        if info.mtime_ms >= older_than_ms:
+            continue
+        if path.startswith(_NEVER_ORPHANS) and not _is_temp_file(path):
             continue
         if path.startswith(f"{layout.SNAPSHOT_DIR}/"):
             name = path.rsplit("/", 1)[-1]

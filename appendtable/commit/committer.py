@@ -101,6 +101,7 @@ class Committer:
             snapshot = self._prepare(request, latest, planned_overwrite, written)
             if snapshot is None:
                 return None
+            self._storage.sync_names(written)  # this attempt's metadata, durable before publish
             if self._publish(snapshot):
                 return snapshot
             self._delete_quietly(written)

@@ -124,7 +124,7 @@ class ManifestStore:
     def _write_manifest(self, entries: list[ManifestEntry]) -> ManifestFileMeta:
         name = f"manifest-{uuid.uuid4().hex}"
         data = codec.encode(Manifest(entries), codec.Kind.MANIFEST)
-        self._storage.write(layout.manifest_path(name), data)
+        self._storage.create(layout.manifest_path(name), data)
         self._remember(name, entries)
         width = len(entries[0].partition)
         low, high, nulls = _partition_bounds((e.partition for e in entries), width)
@@ -170,7 +170,7 @@ class ManifestStore:
     def write_list(self, manifests: Sequence[ManifestFileMeta]) -> str:
         name = f"manifest-list-{uuid.uuid4().hex}"
         data = codec.encode(ManifestList(list(manifests)), codec.Kind.MANIFEST_LIST)
-        self._storage.write(layout.manifest_path(name), data)
+        self._storage.create(layout.manifest_path(name), data)
         with self._lock:
             self._lists[name] = list(manifests)
             self._trim(self._lists)
@@ -263,7 +263,7 @@ class ManifestStore:
     def write_users(self, records: Sequence[CommitUserRecord]) -> str:
         name = f"commit-users-{uuid.uuid4().hex}"
         data = codec.encode(CommitUsers(list(records)), codec.Kind.COMMIT_USERS)
-        self._storage.write(layout.manifest_path(name), data)
+        self._storage.create(layout.manifest_path(name), data)
         with self._lock:
             self._users[name] = list(records)
             self._trim(self._users)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 
 from appendtable.errors import (
     AppendTableError,
@@ -26,6 +27,8 @@ from appendtable.storage import Storage
 __all__ = ["SnapshotStore"]
 
 _CACHE_LIMIT = 1024
+#: One thread writes LATEST hints in order, so a newer hint is never overwritten by an older.
+_HINTS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="appendtable-hint")
 
 
 class SnapshotStore:
@@ -60,14 +63,24 @@ class SnapshotStore:
         return self._storage.exists(layout.snapshot_path(snapshot_id))
 
     def latest_id(self) -> int | None:
-        """The id of the newest snapshot, None for an empty table."""
-        hint = max(self._read_hint(layout.LATEST_HINT) or 0, self._latest_seen)
-        if hint and self.exists(hint):
-            probe = hint
-            while self.exists(probe + 1):
-                probe += 1
-            self._latest_seen = probe
-            return probe
+        """The id of the newest snapshot, None for an empty table.
+
+        A process that already knows a recent id checks only the next name (one existence
+        check when nothing changed); otherwise, or when others committed meanwhile, it reads
+        the LATEST hint and probes forward from there."""
+        start = self._latest_seen
+        if not start or self.exists(start + 1):
+            hint = self._read_hint(layout.LATEST_HINT) or 0
+            start = max(start, hint)
+            if not start or not self.exists(start):
+                return self._latest_by_listing()
+        probe = start
+        while self.exists(probe + 1):
+            probe += 1
+        self._latest_seen = probe
+        return probe
+
+    def _latest_by_listing(self) -> int | None:
         ids = self.list_ids()
         if not ids:
             return None
@@ -87,7 +100,7 @@ class SnapshotStore:
 
     def _write_hint(self, path: str, snapshot_id: int) -> None:
         try:
-            self._storage.write(path, str(snapshot_id).encode("ascii"))
+            self._storage.write_hint(path, str(snapshot_id).encode("ascii"))
         except StorageError:
             pass  # a hint: readers verify it and fall back to listing
 
@@ -171,7 +184,9 @@ class SnapshotStore:
         if created:
             self._remember(snapshot)
             self._latest_seen = max(self._latest_seen, snapshot.id)
-            self._write_hint(layout.LATEST_HINT, snapshot.id)
+            # Off the commit's critical path: a hint that lands late (or never) only costs
+            # other readers a few existence checks; this process already knows the id.
+            _HINTS.submit(self._write_hint, layout.LATEST_HINT, snapshot.id)
         return created
 
     def read_back_is_ours(self, snapshot: Snapshot) -> bool | None:

@@ -283,7 +283,7 @@ class _OpenFile:
             self._writer.close()
             size = int(self._sink.tell())
             self._sink.close()
-        self._storage.sync(self._path)
+        self._storage.sync_file(self._path)
         self._spec.observe_ratio(self._arrow_bytes, size)
         nulls, mins, maxs = self._stats.result()
         return DataFileMeta(

@@ -8,6 +8,7 @@ into the ``StorageError`` family (see ``storage.translate``). The one operation 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -43,6 +44,22 @@ class Storage(ABC):
         """Create or replace ``path``. Readers see either nothing/the old content or all of
         ``data``, never a prefix."""
 
+    def create(self, path: str, data: bytes) -> None:
+        """Write a new, uniquely named file (nobody else uses the name) durably. Nothing may
+        refer to it before ``sync_new`` also made its name durable."""
+        self.write(path, data)
+
+    def sync_names(self, paths: Sequence[str]) -> None:  # noqa: B027 - durable on close elsewhere
+        """Make the names of files just created durable (their directories, once each)."""
+
+    def sync_file(self, path: str) -> None:  # noqa: B027 - durable on close elsewhere
+        """Make a file written through ``open_output`` or a local path durable, with its name."""
+
+    def write_hint(self, path: str, data: bytes) -> None:
+        """Replace a hint file atomically but without forcing it to disk: a lost or stale hint
+        only costs readers a listing."""
+        self.write(path, data)
+
     @abstractmethod
     def put_if_absent(self, path: str, data: bytes) -> bool:
         """Create ``path`` with ``data`` only if no file of that name exists.
@@ -74,10 +91,6 @@ class Storage(ABC):
     @abstractmethod
     def open_output(self, path: str) -> IO[bytes]:
         """A binary file to stream a new (uniquely named) file into."""
-
-    @abstractmethod
-    def sync(self, path: str) -> None:
-        """Make a file written through ``open_output`` or a local path durable (no-op remotely)."""
 
     @abstractmethod
     def local_path(self, path: str) -> str | None:

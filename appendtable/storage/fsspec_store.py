@@ -310,9 +310,6 @@ class FsspecStorage(Storage):
             handle: IO[bytes] = self.fs.open(full, "wb")
             return handle
 
-    def sync(self, path: str) -> None:
-        """Object stores and memory make a file durable when it is closed."""
-
     def local_path(self, path: str) -> str | None:
         return None
 

@@ -13,6 +13,7 @@ import errno
 import os
 import threading
 import uuid
+from collections.abc import Sequence
 from typing import IO, Any
 
 import fsspec
@@ -56,10 +57,7 @@ class LocalStorage(Storage):
         temp = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
+            _write_all(fd, data)
             if self.fsync_enabled:
                 os.fsync(fd)
         finally:
@@ -83,6 +81,52 @@ class LocalStorage(Storage):
         final = self._abs(path)
         with translated("write", self.uri(path)):
             temp = self._write_temp(final, data)
+            try:
+                os.replace(temp, final)
+            except OSError:
+                _unlink_quietly(temp)
+                raise
+
+    def create(self, path: str, data: bytes) -> None:
+        final = self._abs(path)
+        with translated("write", self.uri(path)):
+            self._ensure_dir(os.path.dirname(final))
+            fd = os.open(final, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                _write_all(fd, data)
+                if self.fsync_enabled:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def sync_file(self, path: str) -> None:
+        if not self.fsync_enabled:
+            return
+        final = self._abs(path)
+        with translated("fsync", self.uri(path)):
+            _fsync_path(final)
+            _fsync_path(os.path.dirname(final))
+
+    def sync_names(self, paths: Sequence[str]) -> None:
+        """The files were fsynced when written; fsync each of their directories once, so
+        their names are durable too."""
+        if not self.fsync_enabled or not paths:
+            return
+        with translated("fsync", self.uri(paths[0])):
+            for directory in sorted({os.path.dirname(self._abs(p)) for p in paths}):
+                _fsync_path(directory)
+
+    def write_hint(self, path: str, data: bytes) -> None:
+        final = self._abs(path)
+        directory, name = os.path.split(final)
+        with translated("write", self.uri(path)):
+            self._ensure_dir(directory)
+            temp = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                _write_all(fd, data)
+            finally:
+                os.close(fd)
             try:
                 os.replace(temp, final)
             except OSError:
@@ -165,16 +209,6 @@ class LocalStorage(Storage):
             self._ensure_dir(os.path.dirname(final))
             return open(final, "wb")
 
-    def sync(self, path: str) -> None:
-        if not self.fsync_enabled:
-            return
-        with translated("fsync", self.uri(path)):
-            fd = os.open(self._abs(path), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-
     def local_path(self, path: str) -> str:
         return self._abs(path)
 
@@ -187,6 +221,21 @@ class LocalStorage(Storage):
 
     def uri(self, path: str) -> str:
         return self._abs(path)
+
+
+def _fsync_path(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
 
 
 def _unlink_quietly(path: str) -> None:

@@ -77,6 +77,6 @@ def test_streamed_output(storage: Storage) -> None:
     with storage.open_output("data/part-0") as out:
         out.write(b"hello ")
         out.write(b"world")
-    storage.sync("data/part-0")
+    storage.sync_file("data/part-0")
     assert storage.read("data/part-0") == b"hello world"
     assert storage.info("data/part-0").size == 11
