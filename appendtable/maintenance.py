@@ -8,11 +8,13 @@ from dataclasses import dataclass, field
 
 from appendtable import display
 from appendtable._state import TableState
+from appendtable.commit.changes import ROLLBACK_PROPERTY
 from appendtable.commit.consumers import ConsumerStore
 from appendtable.commit.expire import execute_expiration, plan_expiration
 from appendtable.errors import InvalidOptionError, SnapshotNotFoundError
 from appendtable.metadata import layout
 from appendtable.metadata import options as opt
+from appendtable.metadata.models import FileKind
 from appendtable.planning.expiration import expire_until
 
 __all__ = ["ExpireResult", "OrphanResult", "expire_snapshots", "remove_orphan_files"]
@@ -173,11 +175,16 @@ def remove_orphan_files(state: TableState, *, older_than_ms: int, dry_run: bool)
 
 
 def _referenced(state: TableState) -> tuple[set[str], set[str]]:
-    """(data files, metadata file names) referenced by any retained snapshot."""
+    """(data files, metadata file names) referenced by some retained snapshot.
+
+    Data files: those live in the earliest retained snapshot, those added by any later one,
+    and those live in a retained rollback (which re-adds files). Files only named by DELETE
+    entries, or added and removed before the earliest retained snapshot, are not referenced
+    even if a retained manifest still names them (e.g. after an interrupted expiration)."""
     snapshots, manifests = state.snapshots, state.manifests
     metadata: set[str] = set()
     data: set[str] = set()
-    seen_manifests: set[str] = set()
+    first = True
     for snapshot_id in snapshots.list_ids():
         try:
             snapshot = snapshots.get(snapshot_id)
@@ -186,11 +193,14 @@ def _referenced(state: TableState) -> tuple[set[str], set[str]]:
         metadata.update((snapshot.base_manifest_list, snapshot.delta_manifest_list))
         if snapshot.commit_users is not None:
             metadata.add(snapshot.commit_users)
-        for manifest in manifests.all_manifests(snapshot):
-            metadata.add(manifest.file_name)
-            if manifest.file_name not in seen_manifests:
-                seen_manifests.add(manifest.file_name)
-                data.update(
-                    entry.file.path for entry in manifests.read_manifest(manifest.file_name)
-                )
+        metadata.update(m.file_name for m in manifests.all_manifests(snapshot))
+        if first or ROLLBACK_PROPERTY in snapshot.properties:
+            data.update(entry.file.path for entry in manifests.live_files(snapshot))
+            first = False
+        else:
+            data.update(
+                entry.file.path
+                for entry in manifests.delta_entries(snapshot)
+                if entry.kind == FileKind.ADD
+            )
     return data, metadata

@@ -369,7 +369,8 @@ class StreamReader:
             return
         snapshots = self._state.snapshots
         latest = snapshots.latest_id()
-        if latest is not None and snapshot_id <= latest:
+        # It may have been committed since the miss: expired only if it is still missing now.
+        if latest is not None and snapshot_id <= latest and not snapshots.exists(snapshot_id):
             earliest = snapshots.earliest_id()
             raise SnapshotExpiredError(
                 f"the stream is positioned on snapshot {snapshot_id}, which has expired "

@@ -36,6 +36,8 @@ from appendtable.errors import (
     AtomicCreateUnsupportedError,
     CommitConflictError,
     CommitStateUnknownError,
+    ObjectNotFoundError,
+    SnapshotNotFoundError,
     StorageError,
 )
 from appendtable.metadata import layout
@@ -98,13 +100,22 @@ class Committer:
             if request.overwrite is not None and planned_overwrite is None:
                 planned_overwrite = self._overwrite_targets(request)
             written: list[str] = []
-            snapshot = self._prepare(request, latest, planned_overwrite, written)
-            if snapshot is None:
-                return None
-            self._storage.sync_names(written)  # this attempt's metadata, durable before publish
-            if self._publish(snapshot):
-                return snapshot
-            self._delete_quietly(written)
+            try:
+                snapshot = self._prepare(request, latest, planned_overwrite, written)
+            except (ObjectNotFoundError, SnapshotNotFoundError):
+                self._delete_quietly(written)
+                if latest is None or self._snapshots.on_storage(latest.id):
+                    raise
+                # The base snapshot expired while this commit prepared: a lost race.
+            else:
+                if snapshot is None:
+                    return None
+                self._storage.sync_names(written)  # this attempt's metadata, durably
+                if self._publish(snapshot):
+                    if self._in_log(snapshot):
+                        return snapshot
+                    self._snapshots.unpublish(snapshot)
+                self._delete_quietly(written)
             attempt += 1
             if attempt > max_retries or (deadline is not None and time.monotonic() > deadline):
                 raise CommitConflictError(
@@ -114,6 +125,22 @@ class Committer:
             self._sleep(self._backoff(attempt))
 
     # ---- steps ------------------------------------------------------------------------------
+
+    def _in_log(self, snapshot: Snapshot) -> bool:
+        """Whether a snapshot just published continues the log. Expiration removes snapshots
+        oldest first, so while the parent exists the id cannot have expired. If the parent is
+        gone, the id may have expired before this commit re-created it (a commit that stalled
+        past the retention): then a later snapshot exists that is not built on this one."""
+        parent = snapshot.parent_id
+        if parent is None or self._snapshots.on_storage(parent):
+            return True
+        later = [i for i in self._snapshots.list_ids() if i > snapshot.id]
+        if not later:
+            return True
+        if later[0] != snapshot.id + 1:
+            return False
+        successor = self._snapshots.get(snapshot.id + 1)
+        return not successor.parent_nonce or successor.parent_nonce == snapshot.nonce
 
     def _check_atomic_publish(self) -> None:
         if self._storage.atomic_create or self._options.get(opt.COMMIT_SINGLE_WRITER):
@@ -259,6 +286,7 @@ class Committer:
             commit_users=users_file,
             properties=dict(request.properties),
             last_rollback=latest.last_rollback if latest is not None else None,
+            parent_nonce=latest.nonce if latest is not None else "",
         )
 
     def _prepare_rollback(
@@ -305,6 +333,7 @@ class Committer:
             commit_users=latest.commit_users,
             properties=properties,
             last_rollback=latest.id + 1,
+            parent_nonce=latest.nonce,
         )
 
     def _live_paths(

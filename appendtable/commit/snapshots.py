@@ -62,17 +62,24 @@ class SnapshotStore:
             return True
         return self._storage.exists(layout.snapshot_path(snapshot_id))
 
+    def on_storage(self, snapshot_id: int) -> bool:
+        """Whether the snapshot file exists now (not the cache: it may have expired since)."""
+        return self._storage.exists(layout.snapshot_path(snapshot_id))
+
     def latest_id(self) -> int | None:
         """The id of the newest snapshot, None for an empty table.
 
-        A process that already knows a recent id checks only the next name (one existence
-        check when nothing changed); otherwise, or when others committed meanwhile, it reads
-        the LATEST hint and probes forward from there."""
+        A process that already knows a recent id checks the next name and that the known one
+        is still there (two existence checks when nothing changed): a next name missing only
+        means "nothing new" while the known snapshot exists, as expiration removes snapshots
+        oldest first; once the known one has expired, the next may have expired too, and
+        committing on top of it would re-create an expired id. Otherwise, or when others
+        committed meanwhile, it reads the LATEST hint and probes forward from there."""
         start = self._latest_seen
-        if not start or self.exists(start + 1):
+        if not start or self.exists(start + 1) or not self.on_storage(start):
             hint = self._read_hint(layout.LATEST_HINT) or 0
             start = max(start, hint)
-            if not start or not self.exists(start):
+            if not start or not self.on_storage(start):
                 return self._latest_by_listing()
         probe = start
         while self.exists(probe + 1):
@@ -202,6 +209,13 @@ class SnapshotStore:
             self._remember(stored)
             return True
         return False
+
+    def unpublish(self, snapshot: Snapshot) -> None:
+        """Remove a snapshot this process just published outside the log (see
+        ``Committer._in_log``)."""
+        self._storage.delete(layout.snapshot_path(snapshot.id))
+        self.forget(snapshot.id)
+        self._latest_seen = 0
 
     def forget(self, snapshot_id: int) -> None:
         """Drop a snapshot from the cache (after it was expired)."""

@@ -188,6 +188,9 @@ class Snapshot(msgspec.Struct, frozen=True, kw_only=True):
     #: The newest rollback snapshot at or before this one (rollbacks re-add files, which
     #: expiration must then keep).
     last_rollback: int | None = None
+    #: The parent's nonce: links the log, so a snapshot re-created under an id that had
+    #: expired (by a commit that stalled past the retention) is recognised as not part of it.
+    parent_nonce: str = ""
 
     @property
     def identifier(self) -> int:

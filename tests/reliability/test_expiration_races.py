@@ -1,0 +1,139 @@
+"""A commit in flight while expiration removes the snapshot it was based on (deterministic
+interleavings; the torture test hits them only rarely, with aggressive retention).
+
+Both need a retention shorter than one commit attempt (e.g. ``snapshot.num-retained.min`` and
+``snapshot.time-retained`` set low, or a writer stalled longer than the time retention)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import appendtable as at
+from appendtable._state import TableState
+from appendtable.storage import LocalStorage
+from appendtable.table import Table
+
+SCHEMA = pa.schema([("w", pa.string())])
+
+
+def _rows(*values: str) -> pa.Table:
+    return pa.table({"w": list(values)}, schema=SCHEMA)
+
+
+class _Interleaved(LocalStorage):
+    """Storage of writer B: at its first call matching ``prefix`` (``method`` ``write``, which
+    stands for ``write`` and ``create``, or ``put_if_absent``), another writer commits twice
+    and expires all but the latest snapshot."""
+
+    def __init__(self, root: str, other: at.Table, method: str, prefix: str) -> None:
+        super().__init__(root, fsync=False)
+        self.other, self.method, self.prefix = other, method, prefix
+        self.fired = False
+
+    def _maybe_interleave(self, method: str, path: str) -> None:
+        if method == self.method and path.startswith(self.prefix) and not self.fired:
+            self.fired = True
+            self.other.append(_rows("A"))
+            self.other.append(_rows("C"))
+            self.other.expire_snapshots(retain_min=1, older_than_ms=int(time.time() * 1000) + 1)
+
+    def write(self, path: str, data: bytes) -> None:
+        self._maybe_interleave("write", path)
+        super().write(path, data)
+
+    def create(self, path: str, data: bytes) -> None:
+        self._maybe_interleave("write", path)
+        super().create(path, data)
+
+    def put_if_absent(self, path: str, data: bytes) -> bool:
+        self._maybe_interleave("put_if_absent", path)
+        return super().put_if_absent(path, data)
+
+
+def _writers(tmp_path: Path, method: str, prefix: str) -> tuple[str, Table]:
+    uri = str(tmp_path / "t")
+    other = at.create_table(uri, SCHEMA, options={"write-only": True, "commit.fsync": False})
+    other.append(_rows("first"))  # snapshot 1: B reads it as the latest
+    storage = _Interleaved(uri, other, method, prefix)
+    return uri, Table(TableState(storage, other._state.schema))
+
+
+def test_publish_never_reuses_an_expired_snapshot_id(tmp_path: Path) -> None:
+    uri, b = _writers(tmp_path, "put_if_absent", "snapshot/snapshot-")
+    snapshot = b.append(_rows("B"))
+    assert snapshot is not None
+    table = at.open_table(uri)
+    rows = sorted(table.scan().to_arrow()["w"].to_pylist())
+    assert rows == ["A", "B", "C", "first"], f"B acknowledged as {snapshot.id}, latest: {rows}"
+
+
+def test_append_survives_expiration_of_its_base_snapshot(tmp_path: Path) -> None:
+    uri, b = _writers(tmp_path, "write", "manifest/manifest-")
+    snapshot = b.append(_rows("B"))
+    assert snapshot is not None and snapshot.id == 4
+    rows = sorted(at.open_table(uri).scan().to_arrow()["w"].to_pylist())
+    assert rows == ["A", "B", "C", "first"]
+
+
+def test_idle_writer_does_not_reuse_an_expired_snapshot_id(tmp_path: Path) -> None:
+    """A writer idle while others committed and expiration removed the snapshots after its
+    last one must not take "the next name is missing" for "nothing new" (regression: its
+    append was acknowledged as a re-created expired snapshot and lost)."""
+    uri = str(tmp_path / "t")
+    at.create_table(uri, SCHEMA, options={"write-only": True, "commit.fsync": False})
+    idle, other = at.open_table(uri), at.open_table(uri)
+    first = idle.append(_rows("B1"))
+    assert first is not None and first.id == 1
+    for i in range(11):
+        other.append(_rows(f"o{i}"))
+    expired = other.expire_snapshots(retain_min=10, older_than_ms=int(time.time() * 1000) + 1)
+    assert expired.expired_snapshots == [1, 2]
+    second = idle.append(_rows("B2"))
+    assert second is not None and second.id == 13 and second.parent_id == 12
+    table = at.open_table(uri)
+    assert sorted(table.scan().to_arrow()["w"].to_pylist()) == sorted(
+        ["B1", "B2"] + [f"o{i}" for i in range(11)]
+    )
+
+
+class _CommitDuringCheck(LocalStorage):
+    """A reader's storage: another writer commits snapshot 2 right after the reader's first
+    look for it missed, while the reader checks whether it missed an expired snapshot."""
+
+    def __init__(self, root: str, other: at.Table) -> None:
+        super().__init__(root, fsync=False)
+        self.other = other
+        self.armed = False
+        self.looks = 0
+
+    def exists(self, path: str) -> bool:
+        if self.armed and path == "snapshot/snapshot-2":
+            self.looks += 1
+            if self.looks == 2:  # the poll's look missed; this is the expiry check's
+                self.other.append(_rows("A"))
+        return super().exists(path)
+
+
+def test_snapshot_landing_during_the_expiry_check_is_not_reported_expired(
+    tmp_path: Path,
+) -> None:
+    """Regression: a snapshot committed between a reader's miss and its check for expiration
+    made poll() raise SnapshotExpiredError although nothing had expired."""
+    uri = str(tmp_path / "t")
+    other = at.create_table(uri, SCHEMA, options={"write-only": True, "commit.fsync": False})
+    other.append(_rows("first"))
+    storage = _CommitDuringCheck(uri, other)
+    reader = Table(TableState(storage, other._state.schema)).stream(
+        mode="from-snapshot", snapshot_id=1
+    )
+    unit = reader.poll()
+    assert unit is not None and unit.snapshot_id == 1
+    storage.armed = True
+    assert reader.poll() is None  # missed snapshot 2, which landed during the check
+    assert storage.looks >= 2
+    unit = reader.poll()
+    assert unit is not None and unit.snapshot_id == 2
