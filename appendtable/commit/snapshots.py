@@ -45,8 +45,8 @@ class SnapshotStore:
     def list_ids(self) -> list[int]:
         """Every snapshot id present, ascending (a listing: O(snapshots))."""
         ids = [
-            layout.id_from_name(info.path, layout.SNAPSHOT_PREFIX)
-            for info in self._storage.listdir(layout.SNAPSHOT_DIR)
+            layout.id_from_name(name, layout.SNAPSHOT_PREFIX)
+            for name in self._storage.listnames(layout.SNAPSHOT_DIR)
         ]
         return sorted(i for i in ids if i is not None)
 
@@ -95,12 +95,22 @@ class SnapshotStore:
         return ids[-1]
 
     def earliest_id(self) -> int | None:
-        """The id of the oldest retained snapshot, None for an empty table."""
+        """The id of the oldest retained snapshot, None for an empty table.
+
+        Verified against storage (not the cache: others may have expired snapshots). Without
+        an EARLIEST hint (nothing expired yet) snapshot 1 is the answer when it exists, since
+        ids start at 1; only a missing or stale hint costs a listing, after which the hint is
+        written for the next reader."""
         hint = self._read_hint(layout.EARLIEST_HINT)
-        if hint and self.exists(hint) and not self.exists(hint - 1):
+        if hint and self.on_storage(hint) and (hint == 1 or not self.on_storage(hint - 1)):
             return hint
+        if not hint and self.on_storage(1):
+            return 1
         ids = self.list_ids()
-        return ids[0] if ids else None
+        if not ids:
+            return None
+        self._write_hint(layout.EARLIEST_HINT, ids[0])
+        return ids[0]
 
     def write_earliest_hint(self, snapshot_id: int) -> None:
         self._write_hint(layout.EARLIEST_HINT, snapshot_id)

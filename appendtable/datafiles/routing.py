@@ -56,7 +56,7 @@ def route(table: pa.Table, spec: RoutingSpec) -> list[tuple[GroupKey, pa.Table]]
 
     if distinct == 1 or np.all(codes == codes[0]):
         return [(_key(table, 0, spec, codes), table)]
-    order = np.argsort(codes, kind="stable")
+    order = np.argsort(_narrow(codes, distinct), kind="stable")
     starts = np.concatenate(([0], np.flatnonzero(np.diff(codes[order])) + 1))
     ends = np.concatenate((starts[1:], [rows]))
     taken = table.take(pa.array(order))
@@ -65,6 +65,15 @@ def route(table: pa.Table, spec: RoutingSpec) -> list[tuple[GroupKey, pa.Table]]
         part = taken.slice(start, end - start)
         groups.append((_key(part, 0, spec, codes[order[start : start + 1]]), part))
     return groups
+
+
+def _narrow(codes: np.ndarray, distinct: int) -> np.ndarray:
+    """The codes in the smallest unsigned type that holds them: a stable sort (radix sort
+    for small integer types) is several times faster on narrow keys."""
+    for dtype in (np.uint8, np.uint16, np.uint32):
+        if distinct <= np.iinfo(dtype).max + 1:
+            return codes.astype(dtype)
+    return codes
 
 
 def _combine(

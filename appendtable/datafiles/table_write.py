@@ -50,6 +50,12 @@ from appendtable.storage import Storage
 
 __all__ = ["TableWriter", "event_time_ms"]
 
+#: Commits with less buffered data than this are encoded on the calling thread.
+_INLINE_BYTES = 4 * 1024 * 1024
+#: Rows routed at a time, and buffered bytes of a group handed to its lane at a time.
+_ROUTE_ROWS = 1 << 18
+_HANDOFF_BYTES = 16 * 1024 * 1024
+
 
 @dataclass
 class _Lane:
@@ -119,6 +125,7 @@ class TableWriter:
         self._created: list[str] = []
         self._max_event_ms: int | None = None
         self._closed = False
+        self._inline = False
         #: Rows accepted by ``write`` over the writer's life.
         self.rows_written = 0
 
@@ -136,16 +143,22 @@ class TableWriter:
             self._file_spec.dictionary_columns = choose_dictionary_columns(table)
         self._track_event_time(table)
         row_bytes = table.nbytes / table.num_rows  # measured once: slices are costly to measure
-        threshold = max(1, int(row_group_rows(table, self._file_spec, row_bytes) * row_bytes))
-        for key, rows in route(table, self._routing):
-            group = self._groups.get(key)
-            if group is None:
-                group = _Group(key, self._directory(key))
-                self._groups[key] = group
-            group.memory.append(rows)
-            group.memory_bytes += int(rows.num_rows * row_bytes)
-            if group.memory_bytes >= threshold and not self._spilling():
-                self._flush(group, final=False)
+        # Hand rows to the encoder in pieces well below a row group: the lanes coalesce them
+        # into full row groups, and encoding starts while later slices are still being routed.
+        threshold = max(
+            1,
+            min(_HANDOFF_BYTES, int(row_group_rows(table, self._file_spec, row_bytes) * row_bytes)),
+        )
+        for offset in range(0, table.num_rows, _ROUTE_ROWS):
+            for key, rows in route(table.slice(offset, _ROUTE_ROWS), self._routing):
+                group = self._groups.get(key)
+                if group is None:
+                    group = _Group(key, self._directory(key))
+                    self._groups[key] = group
+                group.memory.append(rows)
+                group.memory_bytes += int(rows.num_rows * row_bytes)
+                if group.memory_bytes >= threshold and not self._spilling():
+                    self._flush(group, final=False)
         self.rows_written += table.num_rows
         self._relieve_memory_pressure()
         self._raise_failures()
@@ -155,6 +168,9 @@ class TableWriter:
         (partition, bucket) written since the last call (files in write order). The files stay
         invisible until the messages are committed."""
         self._check_open()
+        pending = sum(group.memory_bytes for group in self._groups.values())
+        # Small commits encode on this thread: starting a thread pool costs more than the work.
+        self._inline = self._executor is None and pending < _INLINE_BYTES
         try:
             for group in self._groups.values():
                 self._flush(group, final=True)
@@ -167,6 +183,7 @@ class TableWriter:
         self._groups = {}
         self._created = []
         self._max_event_ms = None
+        self._inline = False
         return [message for message in messages if message.new_files]
 
     def abort(self) -> None:
@@ -285,6 +302,12 @@ class TableWriter:
         with self._lock:
             self._inflight_bytes += nbytes
         previous = lane.tail
+        if self._inline:  # errors propagate to prepare_commit, which aborts
+            self._run(lane, previous, chunks, nbytes, close)
+            done: Future[None] = Future()
+            done.set_result(None)
+            lane.tail = done
+            return
         future = self._pool().submit(self._run, lane, previous, chunks, nbytes, close)
         lane.tail = future
         self._pending.add(future)

@@ -80,6 +80,11 @@ class Storage(ABC):
     def listdir(self, directory: str) -> list[FileInfo]:
         """Files directly inside ``directory`` (empty if it does not exist), unordered."""
 
+    def listnames(self, directory: str) -> list[str]:
+        """Names of the entries directly inside ``directory`` (cheaper than ``listdir`` where
+        sizes and times cost extra calls; may include subdirectory names)."""
+        return [info.path.rsplit("/", 1)[-1] for info in self.listdir(directory)]
+
     @abstractmethod
     def walk(self, directory: str = "") -> list[FileInfo]:
         """Every file below ``directory``, recursively (empty if it does not exist)."""

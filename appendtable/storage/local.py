@@ -184,6 +184,13 @@ class LocalStorage(Storage):
                     )
             return found
 
+    def listnames(self, directory: str) -> list[str]:
+        with translated("list", self.uri(directory)):
+            try:
+                return os.listdir(self._abs(directory))
+            except FileNotFoundError:
+                return []
+
     def walk(self, directory: str = "") -> list[FileInfo]:
         base = self._abs(directory)
         found: list[FileInfo] = []
