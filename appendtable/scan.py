@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import decimal
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pyarrow as pa
@@ -19,7 +18,7 @@ from appendtable import display
 from appendtable._state import TableState
 from appendtable.datafiles.arrow_schema import arrow_type
 from appendtable.datafiles.expressions import to_expression
-from appendtable.datafiles.parquet_io import read_file
+from appendtable.datafiles.parquet_io import read_file, read_files
 from appendtable.errors import InvalidFilterError
 from appendtable.metadata import options as opt
 from appendtable.metadata.models import ManifestEntry, ManifestFileMeta, Snapshot, Split, StatValue
@@ -189,24 +188,18 @@ class Scan:
             yield from read_split(self._state, split, columns=self.columns, row_filter=self.filter)
 
     def to_arrow(self) -> pa.Table:
-        """All matching rows as one table, in read order. Files are read concurrently."""
+        """All matching rows as one table, in read order (a multi-threaded scan of the planned
+        files, which keeps their order)."""
         files = [file for split in self.plan() for file in split.files]
         if not files:
             return self.output_schema.empty_table()
-        expression = to_expression(self.filter)
-
-        def read_one(path: str) -> pa.Table:
-            batches = list(
-                read_file(self._state.storage, path, columns=self.columns, row_filter=expression)
-            )
-            return pa.Table.from_batches(batches, schema=self.output_schema)
-
-        if len(files) == 1:
-            return read_one(files[0].path)
-        workers = min(len(files), self._state.options.write_parallelism)
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            tables = list(pool.map(read_one, (file.path for file in files)))
-        return pa.concat_tables(tables)
+        return read_files(
+            self._state.storage,
+            [file.path for file in files],
+            schema=self._state.arrow_schema,
+            columns=self.columns,
+            row_filter=to_expression(self.filter),
+        )
 
     def to_pandas(self) -> Any:
         return self.to_arrow().to_pandas()

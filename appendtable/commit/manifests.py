@@ -223,10 +223,16 @@ class ManifestStore:
         entry_filter: EntryFilter | None = None,
     ) -> list[ManifestEntry]:
         """The ADD entries live in ``snapshot`` (optionally pruned), in manifest order."""
-        live = fold_live(self.entries(self.all_manifests(snapshot), manifest_filter))
+        manifests = [
+            m for m in self.all_manifests(snapshot) if manifest_filter is None or manifest_filter(m)
+        ]
+        if any(m.num_deleted for m in manifests):
+            entries: Iterable[ManifestEntry] = fold_live(self.entries(manifests)).values()
+        else:  # add-only manifests (the usual case): nothing to cancel
+            entries = self.entries(manifests)
         if entry_filter is None:
-            return list(live.values())
-        return [entry for entry in live.values() if entry_filter(entry)]
+            return list(entries)
+        return [entry for entry in entries if entry_filter(entry)]
 
     def delta_entries(self, snapshot: Snapshot) -> list[ManifestEntry]:
         """The entries this snapshot itself added or deleted."""

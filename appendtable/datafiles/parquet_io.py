@@ -39,6 +39,7 @@ __all__ = [
     "arrow_filesystem",
     "choose_dictionary_columns",
     "read_file",
+    "read_files",
     "row_group_rows",
     "write_files",
 ]
@@ -96,24 +97,40 @@ class FileWriteSpec:
             self.compression_ratio = max(0.01, sum(recent) / len(recent))
 
 
-def choose_dictionary_columns(sample: pa.Table) -> list[str]:
-    """Columns worth dictionary encoding, decided once from a sample: Parquet otherwise tries a
-    dictionary for every column of every file, a large cost for high-cardinality columns."""
+def choose_dictionary_columns(sample: pa.Table, rows_per_group: int = 1 << 20) -> list[str]:
+    """Columns worth dictionary encoding, decided once per writer from a sample: Parquet
+    otherwise tries a dictionary for every column of every file (then gives it up), a large
+    cost for high-cardinality columns.
+
+    A column gets a dictionary when its estimated number of distinct values (Chao1, from the
+    sample's singletons and doubletons) is at most half the rows of a row group: the values
+    then repeat enough for the dictionary to pay, even if a small sample looks unique."""
+    rows = min(rows_per_group, max(sample.num_rows, 1))
     head = sample.slice(0, _DICTIONARY_SAMPLE_ROWS)
     chosen = []
     for name in head.column_names:
         column = head.column(name)
-        dtype = column.type
-        if pa.types.is_nested(dtype) or pa.types.is_boolean(dtype):
+        if pa.types.is_nested(column.type) or pa.types.is_boolean(column.type):
             continue
-        valid = len(column) - column.null_count
-        if valid == 0:
+        if len(column) == column.null_count:
             chosen.append(name)
             continue
-        distinct = pc.count_distinct(column).as_py()
-        if distinct / valid <= _DICTIONARY_MAX_DISTINCT_RATIO:
+        if _estimated_distinct(column) <= _DICTIONARY_MAX_DISTINCT_RATIO * rows:
             chosen.append(name)
     return chosen
+
+
+def _estimated_distinct(column: pa.ChunkedArray) -> float:
+    counts = pc.value_counts(column.drop_null().combine_chunks()).field("counts")
+    frequencies = counts.to_numpy(zero_copy_only=False)
+    seen = len(frequencies)
+    singletons = int((frequencies == 1).sum())
+    doubletons = int((frequencies == 2).sum())
+    if singletons == 0:
+        return float(seen)
+    if doubletons == 0:
+        return float("inf") if singletons == seen else seen + singletons * (singletons - 1) / 2
+    return seen + singletons * singletons / (2 * doubletons)
 
 
 def write_files(
@@ -347,6 +364,43 @@ def _native_s3(fs: Any) -> pafs.FileSystem | None:
         options["endpoint_override"] = parsed.netloc or parsed.path
         options["scheme"] = parsed.scheme or "https"
     return pafs.S3FileSystem(**{k: v for k, v in options.items() if v is not None})
+
+
+def read_files(
+    storage: Storage,
+    paths: Sequence[str],
+    *,
+    schema: pa.Schema,
+    columns: Sequence[str] | None = None,
+    row_filter: pc.Expression | None = None,
+) -> pa.Table:
+    """The rows of several data files as one table, in the order of ``paths`` (Arrow's
+    scanner reads them concurrently and reassembles them in order)."""
+    filesystem, root = arrow_filesystem(storage)
+    full = [f"{root}/{path}" for path in paths]
+    with translated("read", storage.uri(paths[0])):
+        try:
+            dataset = ds.dataset(full, schema=schema, format=_PARQUET, filesystem=filesystem)
+            return dataset.to_table(
+                columns=list(columns) if columns is not None else None,
+                filter=row_filter,
+                use_threads=True,
+            )
+        except FileNotFoundError as exc:
+            missing = next(
+                (p for p, f in zip(paths, full, strict=True) if not _exists(filesystem, f)),
+                paths[0],
+            )
+            raise ObjectNotFoundError(
+                f"data file {storage.uri(missing)} is missing: the table references it but it "
+                "is gone (deleted outside the table?)",
+                path=storage.uri(missing),
+                operation="read",
+            ) from exc
+
+
+def _exists(filesystem: pafs.FileSystem, path: str) -> bool:
+    return bool(filesystem.get_file_info(path).type != pafs.FileType.NotFound)
 
 
 def read_file(

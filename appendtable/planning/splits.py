@@ -10,6 +10,7 @@ reorders: consecutive files of one (partition, bucket) fill a split until its we
 from __future__ import annotations
 
 import decimal
+import operator
 from collections.abc import Iterable, Sequence
 
 from appendtable.metadata.models import DataFileMeta, ManifestEntry, PartitionValues, Split
@@ -18,6 +19,7 @@ from appendtable.metadata.types import TypeSpec
 __all__ = ["group_files", "pack_splits", "partition_sort_key"]
 
 Group = tuple[PartitionValues, int, list[DataFileMeta]]
+_READ_ORDER = operator.attrgetter("min_seq", "path")
 
 
 def partition_sort_key(
@@ -46,12 +48,20 @@ def group_files(
     """Live entries grouped by (partition, bucket) in read order, files by ``min_seq``.
     ``partition_types`` make ``sort_partitions`` order decimal partitions numerically."""
     groups: dict[tuple[PartitionValues, int], list[DataFileMeta]] = {}
-    first_seq: dict[PartitionValues, int] = {}
     for entry in entries:
-        groups.setdefault((entry.partition, entry.bucket), []).append(entry.file)
-        seen = first_seq.get(entry.partition)
-        if seen is None or entry.file.min_seq < seen:
-            first_seq[entry.partition] = entry.file.min_seq
+        key = (entry.partition, entry.bucket)
+        files = groups.get(key)
+        if files is None:
+            groups[key] = [entry.file]
+        else:
+            files.append(entry.file)
+    for files in groups.values():
+        files.sort(key=_READ_ORDER)
+    first_seq: dict[PartitionValues, int] = {}
+    for (partition, _), files in groups.items():
+        seen = first_seq.get(partition)
+        if seen is None or files[0].min_seq < seen:
+            first_seq[partition] = files[0].min_seq
 
     def order(key: tuple[PartitionValues, int]) -> tuple[object, ...]:
         partition, bucket = key
@@ -59,11 +69,7 @@ def group_files(
             return (partition_sort_key(partition, partition_types), bucket)
         return (first_seq[partition], bucket)
 
-    result: list[Group] = []
-    for key in sorted(groups, key=order):
-        files = sorted(groups[key], key=lambda f: (f.min_seq, f.path))
-        result.append((key[0], key[1], files))
-    return result
+    return [(key[0], key[1], groups[key]) for key in sorted(groups, key=order)]
 
 
 def pack_splits(
