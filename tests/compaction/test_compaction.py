@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 
 import appendtable as at
+from appendtable.planning.compaction import COMPACT_AGE, REMOVE_AGE, UnawareCoordinator
 from tests.helpers.data import EVENTS, events
 
 WRITE_ONLY = {"write-only": True}
@@ -255,3 +256,55 @@ def test_compaction_only_in_chosen_partitions(uri: str) -> None:
     assert per_partition == {"day=2024-01-01": 1, "day=2024-01-02": 6}
     with pytest.raises(at.InvalidFilterError, match="not a partition column"):
         table.compact(partitions=[{"key": 1}])
+
+
+def test_idle_partitions_leave_memory_and_are_found_again_after_a_restart(uri: str) -> None:
+    coordinator = UnawareCoordinator(target=1 << 20, open_cost=0, min_files=5, max_files_held=100)
+
+    def small(name: str, seq: int) -> at.DataFileMeta:
+        return at.DataFileMeta(f"bucket-0/{name}.parquet", 10, 1, seq, seq, 0, 0, 0)
+
+    coordinator.add(("pair",), small("a", 0))
+    coordinator.add(("pair",), small("b", 1))
+    coordinator.add(("lone",), small("c", 2))
+    tasks_by_round = [coordinator.plan() for _ in range(REMOVE_AGE + 2)]
+    compacted = [i for i, tasks in enumerate(tasks_by_round) if tasks]
+    assert compacted == [COMPACT_AGE]  # the pair's leftovers, once idle long enough
+    assert tasks_by_round[COMPACT_AGE] == [(("pair",), [small("a", 0), small("b", 1)])]
+    assert coordinator.partitions == {}  # the lone file's partition left memory, uncompacted
+    # end to end: a fresh handle (a restarted writer) rescans and finds existing small files
+    table = at.create_table(uri, EVENTS, partition_by=["day"], options=WRITE_ONLY)
+    for i in range(4):
+        table.append(events(i * 10, 10, days=1, seed=i))
+    assert at.open_table(uri).files().num_rows == 4
+    auto = at.create_table(uri + "-auto", EVENTS, partition_by=["day"])
+    for i in range(4):  # below min.file-num: leftovers stay
+        auto.append(events(i * 10, 10, days=1, seed=i))
+    assert auto.files().num_rows == 4
+    again = at.open_table(uri + "-auto")  # a new writer process: its coordinator rescans
+    again.append(events(40, 10, days=1, seed=9))  # the 5th small file makes a task
+    assert again.files().num_rows == 1
+    assert sorted(again.scan().to_arrow().column("seq").to_pylist()) == list(range(50))
+
+
+def test_write_only_writers_never_expire(uri: str) -> None:
+    table = at.create_table(
+        uri,
+        EVENTS,
+        options={
+            "write-only": True,
+            "snapshot.time-retained": "1 ms",
+            "snapshot.num-retained.min": 1,
+        },
+    )
+    for i in range(15):
+        table.append(events(i, 1))
+    assert len(table.snapshots()) == 15
+    expiring = at.create_table(
+        uri + "-x",
+        EVENTS,
+        options={"snapshot.time-retained": "1 ms", "snapshot.num-retained.min": 1},
+    )
+    for i in range(15):
+        expiring.append(events(i, 1))
+    assert len(expiring.snapshots()) < 15

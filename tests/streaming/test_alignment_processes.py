@@ -1,0 +1,57 @@
+"""Watermark alignment across processes: members coordinate only through the table directory."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import appendtable as at
+from tests.helpers.data import EVENTS, events
+from tests.helpers.processes import run_in_processes
+
+OPTIONS = {
+    "scan.watermark.alignment.group": "g",
+    "scan.watermark.alignment.max-drift": "2 s",
+    "scan.watermark.alignment.update-interval": "20 ms",
+}
+
+
+def _reader(uri: str, name: str, pause: float, delay: float, queue: Any) -> None:
+    time.sleep(delay)
+    table = at.open_table(uri)
+    reader = table.stream(mode="from-snapshot", snapshot_id=1, consumer_id=name, options=OPTIONS)
+    log: list[tuple[float, int]] = []
+    deadline = time.monotonic() + 60
+    while len(log) < 12 and time.monotonic() < deadline:
+        unit = reader.poll()
+        if unit is None:
+            time.sleep(0.01)
+            continue
+        assert unit.watermark is not None
+        log.append((time.time(), unit.watermark))
+        time.sleep(pause)  # processing the unit
+    reader.close()
+    queue.put((name, log))
+
+
+@pytest.mark.slow
+def test_a_fast_reader_waits_for_a_slow_one_in_another_process(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    table = at.create_table(uri, EVENTS, options={"write-only": True})
+    for i in range(12):
+        table.append(events(i, 1), watermark=1000 * (i + 1))
+    logs = dict(
+        run_in_processes(_reader, [(uri, "slow", 0.25, 0.0), (uri, "fast", 0.0, 0.3)], timeout=120)
+    )
+    slow, fast = logs["slow"], logs["fast"]
+    assert [w for _, w in slow] == [w for _, w in fast] == [1000 * (i + 1) for i in range(12)]
+    for emitted_at, watermark in fast:
+        reached = [w for t, w in slow if t <= emitted_at]
+        if len(reached) < len(slow):  # while the slow reader was still going
+            assert reached, "the fast reader ran before the slow one had published anything"
+            assert watermark <= max(reached) + 2000, (watermark, max(reached))
+    # and it was really held back: it finished well after it could have alone
+    assert fast[-1][0] > slow[-3][0]
