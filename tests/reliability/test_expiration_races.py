@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 import pyarrow as pa
-import pytest
 
 import appendtable as at
 from appendtable._state import TableState
