@@ -19,9 +19,16 @@ OPTIONS = {
 }
 
 
-def _reader(uri: str, name: str, pause: float, delay: float, queue: Any) -> None:
-    time.sleep(delay)
+def _reader(uri: str, name: str, pause: float, gate: str, queue: Any) -> None:
+    """Read 12 units; the slow reader opens ``gate`` after its first unit, the fast one waits on it.
+
+    The gate makes the start order deterministic however slowly the processes boot: the fast
+    reader joins the group only once the slow one is a member with a published watermark.
+    """
     table = at.open_table(uri)
+    if name == "fast":
+        while not Path(gate).exists():
+            time.sleep(0.01)
     reader = table.stream(mode="from-snapshot", snapshot_id=1, consumer_id=name, options=OPTIONS)
     log: list[tuple[float, int]] = []
     deadline = time.monotonic() + 60
@@ -32,6 +39,8 @@ def _reader(uri: str, name: str, pause: float, delay: float, queue: Any) -> None
             continue
         assert unit.watermark is not None
         log.append((time.time(), unit.watermark))
+        if name == "slow":
+            Path(gate).touch()
         time.sleep(pause)  # processing the unit
     reader.close()
     queue.put((name, log))
@@ -43,8 +52,11 @@ def test_a_fast_reader_waits_for_a_slow_one_in_another_process(tmp_path: Path) -
     table = at.create_table(uri, EVENTS, options={"write-only": True})
     for i in range(12):
         table.append(events(i, 1), watermark=1000 * (i + 1))
+    gate = str(tmp_path / "slow-started")
     logs = dict(
-        run_in_processes(_reader, [(uri, "slow", 0.25, 0.0), (uri, "fast", 0.0, 0.3)], timeout=120)
+        run_in_processes(
+            _reader, [(uri, "slow", 0.25, gate), (uri, "fast", 0.0, gate)], timeout=120
+        )
     )
     slow, fast = logs["slow"], logs["fast"]
     assert [w for _, w in slow] == [w for _, w in fast] == [1000 * (i + 1) for i in range(12)]
