@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import appendtable as at
+from tests.helpers.clock import age, past_every_file_ms
 from tests.helpers.data import EVENTS, events
 
 FUTURE = 10**15  # an older-than cut-off after every snapshot
@@ -120,12 +121,17 @@ def test_orphan_files_are_listed_then_removed_and_young_ones_kept(tmp_path: Path
         "manifest/manifest-stray",
     }
     assert table.remove_orphan_files().files == []  # everything is younger than a day
-    listed = table.remove_orphan_files(older_than=dt.timedelta(0), dry_run=True)
+    age([root / path for path in stray], seconds=2 * 3600)
+    (root / "manifest" / "manifest-young").write_bytes(b"y")  # a commit still in flight
+    listed = table.remove_orphan_files(older_than=dt.timedelta(hours=1), dry_run=True)
     assert set(listed.files) == stray and listed.dry_run
     assert all((root / path).exists() for path in stray)
-    removed = table.remove_orphan_files(older_than=dt.timedelta(0))
+    removed = table.remove_orphan_files(older_than=dt.timedelta(hours=1))
     assert set(removed.files) == stray and removed.bytes > 0
     assert not any((root / path).exists() for path in stray)
+    assert (root / "manifest" / "manifest-young").exists()
+    everything = table.remove_orphan_files(older_than=past_every_file_ms(), dry_run=True)
+    assert everything.files == ["manifest/manifest-young"]
     assert sorted(table.scan().to_arrow().column("seq").to_pylist()) == list(range(30))
     assert (root / "schema" / "schema-0").exists()
 

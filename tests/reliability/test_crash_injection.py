@@ -10,7 +10,6 @@ log."""
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import random
 import time
@@ -26,6 +25,7 @@ import appendtable as at
 from appendtable._state import TableState
 from appendtable.storage import LocalStorage
 from appendtable.table import Table
+from tests.helpers.clock import past_every_file_ms
 from tests.helpers.crash import fork_context, read_log, run_child
 from tests.reliability import crash_children as children
 from tests.reliability.crash_children import (
@@ -306,7 +306,7 @@ def test_kills_at_random_times_and_exact_points(tmp_path: Path) -> None:
     assert len([p for p in temps if p.parent.name == "snapshot"]) >= unpublished
     assert any(str(p.relative_to(root)) not in named for p in parquet)
 
-    removed = table.remove_orphan_files(older_than=dt.timedelta(0))
+    removed = table.remove_orphan_files(older_than=past_every_file_ms())
     assert removed.files and not removed.dry_run
     table = at.open_table(uri)
     parquet, temps = disk_files(root)
@@ -360,7 +360,7 @@ def test_interrupted_expiration_leaks_deleted_files(tmp_path: Path, die_at_delet
     table = at.open_table(uri)
     assert [s.id for s in table.snapshots()][-3:] == [5, 6, 7]
     table.expire_snapshots(retain_min=2, older_than_ms=int(time.time() * 1000) + 1)
-    table.remove_orphan_files(older_than=dt.timedelta(0))
+    table.remove_orphan_files(older_than=past_every_file_ms())
     table = at.open_table(uri)
     live, _ = retained_files(table)
     on_disk = {str(p.relative_to(uri)) for p in Path(uri).rglob("*.parquet")}

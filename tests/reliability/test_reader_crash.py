@@ -8,7 +8,6 @@ protect, so the test also checks that consumer progress fences expiration."""
 
 from __future__ import annotations
 
-import datetime as dt
 import random
 import time
 from collections import Counter, defaultdict
@@ -19,6 +18,7 @@ import pyarrow as pa
 import pytest
 
 import appendtable as at
+from tests.helpers.clock import past_every_file_ms
 from tests.helpers.crash import fork_context, read_log, run_child
 from tests.reliability import crash_children as children
 
@@ -229,6 +229,6 @@ def test_reader_killed_inside_its_commit(tmp_path: Path) -> None:
     assert sorted(deliveries[1].rows) == sorted(deliveries[2].rows) == [2, 3]
     assert table.consumers() == {CONSUMER: 6}
 
-    removed = table.remove_orphan_files(older_than=dt.timedelta(0))
+    removed = table.remove_orphan_files(older_than=past_every_file_ms())
     assert [f"consumer/{temps[0].name}"] == removed.files
     assert not temps[0].exists() and table.consumers() == {CONSUMER: 6}

@@ -5,13 +5,13 @@ probe and publish goes over the wire."""
 
 from __future__ import annotations
 
-import datetime as dt
 import threading
 from typing import Any
 
 import pytest
 
 import appendtable as at
+from tests.helpers.clock import past_every_file_ms
 from tests.helpers.data import EVENTS, events
 from tests.s3.seaweedfs import SeaweedFS
 from tests.streaming.helpers import drain, rows_of, seqs
@@ -129,9 +129,9 @@ def test_compact_expire_and_remove_orphans(
     fs.pipe_file(f"{s3_uri.removeprefix('s3://')}/manifest/manifest-stray", b"x")
     stray = abandoned | {"manifest/manifest-stray"}
     assert table.remove_orphan_files().files == []  # everything is younger than a day
-    listed = table.remove_orphan_files(older_than=dt.timedelta(0), dry_run=True)
+    listed = table.remove_orphan_files(older_than=past_every_file_ms(), dry_run=True)
     assert set(listed.files) == stray and listed.dry_run
-    removed = table.remove_orphan_files(older_than=dt.timedelta(0))
+    removed = table.remove_orphan_files(older_than=past_every_file_ms())
     assert set(removed.files) == stray and removed.bytes > 0
     assert not stray & _objects(seaweedfs, s3_uri)
     assert _seqs(table) == list(range(60))
