@@ -140,22 +140,35 @@ def test_tail_follows_new_snapshots_and_resumes_with_a_consumer(
     assert sorted(int(line.split(",")[1]) for line in lines[1:]) == [7, 8]  # nothing repeated
 
 
+def _interactive_sigint() -> None:
+    """Ctrl-C as a terminal delivers it: a job started in the background by a non-interactive
+    shell (as CI runners do) inherits SIGINT *ignored*, and Python keeps it ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_stops_tail_cleanly(queue: tuple[str, at.Table]) -> None:
     uri, table = queue
     table.append(batch(0, 2))
     command = [sys.executable, "-m", "appendtable.cli", "tail", uri, "--consumer-id", "c2"]
     command += ["--format", "csv", "--poll", "50ms"]
     with subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_interactive_sigint,
     ) as tail:
-        assert tail.stdout is not None and tail.stderr is not None
-        assert tail.stdout.readline() == "user_id,seq\n"
-        rows = [tail.stdout.readline() for _ in range(2)]
-        deadline = time.monotonic() + 30
-        while table.consumers().get("c2") != 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        tail.send_signal(signal.SIGINT)
-        assert tail.wait(timeout=30) == 0
+        try:
+            assert tail.stdout is not None and tail.stderr is not None
+            assert tail.stdout.readline() == "user_id,seq\n"
+            rows = [tail.stdout.readline() for _ in range(2)]
+            deadline = time.monotonic() + 30
+            while table.consumers().get("c2") != 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            tail.send_signal(signal.SIGINT)
+            assert tail.wait(timeout=30) == 0
+        finally:
+            tail.kill()  # no-op once it exited; never leave the context manager waiting forever
         err = tail.stderr.read()
     assert sorted(rows) == ["0,0\n", "1,1\n"]
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
