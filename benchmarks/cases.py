@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import gc
-import itertools
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -16,9 +15,22 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 import appendtable as at
-from benchmarks.data import SCHEMA, make_table, one_row
-from benchmarks.harness import TIMES, Case, Result, Timing, measure, timed
-from benchmarks.workspace import Workspace, grow_history, remove, tree_bytes, write_plain
+from benchmarks.compaction import bench_compaction
+from benchmarks.data import SCHEMA, make_table
+from benchmarks.harness import Case, Result, Timing, cycle_setup, measure, sync_then, timed
+from benchmarks.memory import bench_memory
+from benchmarks.peers import bench_peers
+from benchmarks.rows import limit_row, speed_row
+from benchmarks.scaling import bench_scaling
+from benchmarks.spark import bench_spark
+from benchmarks.workspace import (
+    Workspace,
+    commit_samples,
+    grow_history,
+    remove,
+    tree_bytes,
+    write_plain,
+)
 
 __all__ = ["BENCHMARKS"]
 
@@ -26,75 +38,6 @@ Benchmark = Callable[[Workspace], list[Result]]
 
 
 # ---- shared helpers ---------------------------------------------------------------------------
-
-
-def _speed_row(
-    group: str,
-    benchmark: str,
-    ours: Timing,
-    baseline: Timing,
-    *,
-    unit: str,
-    target_ratio: float | None,
-    details: Mapping[str, Any] | None = None,
-) -> Result:
-    """A row comparing two timings by median; ratio = baseline / appendtable."""
-    scale = 1000.0 if unit == "ms" else 1.0
-    ratio = baseline.median / ours.median
-    return Result(
-        group=group,
-        benchmark=benchmark,
-        value=ours.median * scale,
-        unit=unit,
-        baseline=baseline.median * scale,
-        ratio=ratio,
-        target="—" if target_ratio is None else f"≥ {target_ratio:g}{TIMES} plain",
-        passed=None if target_ratio is None else ratio >= target_ratio,
-        details={
-            "appendtable": ours.summary(scale),
-            "baseline": baseline.summary(scale),
-            **(details or {}),
-        },
-    )
-
-
-def _limit_row(
-    group: str,
-    benchmark: str,
-    value_ms: float,
-    *,
-    limit_ms: float | None,
-    baseline_ms: float | None = None,
-    details: Mapping[str, Any] | None = None,
-) -> Result:
-    """A row checking a latency against an absolute limit; ratio = baseline / appendtable."""
-    return Result(
-        group=group,
-        benchmark=benchmark,
-        value=value_ms,
-        unit="ms",
-        baseline=baseline_ms,
-        ratio=None if baseline_ms is None else baseline_ms / value_ms,
-        target="—" if limit_ms is None else f"≤ {limit_ms:g} ms",
-        passed=None if limit_ms is None else value_ms <= limit_ms,
-        details=dict(details or {}),
-    )
-
-
-def _sync_then(make: Callable[[], Any]) -> Callable[[], Any]:
-    """A setup that first flushes dirty pages, so no rep pays for an earlier rep's writeback."""
-
-    def setup() -> Any:
-        os.sync()
-        return make()
-
-    return setup
-
-
-def _cycle(values: list[Any]) -> Callable[[], Any]:
-    """A setup handing out ``values`` round-robin."""
-    iterator = itertools.cycle(values)
-    return lambda: next(iterator)
 
 
 # ---- 1, 2: append ----------------------------------------------------------------------------
@@ -122,7 +65,7 @@ def _append_benchmark(
                 Case(
                     "appendtable",
                     run=lambda table: table.append(data),
-                    setup=_sync_then(
+                    setup=sync_then(
                         lambda: at.create_table(ws.fresh_path(group), SCHEMA, options=options)
                     ),
                     teardown=table_teardown,
@@ -130,7 +73,7 @@ def _append_benchmark(
                 Case(
                     "plain",
                     run=lambda path: write_plain(data, path),
-                    setup=_sync_then(lambda: ws.fresh_path("plain") + ".parquet"),
+                    setup=sync_then(lambda: ws.fresh_path("plain") + ".parquet"),
                     teardown=plain_teardown,
                 ),
             ],
@@ -138,7 +81,7 @@ def _append_benchmark(
         )
         benchmark = f"append {data.num_rows / 1e6:g} M rows, {label}"
         return [
-            _speed_row(
+            speed_row(
                 group,
                 benchmark,
                 timings["appendtable"],
@@ -171,7 +114,7 @@ def bench_read(ws: Workspace) -> list[Result]:
     )
     files = len(at.open_table(uri).files())
     return [
-        _speed_row(
+        speed_row(
             "read",
             f"full read {rows / 1e6:g} M rows (fresh handle)",
             timings["appendtable"],
@@ -229,7 +172,8 @@ def bench_point_query(ws: Workspace) -> list[Result]:
         return key, table.scan(filter=[("key", "=", key)]).to_arrow().num_rows
 
     def check(name: str, returned: object) -> None:
-        key, rows = returned  # type: ignore[misc]
+        assert isinstance(returned, tuple)
+        key, rows = returned
         assert fixture.expected[key] == rows, (name, key, rows)
 
     timings = measure(
@@ -237,10 +181,12 @@ def bench_point_query(ws: Workspace) -> list[Result]:
             Case(
                 "appendtable",
                 run=lambda key: query(at.open_table(fixture.uri), key),
-                setup=_cycle(fixture.keys),
+                setup=cycle_setup(fixture.keys),
             ),
             Case(
-                "appendtable-warm", run=lambda key: query(handle, key), setup=_cycle(fixture.keys)
+                "appendtable-warm",
+                run=lambda key: query(handle, key),
+                setup=cycle_setup(fixture.keys),
             ),
             Case(
                 "plain",
@@ -248,7 +194,7 @@ def bench_point_query(ws: Workspace) -> list[Result]:
                     key,
                     pq.read_table(fixture.plain, filters=[("key", "=", key)]).num_rows,
                 ),
-                setup=_cycle(fixture.keys),
+                setup=cycle_setup(fixture.keys),
             ),
         ],
         reps=ws.config.point_queries,
@@ -275,7 +221,7 @@ def bench_point_query(ws: Workspace) -> list[Result]:
             passed=fraction <= 1 / buckets,
             details=shape,
         ),
-        _speed_row(
+        speed_row(
             "point-query",
             "point query latency (fresh handle) vs filtered pq.read_table",
             timings["appendtable"],
@@ -284,7 +230,7 @@ def bench_point_query(ws: Workspace) -> list[Result]:
             target_ratio=None,
             details=shape,
         ),
-        _speed_row(
+        speed_row(
             "point-query",
             "point query latency (warm handle) vs filtered pq.read_table",
             timings["appendtable-warm"],
@@ -296,6 +242,9 @@ def bench_point_query(ws: Workspace) -> list[Result]:
 
 
 # ---- 5: commit latency -------------------------------------------------------------------------
+
+#: No compaction or expiration after a commit: the commit protocol alone.
+WRITE_ONLY = {"write-only": "true"}
 
 
 def _publish_once(directory: str, name: str, payload: bytes) -> None:
@@ -319,106 +268,127 @@ def _publish_once(directory: str, name: str, payload: bytes) -> None:
 
 
 @dataclass(frozen=True)
-class _Window:
-    """Samples taken at one history size."""
+class _LatencyTable:
+    """A table whose commit latency is sampled once it has ``history`` snapshots."""
 
+    label: str
+    options: Mapping[str, str]
     history: int
+    targeted: bool  # whether the DESIGN targets apply
+
+
+def _latency_tables(ws: Workspace) -> list[_LatencyTable]:
+    sizes = ws.config.history_sizes
+    return [_LatencyTable("write-only", WRITE_ONLY, size, True) for size in sizes] + [
+        _LatencyTable("default options", {}, size, False) for size in sizes[:2]
+    ]
+
+
+@dataclass(frozen=True)
+class _Latencies:
     commit: Timing
     append: Timing  # write the one-row file + commit
-    floor: Timing
 
 
-def _commit_samples(table: at.Table, start: int, count: int) -> Iterator[tuple[float, float]]:
-    """(commit seconds, whole append seconds) of ``count`` one-row appends."""
-    committer = table.committer("bench")
-    for index in range(start, start + count):
-        gc.collect()
-        begin = time.perf_counter()
-        with table.writer() as writer:
-            writer.write(one_row(index))
-            messages = writer.prepare_commit()
-        middle = time.perf_counter()
-        snapshot = committer.commit(messages)
-        end = time.perf_counter()
-        assert snapshot is not None
-        yield end - middle, end - begin
+def _build_latency_table(ws: Workspace, spec: _LatencyTable) -> at.Table:
+    """Create the table (fsync on, the default) and grow it to its history size."""
+    table = at.create_table(ws.fresh_path("history"), SCHEMA, options=spec.options)
+    grow_history(table, spec.history)
+    return at.open_table(table.uri)  # a fresh handle, as a new writer process would have
 
 
-def _measure_window(ws: Workspace, uri: str, floor_dir: str) -> _Window:
-    """Commit latency right after the table reached its current history size: a fresh handle,
-    a few untimed commits, then timed ones, each followed by one timed floor publish."""
-    table = at.open_table(uri)
-    latest = table.latest_snapshot()
-    history = latest.id if latest is not None else 0
-    payload = os.urandom(os.path.getsize(os.path.join(uri, "snapshot", f"snapshot-{history}")))
-    list(_commit_samples(table, history, 5))
-    commits, appends, floors = [], [], []
-    for offset, (commit, append) in enumerate(
-        _commit_samples(table, history + 5, ws.config.commit_samples)
-    ):
-        commits.append(commit)
-        appends.append(append)
-        floor, _ = timed(
-            lambda offset=offset: _publish_once(floor_dir, f"{history}-{offset}", payload)
-        )
-        floors.append(floor)
-    return _Window(history, Timing(tuple(commits)), Timing(tuple(appends)), Timing(tuple(floors)))
+def _sample_interleaved(
+    tables: list[at.Table], rounds: int, floor_dir: str
+) -> tuple[list[_Latencies], Timing]:
+    """One commit per table per round (tables in rotating order) and one floor publish per
+    round, so drift on the shared machine hits every history size alike."""
+    streams = []
+    for table in tables:
+        latest = table.latest_snapshot()
+        start = latest.id if latest is not None else 0
+        list(commit_samples(table, start, 5))  # untimed warm-up
+        streams.append(commit_samples(table, start + 5, rounds))
+    payload = os.urandom(512)
+    samples: list[list[tuple[float, float]]] = [[] for _ in tables]
+    floors = []
+    for round_index in range(rounds):
+        shift = round_index % len(tables)
+        for position in [*range(shift, len(tables)), *range(shift)]:
+            samples[position].append(next(streams[position]))
+        seconds, _ = timed(partial(_publish_once, floor_dir, f"p{round_index}", payload))
+        floors.append(seconds)
+    latencies = [
+        _Latencies(Timing(tuple(c for c, _ in pairs)), Timing(tuple(a for _, a in pairs)))
+        for pairs in samples
+    ]
+    return latencies, Timing(tuple(floors))
 
 
-def _window_rows(window: _Window) -> list[Result]:
-    at_size = f"at {window.history:,} snapshots"
+def _snapshots(count: int) -> str:
+    return f"{count:,} snapshot{'' if count == 1 else 's'}"
+
+
+def _latency_rows(spec: _LatencyTable, latencies: _Latencies, floor: Timing) -> list[Result]:
+    where = f"{spec.label}, at {_snapshots(spec.history)}"
     details = {
-        "commit_ms": window.commit.summary(1000),
-        "append_ms": window.append.summary(1000),
-        "floor_ms": window.floor.summary(1000),
+        "options": dict(spec.options),
+        "commit_ms": latencies.commit.summary(1000),
+        "append_ms": latencies.append.summary(1000),
+        "floor_ms": floor.summary(1000),
     }
     return [
-        _limit_row(
+        limit_row(
             "commit",
-            f"commit 1-row append p50, {at_size}",
-            window.commit.median * 1000,
-            limit_ms=3,
-            baseline_ms=window.floor.median * 1000,
+            f"commit of a 1-row append p50, {where}",
+            latencies.commit.median * 1000,
+            limit_ms=3 if spec.targeted else None,
+            baseline_ms=floor.median * 1000,
             details=details,
         ),
-        _limit_row(
+        limit_row(
             "commit",
-            f"commit 1-row append p99, {at_size}",
-            window.commit.percentile(99) * 1000,
-            limit_ms=10,
-            baseline_ms=window.floor.percentile(99) * 1000,
-        ),
-        _limit_row(
-            "commit",
-            f"whole 1-row append (write + commit) p50, {at_size}",
-            window.append.median * 1000,
-            limit_ms=None,
-            baseline_ms=window.floor.median * 1000,
+            f"commit of a 1-row append p99, {where}",
+            latencies.commit.percentile(99) * 1000,
+            limit_ms=10 if spec.targeted else None,
+            baseline_ms=floor.percentile(99) * 1000,
         ),
     ]
 
 
 def bench_commit(ws: Workspace) -> list[Result]:
-    """Commit latency at growing history sizes, on one table created with fsync on (the
-    default), so the history is built and measured with fsync."""
-    table = at.create_table(ws.fresh_path("history"), SCHEMA)
+    """Commit latency at several history sizes, all tables with fsync on (the default)."""
+    specs = _latency_tables(ws)
+    build_start = time.perf_counter()
+    tables = [_build_latency_table(ws, spec) for spec in specs]
+    build_seconds = time.perf_counter() - build_start
     floor_dir = ws.fresh_path("publish-floor")
     os.makedirs(floor_dir)
-    windows, build_seconds = [], 0.0
-    for size in ws.config.history_sizes:
-        build_start = time.perf_counter()
-        grow_history(table, size)
-        build_seconds += time.perf_counter() - build_start
-        windows.append(_measure_window(ws, table.uri, floor_dir))
-    ws.history_uri = table.uri
-    rows = [row for window in windows for row in _window_rows(window)]
-    first, last = windows[0], windows[-1]
-    growth = last.commit.median / first.commit.median
+    os.sync()
+    latencies, floor = _sample_interleaved(tables, ws.config.commit_samples, floor_dir)
+    rows = [
+        row
+        for spec, measured in zip(specs, latencies, strict=True)
+        for row in _latency_rows(spec, measured, floor)
+    ]
+    targeted = [i for i, spec in enumerate(specs) if spec.targeted]
+    first, last = targeted[0], targeted[-1]
+    ws.history_uri = tables[last].uri
+    rows.append(
+        limit_row(
+            "commit",
+            "whole 1-row append (write + commit) p50, write-only, at "
+            + _snapshots(specs[last].history),
+            latencies[last].append.median * 1000,
+            limit_ms=None,
+            baseline_ms=floor.median * 1000,
+        )
+    )
     rows.append(
         Result(
             group="commit",
-            benchmark=(f"commit p50 growth, {first.history:,} → {last.history:,} snapshots"),
-            value=growth,
+            benchmark=f"commit p50 growth, write-only, {specs[first].history:,} → "
+            + _snapshots(specs[last].history),
+            value=latencies[last].commit.median / latencies[first].commit.median,
             unit="x",
             baseline=None,
             ratio=None,
@@ -453,7 +423,8 @@ def bench_plan(ws: Workspace) -> list[Result]:
     warm.scan().plan()
 
     def check(name: str, returned: object) -> None:
-        assert sum(len(s.files) for s in returned) == files, name  # type: ignore[attr-defined]
+        assert isinstance(returned, list)
+        assert sum(len(split.files) for split in returned) == files, name
 
     timings = measure(
         [
@@ -467,14 +438,14 @@ def bench_plan(ws: Workspace) -> list[Result]:
     details = {"snapshots": snapshot.id, "files": files, "manifests": _manifest_count(warm)}
     label = f"after {snapshot.id:,} commits"
     return [
-        _limit_row(
+        limit_row(
             "plan",
             f"plan a full scan {label}, cold (open_table + plan)",
             timings["cold"].median * 1000,
             limit_ms=20,
             details={"cold_ms": timings["cold"].summary(1000), **details},
         ),
-        _limit_row(
+        limit_row(
             "plan",
             f"plan a full scan {label}, warm (same handle)",
             timings["warm"].median * 1000,
@@ -493,4 +464,9 @@ BENCHMARKS: dict[str, Benchmark] = {
     "point-query": bench_point_query,
     "commit": bench_commit,
     "plan": bench_plan,
+    "compaction": bench_compaction,
+    "scaling": bench_scaling,
+    "memory": bench_memory,
+    "peers": bench_peers,
+    "spark": bench_spark,
 }

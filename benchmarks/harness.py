@@ -3,14 +3,28 @@
 from __future__ import annotations
 
 import gc
+import itertools
 import math
+import os
 import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import Any
 
-__all__ = ["TIMES", "Case", "Result", "Timing", "measure", "timed"]
+__all__ = [
+    "TIMES",
+    "Case",
+    "Result",
+    "Timing",
+    "cpu_stall_seconds",
+    "cpu_times",
+    "cycle_setup",
+    "measure",
+    "sync_then",
+    "timed",
+]
 
 TIMES = "\N{MULTIPLICATION SIGN}"
 
@@ -20,6 +34,8 @@ class Timing:
     """Samples of one measured operation, in seconds."""
 
     samples: tuple[float, ...]
+    #: CPU seconds of this process per sample (all threads), when recorded.
+    cpu: tuple[float, ...] = ()
 
     @property
     def median(self) -> float:
@@ -37,13 +53,17 @@ class Timing:
 
     def summary(self, scale: float = 1.0) -> dict[str, float | int]:
         """Median, min, p99 and max, multiplied by ``scale`` (1000 for milliseconds)."""
-        return {
+        summary: dict[str, float | int] = {
             "n": len(self.samples),
             "median": self.median * scale,
             "min": self.min * scale,
             "p99": self.percentile(99) * scale,
             "max": max(self.samples) * scale,
         }
+        if self.cpu:
+            ratios = [cpu / wall for cpu, wall in zip(self.cpu, self.samples, strict=True)]
+            summary["cpu_per_wall"] = statistics.median(ratios)
+        return summary
 
 
 def _no_setup() -> None:
@@ -65,12 +85,35 @@ class Case:
     teardown: Callable[[Any], None] = _no_teardown
 
 
+def sync_then(make: Callable[[], Any]) -> Callable[[], Any]:
+    """A setup that first flushes dirty pages, so no rep pays for an earlier rep's writeback."""
+
+    def setup() -> Any:
+        os.sync()
+        return make()
+
+    return setup
+
+
+def cycle_setup(values: Sequence[Any]) -> Callable[[], Any]:
+    """A setup handing out ``values`` round-robin."""
+    iterator = itertools.cycle(values)
+    return lambda: next(iterator)
+
+
 def timed(run: Callable[[], object]) -> tuple[float, object]:
     """Seconds taken by ``run()`` after a ``gc.collect()``, and what it returned."""
+    seconds, _cpu, result = _timed_with_cpu(run)
+    return seconds, result
+
+
+def _timed_with_cpu(run: Callable[[], object]) -> tuple[float, float, object]:
     gc.collect()
+    cpu_start = time.process_time()
     start = time.perf_counter()
     result = run()
-    return time.perf_counter() - start, result
+    seconds = time.perf_counter() - start
+    return seconds, time.process_time() - cpu_start, result
 
 
 def measure(
@@ -83,21 +126,24 @@ def measure(
     """Time each case ``reps`` times after ``warmup`` untimed rounds. Cases are interleaved
     round by round (in alternating order) so that drift on a shared machine hits all of them
     alike. ``check(name, returned)`` may validate what a run returned."""
-    samples: dict[str, list[float]] = {case.name: [] for case in cases}
+    samples: dict[str, list[tuple[float, float]]] = {case.name: [] for case in cases}
     for round_index in range(warmup + reps):
         ordered = cases if round_index % 2 == 0 else list(reversed(cases))
         for case in ordered:
             context = case.setup()
             try:
-                seconds, returned = timed(lambda case=case, context=context: case.run(context))
+                seconds, cpu, returned = _timed_with_cpu(partial(case.run, context))
                 if check is not None:
                     check(case.name, returned)
                 del returned
             finally:
                 case.teardown(context)
             if round_index >= warmup:
-                samples[case.name].append(seconds)
-    return {name: Timing(tuple(values)) for name, values in samples.items()}
+                samples[case.name].append((seconds, cpu))
+    return {
+        name: Timing(tuple(s for s, _ in pairs), tuple(c for _, c in pairs))
+        for name, pairs in samples.items()
+    }
 
 
 @dataclass
@@ -125,3 +171,27 @@ class Result:
         if self.passed is None:
             return "info"
         return "PASS" if self.passed else "MISS"
+
+
+def cpu_stall_seconds() -> float | None:
+    """Seconds (since boot) during which some runnable task waited for a CPU (Linux PSI), or
+    None where PSI is unavailable. Its growth over a benchmark shows CPU contention."""
+    try:
+        with open("/proc/pressure/cpu", encoding="ascii") as handle:
+            some = handle.readline().split()
+    except OSError:
+        return None
+    fields = dict(item.split("=", 1) for item in some[1:])
+    return int(fields["total"]) / 1e6
+
+
+def cpu_times() -> tuple[int, int] | None:
+    """(steal, total) CPU ticks of the whole machine since boot, or None off Linux. Steal is
+    time the hypervisor gave this VM's virtual CPUs to someone else."""
+    try:
+        with open("/proc/stat", encoding="ascii") as handle:
+            ticks = [int(value) for value in handle.readline().split()[1:]]
+    except OSError:
+        return None
+    steal = ticks[7] if len(ticks) > 7 else 0
+    return steal, sum(ticks[:8])

@@ -16,7 +16,9 @@ import numpy as np
 import pyarrow as pa
 
 import appendtable as at
-from benchmarks.harness import TIMES, Result
+from benchmarks.harness import Result
+from benchmarks.plots import Plot
+from benchmarks.sections import SECTIONS, Section, results_table
 
 __all__ = ["machine_info", "merge_previous", "write_json", "write_readme"]
 
@@ -51,6 +53,13 @@ def _git_revision(root: Path) -> str:
     return f"{revision}{' (with uncommitted changes)' if dirty else ''}" or "unknown"
 
 
+def _loadavg() -> str:
+    try:
+        return " ".join(f"{value:.2f}" for value in os.getloadavg())
+    except OSError:
+        return "unknown"
+
+
 def machine_info(root: Path, mode: str, temp_root: str) -> dict[str, Any]:
     return {
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
@@ -64,6 +73,7 @@ def machine_info(root: Path, mode: str, temp_root: str) -> dict[str, Any]:
         "appendtable": at.__version__,
         "git": _git_revision(root),
         "temp_dir": temp_root,
+        "loadavg": _loadavg(),
         "argv": sys.argv[1:],
     }
 
@@ -74,54 +84,23 @@ def merge_previous(path: Path, meta: dict[str, Any], results: list[Result]) -> l
     if not path.exists():
         return results
     previous = json.loads(path.read_text(encoding="utf-8"))
-    if previous.get("meta", {}).get("mode") != meta["mode"]:
+    before = previous.get("meta", {})
+    if before.get("mode") != meta["mode"]:
         return results
     ran = {result.group for result in results}
     kept = [Result(**row) for row in previous.get("results", []) if row["group"] not in ran]
+    if kept:
+        earlier = {k: v for k, v in before.get("conditions", {}).items() if k not in ran}
+        meta["conditions"] = {**earlier, **meta.get("conditions", {})}
+        meta["earlier_runs"] = {
+            name: seen.get("date", before.get("date")) for name, seen in earlier.items()
+        }
     return kept + results
 
 
 def write_json(path: Path, meta: dict[str, Any], results: Sequence[Result]) -> None:
     payload = {"meta": meta, "results": [result.to_json() for result in results]}
     path.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-
-
-def _quantity(value: float | None, unit: str) -> str:
-    if value is None:
-        return "—"
-    if unit == "files":
-        return f"{value:g} files"
-    if unit == "x":
-        return f"{value:.2f}{TIMES}"
-    if unit == "s":
-        return f"{value:.3f} s"
-    return f"{value:.2f} ms" if value < 100 else f"{value:.0f} ms"
-
-
-def _ratio(result: Result) -> str:
-    if result.ratio is None:
-        return "—"
-    if result.unit == "files":
-        return f"1/{1 / result.ratio:.0f}"
-    return f"{result.ratio:.2f}"
-
-
-def _table(results: Sequence[Result]) -> str:
-    lines = [
-        "| benchmark | appendtable | baseline | ratio | target | verdict |",
-        "|---|---:|---:|---:|---|---|",
-    ]
-    for r in results:
-        cells = [
-            r.benchmark,
-            _quantity(r.value, r.unit),
-            _quantity(r.baseline, "ms" if r.unit == "x" else r.unit),
-            _ratio(r),
-            r.target,
-            f"**{r.verdict}**" if r.verdict == "MISS" else r.verdict,
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
 
 
 def _previous_analysis(path: Path) -> str:
@@ -138,15 +117,17 @@ def _previous_analysis(path: Path) -> str:
 
 
 _METHOD = """\
-## How it is measured
+## How the main results are measured
 
-`python -m benchmarks.run [--quick] [--only NAME ...]` (`make bench`, `make bench-quick`) from
-the repository root. Data is generated with numpy (seeded): an int64 `key` with ~100 k distinct
-values, a random float64 `value` and a random 8 to 12 character string `text`. Everything runs in a
-temporary directory that is deleted afterwards. Each measurement runs warm-up rounds, then N
-timed repetitions with `gc.collect()` before each and `time.perf_counter()` around the operation;
-cases compared with each other are interleaved round by round so drift on the shared machine hits
-both. Numbers are medians unless a percentile is named.
+`python -m benchmarks.run [--quick] [--only NAME ...] [--out DIR]` (`make bench`,
+`make bench-quick`) from the repository root; with `--only`, the rows of the other benchmarks
+are kept from the previous run of the same mode. Data is generated with numpy (seeded): an
+int64 `key` with ~100 k distinct values, a random float64 `value` and a random 8 to 12
+character string `text`. Everything runs in a temporary directory that is deleted afterwards.
+Each measurement runs warm-up rounds, then N timed repetitions with `gc.collect()` before each
+and `time.perf_counter()` around the operation; cases compared with each other are interleaved
+round by round so drift on the shared machine hits both. Numbers are medians unless a
+percentile is named.
 
 * **baseline** is plain `pyarrow.parquet` on the same in-memory data: `pq.write_table(...,
   compression="zstd")`, `pq.read_table(path)`, `pq.read_table(path, filters=[("key", "=", v)])`;
@@ -157,16 +138,56 @@ both. Numbers are medians unless a percentile is named.
   before the commit); plain Parquet writes are not fsynced. Before each write repetition the page
   cache is flushed (`os.sync()`, untimed) so no repetition pays for an earlier one's writeback.
 * Reads and cold planning open a fresh `open_table` handle per repetition (no metadata cache).
-* Commit latency: one table created with `commit.fsync` on (the default) is grown with one-row
-  appends to each history size; at each size a fresh handle makes 5 untimed commits, then the
-  timed ones. The timed part is `committer.commit(messages)` of an already written one-row file
-  (no identifier, like `Table.append`); "whole append" adds writing that file. A floor publish is
-  timed after each commit.
-* Raw samples summaries (median, min, p99, max) are in `results.json`.
+* Commit latency: tables created with `commit.fsync` on (the default) and grown, with fsync on
+  as well, by one-row appends to each history size, then sampled **interleaved**: one commit
+  per table per round (rotating order) plus one floor publish per round, so machine drift hits
+  every history size alike. Each table gets a fresh handle and 5 untimed commits first. The
+  timed part is `TableCommit.commit(messages)` of an already written one-row file, no
+  identifier (like `Table.append`). The targets are checked on `write-only` tables (the commit
+  protocol alone); tables with default options also run compaction and snapshot expiration
+  inside `commit()` after the snapshot lands, and are reported for information.
+* Planning runs on the largest `write-only` history table (one file per snapshot); when run
+  alone (`--only plan`) it builds that table itself, with fsync off to save time.
+* Sample summaries (median, min, p99, max; CPU seconds per wall second for interleaved cases)
+  are in `results.json`; the sections above say how each of them is measured.
 """
 
 
-def write_readme(path: Path, meta: dict[str, Any], results: Sequence[Result]) -> None:
+def _conditions(meta: dict[str, Any]) -> str:
+    """Per benchmark: wall time and the share of it some task waited for a CPU."""
+    lines = []
+    for name, seen in meta.get("conditions", {}).items():
+        stall, steal = seen.get("cpu_stall_percent"), seen.get("cpu_steal_percent")
+        when = meta.get("earlier_runs", {}).get(name)
+        run = f" (run of {when})" if when else ""
+        lines.append(
+            f"  * `{name}`: {seen['seconds']:g} s, CPU stall {_percent(stall)}, "
+            f"steal {_percent(steal)}{run}\n"
+        )
+    if not lines:
+        return ""
+    return (
+        f"* **load:** load average {meta.get('loadavg', '?')} at the start. Per benchmark: wall "
+        "time, CPU stall (share of the time some task waited for a CPU, Linux PSI: high values "
+        f"mean other work competed for the {meta['cpu_count']} CPUs) and steal (CPU time the "
+        "hypervisor gave to other VMs):\n" + "".join(lines)
+    )
+
+
+def _percent(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:g} %"
+
+
+def _section(section: Section, results: Sequence[Result], plots: Sequence[Plot]) -> str:
+    rows = [r for r in results if r.group in section.groups]
+    if not rows:
+        return ""
+    return f"## {section.title}\n\n{section.render(rows, plots)}\nHow: {section.method}\n"
+
+
+def write_readme(
+    path: Path, meta: dict[str, Any], results: Sequence[Result], plots: Sequence[Plot] = ()
+) -> None:
     machine = (
         f"{meta['cpu_count']} CPUs ({meta['cpu_model']}), {meta['platform']}, "
         f"Python {meta['python']}, pyarrow {meta['pyarrow']}, numpy {meta['numpy']}, "
@@ -178,6 +199,9 @@ def write_readme(path: Path, meta: dict[str, Any], results: Sequence[Result]) ->
         if meta["mode"] == "quick"
         else ""
     )
+    grouped = {group for section in SECTIONS for group in section.groups}
+    main = [r for r in results if r.group not in grouped]
+    sections = "".join(_section(section, results, plots) for section in SECTIONS)
     text = f"""# appendtable benchmarks
 
 Performance against the targets of DESIGN.md §12, measured side by side with plain Parquet.
@@ -185,12 +209,12 @@ Performance against the targets of DESIGN.md §12, measured side by side with pl
 * **date:** {meta["date"]}
 * **mode:** {meta["mode"]}
 * **machine:** {machine}
-{quick_note}
+{_conditions(meta)}{quick_note}
 ## Results
 
-{_table(results)}
+{results_table(main)}
 
-{_METHOD}
+{sections}{_METHOD}
 {ANALYSIS_HEADING}
 
 {_previous_analysis(path)}"""

@@ -1,4 +1,5 @@
-"""Run the benchmarks: ``python -m benchmarks.run [--quick] [--only NAME ...] [--tmp DIR]``."""
+"""Run the benchmarks: ``python -m benchmarks.run [--quick] [--only NAME ...] [--tmp DIR]
+[--out DIR]``."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks.cases import BENCHMARKS
-from benchmarks.harness import Result
+from benchmarks.harness import Result, cpu_stall_seconds, cpu_times
+from benchmarks.plots import draw_plots
 from benchmarks.report import machine_info, merge_previous, write_json, write_readme
 from benchmarks.workspace import FULL, QUICK, Workspace
 
@@ -22,6 +24,9 @@ def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
         "--only", nargs="+", choices=sorted(BENCHMARKS), metavar="NAME", help="benchmarks to run"
     )
     parser.add_argument("--tmp", default=None, help="parent of the temporary work directory")
+    parser.add_argument(
+        "--out", type=Path, default=HERE, help="where README.md and results.json go"
+    )
     return parser.parse_args(argv)
 
 
@@ -36,6 +41,28 @@ def _print_rows(results: Sequence[Result]) -> None:
         )
 
 
+def _run_one(name: str, workspace: Workspace) -> tuple[list[Result], dict[str, object]]:
+    """Run one benchmark; also how long it took and how contended the CPUs were meanwhile."""
+    stall_before, ticks_before = cpu_stall_seconds(), cpu_times()
+    start = time.perf_counter()
+    rows = BENCHMARKS[name](workspace)
+    seconds = time.perf_counter() - start
+    stall_after, ticks_after = cpu_stall_seconds(), cpu_times()
+    stall = steal = None
+    if stall_before is not None and stall_after is not None:
+        stall = round(100 * (stall_after - stall_before) / seconds, 1)
+    if ticks_before is not None and ticks_after is not None:
+        total = ticks_after[1] - ticks_before[1]
+        steal = round(100 * (ticks_after[0] - ticks_before[0]) / max(1, total), 1)
+    print(f"  ({seconds:.1f} s, CPU stall {stall} %, steal {steal} %)", flush=True)
+    return rows, {
+        "seconds": round(seconds, 1),
+        "cpu_stall_percent": stall,
+        "cpu_steal_percent": steal,
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _arguments(argv)
     config = QUICK if args.quick else FULL
@@ -44,19 +71,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     with Workspace(config, args.tmp) as workspace:
         meta = machine_info(HERE.parent, config.mode, workspace.root)
+        conditions: dict[str, dict[str, object]] = {}
         for name in names:
             print(f"[{time.perf_counter() - started:6.1f} s] {name} ...", flush=True)
-            rows = BENCHMARKS[name](workspace)
+            rows, conditions[name] = _run_one(name, workspace)
             _print_rows(rows)
             results.extend(rows)
+        meta["conditions"] = conditions
     meta["total_seconds"] = round(time.perf_counter() - started, 1)
     if args.only:
-        results = merge_previous(HERE / "results.json", meta, results)
+        results = merge_previous(args.out / "results.json", meta, results)
     order = list(BENCHMARKS)
     results.sort(key=lambda result: order.index(result.group))
-    write_json(HERE / "results.json", meta, results)
-    write_readme(HERE / "README.md", meta, results)
-    print(f"done in {meta['total_seconds']} s; wrote {HERE / 'README.md'}", flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_json(args.out / "results.json", meta, results)
+    plots = draw_plots(results, args.out / "plots")
+    write_readme(args.out / "README.md", meta, results, plots)
+    print(f"done in {meta['total_seconds']} s; wrote {args.out / 'README.md'}", flush=True)
     return 0
 
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import gc
 import itertools
 import os
 import shutil
 import tempfile
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -15,7 +18,7 @@ import pyarrow.parquet as pq
 import appendtable as at
 from benchmarks.data import SCHEMA, make_table, one_row
 
-__all__ = ["FULL", "QUICK", "Config", "Workspace", "remove"]
+__all__ = ["FULL", "QUICK", "Config", "Workspace", "commit_samples", "grow_history", "remove"]
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,24 @@ class Config:
     history_sizes: tuple[int, ...]  # snapshot counts at which commit latency is measured
     commit_samples: int  # commits timed per history size
     plan_reps: int
+    compact_files: int  # files holding big_table in the compaction throughput benchmark
+    compact_reps: int
+    tiny_files: int  # one-row files compacted at once (the DESIGN target is about 500)
+    small_commits: int  # commits of the file-count, peer and incremental-read benchmarks
+    small_rows: int  # rows per small commit
+    spark_rows: int
+    spark_reps: int
+    stream_appends: int  # appends timed through the Spark streaming query
+    peer_rows: int  # rows of the peer bulk benchmarks
+    peer_reps: int
+    curve_points: tuple[int, ...]  # history sizes sampled on the scaling curves
+    curve_commits: int  # commits timed at each point
+    grid_rows: int  # rows written per point of the partitions x buckets grid
+    grid_reps: int
+    grid_warmup: int
+    grid_partitions: tuple[int, ...]
+    grid_buckets: tuple[int, ...]
+    compaction_points: tuple[int, ...]  # small-file counts of the compaction curve
 
 
 FULL = Config(
@@ -45,6 +66,24 @@ FULL = Config(
     history_sizes=(1, 1_000, 10_000),
     commit_samples=200,
     plan_reps=30,
+    compact_files=500,
+    compact_reps=3,
+    tiny_files=500,
+    small_commits=1_000,
+    small_rows=100,
+    spark_rows=4_000_000,
+    spark_reps=3,
+    stream_appends=10,
+    peer_rows=2_000_000,
+    peer_reps=3,
+    curve_points=(1, 10, 100, 1_000, 3_000, 10_000),
+    curve_commits=30,
+    grid_rows=1_000_000,
+    grid_reps=2,
+    grid_warmup=1,
+    grid_partitions=(1, 10, 100),
+    grid_buckets=(1, 4, 16),
+    compaction_points=(50, 200, 500, 1_000, 2_000),
 )
 QUICK = Config(
     mode="quick",
@@ -54,9 +93,27 @@ QUICK = Config(
     point_commits=4,
     point_buckets=64,
     point_queries=15,
-    history_sizes=(1, 100, 1_000),
-    commit_samples=60,
+    history_sizes=(1, 100, 300),
+    commit_samples=40,
     plan_reps=15,
+    compact_files=100,
+    compact_reps=2,
+    tiny_files=200,
+    small_commits=100,
+    small_rows=100,
+    spark_rows=200_000,
+    spark_reps=1,
+    stream_appends=2,
+    peer_rows=200_000,
+    peer_reps=1,
+    curve_points=(1, 10, 100, 300),
+    curve_commits=10,
+    grid_rows=100_000,
+    grid_reps=1,
+    grid_warmup=0,
+    grid_partitions=(1, 8, 32),
+    grid_buckets=(1, 4, 16),
+    compaction_points=(50, 150, 300),
 )
 
 
@@ -114,11 +171,13 @@ class Workspace:
         return table.uri
 
     def history_table(self) -> str:
-        """URI of a table with ``history_sizes[-1]`` one-row snapshots (built quickly, with
-        fsync off, unless the commit benchmark already left one)."""
+        """URI of a table with ``history_sizes[-1]`` one-row snapshots and no compaction
+        (built quickly, with fsync off, unless the commit benchmark already left one)."""
         if self.history_uri is None:
             table = at.create_table(
-                self.fresh_path("history"), SCHEMA, options={"commit.fsync": "false"}
+                self.fresh_path("history"),
+                SCHEMA,
+                options={"commit.fsync": "false", "write-only": "true"},
             )
             grow_history(table, self.config.history_sizes[-1])
             self.history_uri = table.uri
@@ -136,3 +195,21 @@ def grow_history(table: at.Table, snapshots: int) -> None:
     latest = table.latest_snapshot()
     for index in range(latest.id if latest is not None else 0, snapshots):
         table.append(one_row(index))
+
+
+def commit_samples(table: at.Table, start: int, count: int) -> Iterator[tuple[float, float]]:
+    """(commit seconds, whole append seconds) of ``count`` one-row appends. The commit is
+    ``TableCommit.commit`` of an already written file (so it includes whatever maintenance
+    the table runs after a commit)."""
+    committer = table.committer("bench")
+    for index in range(start, start + count):
+        gc.collect()
+        begin = time.perf_counter()
+        with table.writer() as writer:
+            writer.write(one_row(index))
+            messages = writer.prepare_commit()
+        middle = time.perf_counter()
+        snapshot = committer.commit(messages)
+        end = time.perf_counter()
+        assert snapshot is not None
+        yield end - middle, end - begin

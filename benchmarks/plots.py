@@ -1,0 +1,280 @@
+"""PNG plots of the scaling curves (matplotlib, Agg backend), drawn from the result rows so a
+partial re-run (``--only``) redraws them from the merged results."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmarks.harness import Result
+
+__all__ = ["Plot", "draw_plots"]
+
+#: Colours and labels of the systems on the peer lines.
+SYSTEM_STYLE: Mapping[str, tuple[str, str]] = {
+    "appendtable": ("tab:blue", "appendtable (default options)"),
+    "pypaimon": ("tab:orange", "pypaimon"),
+    "deltalake": ("tab:green", "delta-rs"),
+}
+
+
+@dataclass(frozen=True)
+class Plot:
+    """One PNG, relative to the README, and what it shows."""
+
+    path: str
+    caption: str
+
+
+def _details(results: Sequence[Result], group: str, key: str) -> Any:
+    """``details[key]`` of the first row of ``group`` that has it, or None."""
+    for result in results:
+        if result.group == group and key in result.details:
+            return result.details[key]
+    return None
+
+
+def _peer_value(results: Sequence[Result], prefix: str, system: str) -> float | None:
+    """A system's value on the peers row whose name starts with ``prefix``."""
+    for result in results:
+        if result.group == "peers" and result.benchmark.startswith(prefix):
+            value = result.details.get("systems", {}).get(system)
+            return None if value is None else float(value)
+    return None
+
+
+def _axes(title: str, xlabel: str, ylabel: str) -> tuple[Any, Any]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(7.5, 4.5), dpi=100)
+    axes.set_title(title)
+    axes.set_xlabel(xlabel)
+    axes.set_ylabel(ylabel)
+    axes.grid(True, which="both", alpha=0.3)
+    return figure, axes
+
+
+def _save(figure: Any, directory: Path, name: str) -> str:
+    import matplotlib.pyplot as plt
+
+    directory.mkdir(parents=True, exist_ok=True)
+    figure.tight_layout()
+    figure.savefig(directory / name)
+    plt.close(figure)
+    return f"{directory.name}/{name}"
+
+
+def _peer_lines(axes: Any, series: Mapping[str, Any], suffix: str) -> None:
+    for system, points in series.items():
+        if system not in SYSTEM_STYLE or not points:
+            continue
+        colour, label = SYSTEM_STYLE[system]
+        pairs = sorted(
+            (float(x), float(y))
+            for x, y in (points.items() if isinstance(points, Mapping) else points)
+        )
+        xs, ys = zip(*pairs, strict=True)
+        axes.plot(xs, ys, "--", marker=".", color=colour, label=f"{label}{suffix}")
+
+
+def _commit_plot(results: Sequence[Result], directory: Path) -> Plot | None:
+    curve = _details(results, "scaling", "history_curve")
+    peers = _details(results, "peers", "commit_window_p50_ms")
+    if not curve and not peers:
+        return None
+    figure, axes = _axes(
+        "Commit latency p50 vs table history", "snapshots in the table", "milliseconds (p50)"
+    )
+    if curve:
+        xs = [p["snapshots"] for p in curve]
+        axes.plot(
+            xs,
+            [p["commit_p50_ms"] for p in curve],
+            "o-",
+            color="navy",
+            label="appendtable commit only (write-only, fsync on)",
+        )
+        axes.plot(
+            xs,
+            [p["append_p50_ms"] for p in curve],
+            "s-",
+            color="tab:blue",
+            label="appendtable 1-row append: write + commit",
+        )
+    if peers:
+        _peer_lines(axes, peers, ": 100-row append, p50 per 50 commits")
+    axes.set_xscale("log")
+    axes.set_yscale("log")
+    axes.legend(fontsize=8)
+    return Plot(
+        _save(figure, directory, "commit_latency.png"),
+        "Commit latency p50 against the number of snapshots. Solid: appendtable's own curve "
+        "(one table grown to the largest size, fsync on). Dashed: the peers' small-commit "
+        "workload (whole 100-row appends, default options, p50 of each window of 50 commits).",
+    )
+
+
+def _planning_plot(results: Sequence[Result], directory: Path) -> Plot | None:
+    curve = _details(results, "scaling", "history_curve")
+    peers = _details(results, "peers", "plan_curve_ms")
+    if not curve and not peers:
+        return None
+    figure, axes = _axes(
+        "Scan planning vs table history", "snapshots (commits) in the table", "milliseconds"
+    )
+    if curve:
+        xs = [p["snapshots"] for p in curve]
+        axes.plot(
+            xs,
+            [p["plan_cold_ms"] for p in curve],
+            "o-",
+            color="navy",
+            label="appendtable cold (open_table + plan), one file per snapshot",
+        )
+        axes.plot(
+            xs,
+            [p["plan_warm_ms"] for p in curve],
+            "s-",
+            color="tab:blue",
+            label="appendtable warm (same handle)",
+        )
+    if peers:
+        _peer_lines(axes, peers, ": open + plan (after N 100-row commits)")
+    axes.set_xscale("log")
+    axes.set_yscale("log")
+    axes.legend(fontsize=8)
+    return Plot(
+        _save(figure, directory, "planning.png"),
+        "Planning a full scan against the number of commits. appendtable's solid lines use a "
+        "write-only table (no compaction: one file per snapshot); the dashed peer lines use "
+        "default options (appendtable compacts automatically there, delta-rs and pypaimon do not).",
+    )
+
+
+def _poll_plot(results: Sequence[Result], directory: Path) -> Plot | None:
+    curve = _details(results, "scaling", "history_curve")
+    if not curve:
+        return None
+    figure, axes = _axes(
+        "Streaming poll with no new snapshot", "snapshots in the table", "microseconds (median)"
+    )
+    axes.plot(
+        [p["snapshots"] for p in curve],
+        [p["idle_poll_ms"] * 1000 for p in curve],
+        "o-",
+        color="navy",
+        label="appendtable StreamReader.poll()",
+    )
+    axes.set_xscale("log")
+    axes.set_ylim(bottom=0)
+    axes.legend(fontsize=8)
+    return Plot(
+        _save(figure, directory, "idle_poll.png"),
+        "Cost of one `poll()` that finds nothing new, against the table's history (median of "
+        "200 polls on a reader positioned at the latest snapshot).",
+    )
+
+
+def _grid_plot(results: Sequence[Result], directory: Path) -> Plot | None:
+    grid = _details(results, "scaling", "write_grid")
+    if not grid:
+        return None
+    figure, axes = _axes(
+        "Write throughput vs partitions x buckets", "buckets (-1: unbucketed)", "M rows / s"
+    )
+    partitions = sorted({g["partitions"] for g in grid})
+    settings = sorted({g["buckets"] for g in grid if g["buckets"] is not None})
+    positions = {b: i for i, b in enumerate(settings)}
+    for count in partitions:
+        points = [g for g in grid if g["partitions"] == count]
+        ours = [g for g in points if g["buckets"] is not None]
+        line = axes.plot(
+            [positions[g["buckets"]] for g in ours],
+            [g["rows_per_s"] / 1e6 for g in ours],
+            "o-",
+            label=f"appendtable, {count} partition{'s' if count > 1 else ''}",
+        )
+        plain = [g for g in points if g["buckets"] is None]
+        if plain:
+            axes.axhline(
+                plain[0]["rows_per_s"] / 1e6,
+                linestyle=":",
+                color=line[0].get_color(),
+                label=f"pyarrow write_to_dataset, {count} partition(s)",
+            )
+    axes.set_xticks(range(len(settings)), [str(b) for b in settings])
+    axes.set_yscale("log")
+    axes.legend(fontsize=7)
+    return Plot(
+        _save(figure, directory, "write_grid.png"),
+        "Rows per second of one append into P partitions x B buckets (every partition gets "
+        "every bucket, so P x B files). Dotted: pyarrow's `write_to_dataset` partitioned the "
+        "same way (it has no buckets).",
+    )
+
+
+def _compaction_plot(results: Sequence[Result], directory: Path) -> Plot | None:
+    curve = _details(results, "scaling", "compaction_curve")
+    if not curve:
+        return None
+    figure, axes = _axes(
+        "Compaction time vs number of small files", "one-row files compacted", "milliseconds"
+    )
+    xs = [p["files"] for p in curve]
+    axes.plot(
+        xs,
+        [p["compact_ms"] for p in curve],
+        "o-",
+        color="navy",
+        label="appendtable compact(full=True)",
+    )
+    axes.plot(
+        xs,
+        [p["plain_ms"] for p in curve],
+        "s:",
+        color="gray",
+        label="pyarrow: pq.read_table(files) + pq.write_table",
+    )
+    files = (_details(results, "peers", "files_after_commits") or {}).get("deltalake")
+    delta = _peer_value(results, "compact after", "deltalake")
+    if files and delta is not None:
+        colour, label = SYSTEM_STYLE["deltalake"]
+        axes.plot(
+            [files],
+            [delta],
+            "D",
+            color=colour,
+            label=f"{label} optimize.compact, {files} files of 100 rows",
+        )
+    axes.axhline(70, linestyle="--", color="red", alpha=0.5, label="target: 500 files ≤ 70 ms")
+    axes.set_xscale("log")
+    axes.set_yscale("log")
+    axes.legend(fontsize=8)
+    return Plot(
+        _save(figure, directory, "compaction.png"),
+        "Time to compact N one-row files into one (a copy of a write-only table per point), "
+        "against pyarrow reading the same files and writing one file.",
+    )
+
+
+PLOTTERS: Sequence[Callable[[Sequence[Result], Path], Plot | None]] = (
+    _commit_plot,
+    _planning_plot,
+    _poll_plot,
+    _grid_plot,
+    _compaction_plot,
+)
+
+
+def draw_plots(results: Sequence[Result], directory: Path) -> list[Plot]:
+    """Draw every plot whose data is in ``results``; returns them in README order."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return []
+    return [plot for plotter in PLOTTERS if (plot := plotter(results, directory)) is not None]

@@ -1,0 +1,97 @@
+"""Peak memory of one write, in a process of its own: ``python -m benchmarks.rss_probe CASE
+INPUT.parquet WORKDIR`` prints JSON with the resident set size once the input is loaded and the
+peak during the write (``ru_maxrss``, after resetting the peak through ``/proc/self/clear_refs``
+where Linux allows it, so loading the input does not count)."""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import resource
+import sys
+from collections.abc import Callable, Mapping
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+import appendtable as at
+
+__all__ = ["CASES", "main"]
+
+BUCKETED = {"bucket": 8, "bucket-key": "key"}
+PARTITIONED = {"bucket": 16, "bucket-key": "key"}
+
+
+def _plain(data: pa.Table, workdir: str) -> None:
+    pq.write_table(data, os.path.join(workdir, "plain.parquet"), compression="zstd")
+
+
+def _plain_partitioned(data: pa.Table, workdir: str) -> None:
+    pq.write_to_dataset(data, workdir, partition_cols=["part"], compression="zstd")
+
+
+def _table(
+    options: Mapping[str, object], partition_by: list[str] | None = None
+) -> Callable[[pa.Table, str], None]:
+    def write(data: pa.Table, workdir: str) -> None:
+        table = at.create_table(
+            os.path.join(workdir, "table"), data.schema, partition_by=partition_by, options=options
+        )
+        table.append(data)
+
+    return write
+
+
+CASES: Mapping[str, Callable[[pa.Table, str], None]] = {
+    "plain": _plain,
+    "unaware": _table({}),
+    "bucketed": _table(BUCKETED),
+    "plain-partitioned": _plain_partitioned,
+    "partitioned": _table(PARTITIONED, ["part"]),
+}
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/statm", encoding="ascii") as handle:
+        pages = int(handle.read().split()[1])
+    return pages * os.sysconf("SC_PAGE_SIZE") / 1e6
+
+
+def _reset_peak() -> bool:
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as handle:
+            handle.write("5")
+    except OSError:
+        return False
+    return True
+
+
+def _peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3  # KiB on Linux
+
+
+def main(argv: list[str]) -> int:
+    case, source, workdir = argv
+    data = pq.read_table(source)
+    gc.collect()
+    reset = _reset_peak()
+    loaded = _rss_mb()
+    CASES[case](data, workdir)
+    print(
+        json.dumps(
+            {
+                "case": case,
+                "rows": data.num_rows,
+                "data_mb": data.nbytes / 1e6,
+                "loaded_rss_mb": loaded,
+                "peak_rss_mb": _peak_mb(),
+                "peak_reset": reset,
+            }
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

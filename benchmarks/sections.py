@@ -1,0 +1,287 @@
+"""README sections after the main results table: compaction, Spark, peers, scaling (with the
+plots) and memory. Each renders the rows of its benchmark group; the texts say how it is
+measured."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from benchmarks.harness import TIMES, Result
+from benchmarks.plots import Plot
+
+__all__ = ["SECTIONS", "Section", "quantity", "results_table"]
+
+
+def quantity(value: float | None, unit: str) -> str:
+    """A value with its unit, as the tables show it ("—" for none)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    if unit == "files":
+        return f"{value:g} files"
+    if unit == "x":
+        return f"{value:.2f}{TIMES}"
+    if unit == "s":
+        return f"{value:.3f} s"
+    if unit == "MB":
+        return f"{value:.0f} MB"
+    if unit == "Mrows/s":
+        return f"{value:.2f} M rows/s"
+    if unit == "skipped":
+        return "—"
+    if value < 0.1:
+        return f"{value * 1000:.1f} µs"
+    return f"{value:.2f} ms" if value < 100 else f"{value:.0f} ms"
+
+
+def _ratio(result: Result) -> str:
+    if result.ratio is None:
+        return "—"
+    if result.unit == "files":
+        return f"1/{1 / result.ratio:.0f}"
+    return f"{result.ratio:.2f}"
+
+
+def results_table(results: Sequence[Result]) -> str:
+    """The standard table: benchmark, appendtable, baseline, ratio, target, verdict."""
+    lines = [
+        "| benchmark | appendtable | baseline | ratio | target | verdict |",
+        "|---|---:|---:|---:|---|---|",
+    ]
+    for r in results:
+        cells = [
+            r.benchmark,
+            quantity(r.value, r.unit),
+            quantity(r.baseline, "ms" if r.unit == "x" else r.unit),
+            _ratio(r),
+            r.target,
+            f"**{r.verdict}**" if r.verdict == "MISS" else r.verdict,
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _skips(results: Sequence[Result]) -> str:
+    return "".join(
+        f"**Skipped:** {r.details.get('skipped', 'unavailable')}\n"
+        for r in results
+        if r.unit == "skipped"
+    )
+
+
+def _standard(results: Sequence[Result], _plots: Sequence[Plot]) -> str:
+    skipped = _skips(results)
+    rows = [r for r in results if r.unit != "skipped"]
+    return skipped + (results_table(rows) + "\n" if rows else "")
+
+
+# ---- peers ---------------------------------------------------------------------------------------
+
+PEER_COLUMNS = (
+    ("appendtable", "appendtable"),
+    ("pypaimon", "pypaimon"),
+    ("deltalake", "delta-rs"),
+    ("plain", "plain pyarrow"),
+)
+
+
+PEER_RATIOS = """
+Each cell: the median, and in brackets the ratio *reference time / this system's time* (above
+1: faster than the reference). The reference is plain pyarrow where it has the operation
+(**=** marks it), appendtable otherwise.
+"""
+
+
+def _peer_cell(values: Mapping[str, float | None], system: str, reference: str, unit: str) -> str:
+    """A system's median with its ratio against the row's reference system."""
+    value, base = values.get(system), values.get(reference)
+    shown = quantity(value, unit)
+    if value is None or base is None or value <= 0:
+        return shown
+    if system == reference:
+        return f"{shown} (=)"
+    return f"{shown} ({base / value:.2f}{TIMES})"
+
+
+def _peers(results: Sequence[Result], _plots: Sequence[Plot]) -> str:
+    lines = [
+        "| workload | " + " | ".join(title for _, title in PEER_COLUMNS) + " |",
+        "|---|" + "---:|" * len(PEER_COLUMNS),
+    ]
+    notes: dict[str, str] = {}
+    for r in results:
+        values, row_notes = r.details.get("systems", {}), r.details.get("notes", {})
+        reference = "plain" if values.get("plain") else "appendtable"
+        cells = []
+        for system, _ in PEER_COLUMNS:
+            note = row_notes.get(system)
+            if note is not None:
+                marker = notes.setdefault(note, f"[{len(notes) + 1}]")
+                cells.append(f"n/a {marker}")
+            else:
+                cells.append(_peer_cell(values, system, reference, r.unit))
+        lines.append(f"| {r.benchmark} | " + " | ".join(cells) + " |")
+    text = "\n".join(lines) + "\n" + PEER_RATIOS
+    if notes:
+        text += "\n" + "".join(f"{marker} {note}.  \n" for note, marker in notes.items())
+    installs = next((r.details["installs"] for r in results if "installs" in r.details), {})
+    if installs:
+        text += "\nWhere each system ran:\n\n"
+        for system, seen in installs.items():
+            version = f" {seen['version']}" if seen.get("version") else ""
+            took = seen.get("workload_seconds")
+            timing = f"; workload {took:g} s" if took else ""
+            text += f"* **{system}{version}**: {seen['status']}{timing}\n"
+    counts = next((r.details for r in results if "files_after_commits" in r.details), {})
+    if counts:
+        after = counts.get("files_after_commits", {})
+        compacted = counts.get("files_after_compact", {})
+        text += "\nData files after the small commits (and after compacting them): " + ", ".join(
+            f"{system} {after.get(system)} → {compacted.get(system) or 'n/a'}"
+            for system in after
+            if after.get(system) is not None
+        )
+        text += ".\n"
+    return text
+
+
+# ---- scaling -------------------------------------------------------------------------------------
+
+
+def _grid_table(results: Sequence[Result]) -> str:
+    grid = next((r.details["write_grid"] for r in results if "write_grid" in r.details), None)
+    if not grid:
+        return ""
+    partitions = sorted({g["partitions"] for g in grid})
+    settings = sorted({g["buckets"] for g in grid if g["buckets"] is not None})
+    header = ["partitions"] + [f"bucket={b}" for b in settings] + ["pyarrow write_to_dataset"]
+    lines = ["| " + " | ".join(header) + " |", "|---:|" + "---:|" * (len(header) - 1)]
+    for count in partitions:
+        cells = {g["buckets"]: g["rows_per_s"] / 1e6 for g in grid if g["partitions"] == count}
+        row = [str(count)] + [f"{cells[b]:.2f}" for b in settings] + [f"{cells[None]:.2f}"]
+        lines.append("| " + " | ".join(row) + " |")
+    return "\nWrite throughput, M rows/s:\n\n" + "\n".join(lines) + "\n"
+
+
+def _scaling(results: Sequence[Result], plots: Sequence[Plot]) -> str:
+    text = _standard(results, plots) + _grid_table(results)
+    for plot in plots:
+        text += f"\n![{plot.caption}]({plot.path})\n\n_{plot.caption}_\n"
+    return text
+
+
+# ---- memory --------------------------------------------------------------------------------------
+
+
+def _memory(results: Sequence[Result], _plots: Sequence[Plot]) -> str:
+    lines = [
+        "| write | appendtable peak RSS | above loaded data | baseline | baseline peak RSS | "
+        "above loaded data |",
+        "|---|---:|---:|---|---:|---:|",
+    ]
+    for r in results:
+        ours, plain = r.details["appendtable"], r.details["baseline"]
+        label, _, baseline = r.benchmark.partition(": writer's peak RSS above the loaded data ")
+        lines.append(
+            f"| {label} | {ours['peak_rss_mb']:.0f} MB | {ours['writer_mb']:.0f} MB | "
+            f"{baseline.strip('()').removeprefix('baseline: ')} | {plain['peak_rss_mb']:.0f} MB "
+            f"| {plain['writer_mb']:.0f} MB |"
+        )
+    loaded = results[0].details["appendtable"] if results else None
+    text = "\n".join(lines) + "\n"
+    if loaded:
+        text += (
+            f"\nThe input ({loaded['rows']:,} rows, {loaded['data_mb']:.0f} MB in Arrow) is "
+            f"loaded first ({loaded['loaded_rss_mb']:.0f} MB resident); the peak is reset after "
+            "loading (Linux `clear_refs`), so the columns above the loaded data are the write's "
+            "own memory.\n"
+        )
+    return text
+
+
+# ---- the sections --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Section:
+    title: str
+    groups: tuple[str, ...]
+    method: str  # how it is measured (markdown)
+    render: Callable[[Sequence[Result], Sequence[Plot]], str] = _standard
+
+
+SECTIONS: tuple[Section, ...] = (
+    Section(
+        "Compaction",
+        ("compaction",),
+        """\
+Tables built with `write-only` (no automatic compaction) and fsync on; each repetition
+compacts a fresh copy (`shutil.copytree`, untimed) on a fresh handle. The baseline reads the same
+files with `pq.read_table(list_of_files)` and writes them as one zstd file with `pq.write_table`
+(not fsynced). After every compaction the row count is checked, and that the rows come back in
+the order they were written. The file counts use 100-row appends (fsync on) with default options
+(automatic compaction after each commit) or `write-only` and one `compact(full=True)` at the end;
+the baseline column there is the number of files without any compaction.
+""",
+    ),
+    Section(
+        "Spark",
+        ("spark",),
+        """\
+One local[2] session (driver 4 GB) for every case. Reads aggregate every column
+(`count`, `sum(key)`, `sum(value)`, `sum(length(text))`) so every value is decoded; the three
+reads must agree. The table read was written by the format from the same cached DataFrame the
+`spark.read.parquet` baseline was written from (`df.write.parquet(..., compression="zstd")`), so
+both have one file per task. Writes use that cached DataFrame; the baseline for the bucketed
+`write_table` is `df.repartition(8, "key").write.parquet` (the same shuffle). Streaming:
+`readStream.format("appendtable")` → `writeStream.format("appendtable")`, trigger 500 ms; after
+the query has written its first micro-batch, each timed append of 100 rows to the source is
+preceded by a random pause (0-0.5 s, so appends land at random points of the trigger cycle), and
+the latency runs from `append()` returning until the sink's latest snapshot holds the rows
+(polled every 2 ms).
+""",
+    ),
+    Section(
+        "Peers",
+        ("peers",),
+        """\
+The same workloads on the same data (Parquet files written once and read by every system), each
+system in a subprocess of its own, one after the other: appendtable and plain pyarrow in this
+virtualenv, pypaimon and delta-rs in virtualenvs of their own under `.bench/venvs/` (created on
+first use: pypaimon pins an older pyarrow). Every system runs with its default options:
+appendtable fsyncs data and metadata and compacts small files after commits; delta-rs and
+pypaimon do not fsync. delta-rs tables have the change data feed on (for the incremental read);
+pypaimon tables live in a filesystem catalog. Reads and plans open a fresh handle each time;
+appends keep one handle (as a long-running writer would). Bulk rows are the median of the
+repetitions (one run when an operation takes more than ~10 s). The point query uses the
+bucketed table where the system has buckets (appendtable, pypaimon) and the unbucketed one
+otherwise, over 10 keys. The incremental read reads the rows of the last commits: appendtable
+`stream(mode="from-snapshot")`, delta-rs `load_cdf(starting_version, ending_version)`, pypaimon
+its streaming scan positioned at the first of those snapshots (one catch-up diff plan).
+""",
+        _peers,
+    ),
+    Section(
+        "Scaling",
+        ("scaling",),
+        """\
+History: one `write-only` table, fsync on, grown by one-row appends; at each point: planning
+a full scan (cold: `open_table` + `plan`; warm: same handle; median of 10), 200 `poll()` calls
+on a stream at the latest snapshot, then up to N timed one-row commits (commit only, and
+write + commit). Write grid: one append of the same rows into P partitions (`part = key % P`)
+x B buckets (bucket-key `key`), fresh table per repetition. Compaction curve: one table grown by
+one-row appends; at each point a copy is compacted with `compact(full=True)`.
+""",
+        _scaling,
+    ),
+    Section(
+        "Memory",
+        ("memory",),
+        """\
+Each write runs in a fresh Python process (`python -m benchmarks.rss_probe`) that first loads
+the input from Parquet, then writes it once; `ru_maxrss` after the write is the peak.
+""",
+        _memory,
+    ),
+)
