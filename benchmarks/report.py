@@ -20,7 +20,7 @@ from benchmarks.harness import Result
 from benchmarks.plots import Plot
 from benchmarks.sections import SECTIONS, Section, results_table
 
-__all__ = ["machine_info", "merge_previous", "write_json", "write_readme"]
+__all__ = ["machine_info", "merge_previous", "read_json", "write_json", "write_readme"]
 
 ANALYSIS_HEADING = "## Analysis"
 ANALYSIS_PLACEHOLDER = "_To be written after looking at the numbers above._\n"
@@ -83,12 +83,11 @@ def merge_previous(path: Path, meta: dict[str, Any], results: list[Result]) -> l
     same mode, so one benchmark can be re-run without losing the others."""
     if not path.exists():
         return results
-    previous = json.loads(path.read_text(encoding="utf-8"))
-    before = previous.get("meta", {})
+    before, previous = read_json(path)
     if before.get("mode") != meta["mode"]:
         return results
     ran = {result.group for result in results}
-    kept = [Result(**row) for row in previous.get("results", []) if row["group"] not in ran]
+    kept = [result for result in previous if result.group not in ran]
     if kept:
         earlier = {k: v for k, v in before.get("conditions", {}).items() if k not in ran}
         meta["conditions"] = {**earlier, **meta.get("conditions", {})}
@@ -96,6 +95,12 @@ def merge_previous(path: Path, meta: dict[str, Any], results: list[Result]) -> l
             name: seen.get("date", before.get("date")) for name, seen in earlier.items()
         }
     return kept + results
+
+
+def read_json(path: Path) -> tuple[dict[str, Any], list[Result]]:
+    """The meta and result rows of a ``results.json``."""
+    payload = json.loads(path.read_text(encoding="utf-8"))
+    return payload["meta"], [Result(**row) for row in payload["results"]]
 
 
 def write_json(path: Path, meta: dict[str, Any], results: Sequence[Result]) -> None:
@@ -121,7 +126,8 @@ _METHOD = """\
 
 `python -m benchmarks.run [--quick] [--only NAME ...] [--out DIR]` (`make bench`,
 `make bench-quick`) from the repository root; with `--only`, the rows of the other benchmarks
-are kept from the previous run of the same mode. Data is generated with numpy (seeded): an
+are kept from the previous run of the same mode; `--report-only` redraws the plots and rewrites
+this file from `results.json` without running anything. Data is generated with numpy (seeded): an
 int64 `key` with ~100 k distinct values, a random float64 `value` and a random 8 to 12
 character string `text`. Everything runs in a temporary directory that is deleted afterwards.
 Each measurement runs warm-up rounds, then N timed repetitions with `gc.collect()` before each

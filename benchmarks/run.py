@@ -7,11 +7,18 @@ import argparse
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from benchmarks.cases import BENCHMARKS
 from benchmarks.harness import Result, cpu_stall_seconds, cpu_times
 from benchmarks.plots import draw_plots
-from benchmarks.report import machine_info, merge_previous, write_json, write_readme
+from benchmarks.report import (
+    machine_info,
+    merge_previous,
+    read_json,
+    write_json,
+    write_readme,
+)
 from benchmarks.workspace import FULL, QUICK, Workspace
 
 HERE = Path(__file__).resolve().parent
@@ -27,7 +34,17 @@ def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--out", type=Path, default=HERE, help="where README.md and results.json go"
     )
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="run nothing: redraw the plots and rewrite README.md from results.json",
+    )
     return parser.parse_args(argv)
+
+
+def _report(out: Path, meta: dict[str, Any], results: list[Result]) -> None:
+    plots = draw_plots(results, out / "plots")
+    write_readme(out / "README.md", meta, results, plots)
 
 
 def _print_rows(results: Sequence[Result]) -> None:
@@ -65,6 +82,11 @@ def _run_one(name: str, workspace: Workspace) -> tuple[list[Result], dict[str, o
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _arguments(argv)
+    if args.report_only:
+        meta, previous = read_json(args.out / "results.json")
+        _report(args.out, meta, previous)
+        print(f"wrote {args.out / 'README.md'} from {args.out / 'results.json'}", flush=True)
+        return 0
     config = QUICK if args.quick else FULL
     names = args.only or list(BENCHMARKS)
     results: list[Result] = []
@@ -85,8 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     results.sort(key=lambda result: order.index(result.group))
     args.out.mkdir(parents=True, exist_ok=True)
     write_json(args.out / "results.json", meta, results)
-    plots = draw_plots(results, args.out / "plots")
-    write_readme(args.out / "README.md", meta, results, plots)
+    _report(args.out, meta, results)
     print(f"done in {meta['total_seconds']} s; wrote {args.out / 'README.md'}", flush=True)
     return 0
 

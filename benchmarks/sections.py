@@ -101,7 +101,8 @@ def _peer_cell(values: Mapping[str, float | None], system: str, reference: str, 
         return shown
     if system == reference:
         return f"{shown} (=)"
-    return f"{shown} ({base / value:.2f}{TIMES})"
+    ratio = base / value
+    return f"{shown} ({ratio:.2f}{TIMES})" if ratio >= 0.1 else f"{shown} ({ratio:.2g}{TIMES})"
 
 
 def _peers(results: Sequence[Result], _plots: Sequence[Plot]) -> str:
