@@ -13,6 +13,7 @@ at the boundary where they occur and chained with ``raise ... from``::
     ├── SchemaMismatchError           input data does not fit the table schema (names the column)
     ├── UnsupportedFormatVersionError table written by a newer format version
     ├── CorruptMetadataError          checksum mismatch or undecodable metadata (names the file)
+    ├── CorruptDataFileError          a data file that is not readable Parquet (names the file)
     ├── SnapshotNotFoundError         a snapshot id or timestamp that does not exist
     │   └── SnapshotExpiredError      the snapshot existed but was expired
     ├── StorageError                  an I/O failure (carries .path and .operation)
@@ -33,6 +34,7 @@ __all__ = [
     "CommitConflictError",
     "CommitError",
     "CommitStateUnknownError",
+    "CorruptDataFileError",
     "CorruptMetadataError",
     "InvalidFilterError",
     "InvalidOptionError",
@@ -88,6 +90,15 @@ class UnsupportedFormatVersionError(AppendTableError):
 
 class CorruptMetadataError(AppendTableError):
     """A metadata file failed its checksum or could not be decoded. ``path`` names the file."""
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class CorruptDataFileError(AppendTableError):
+    """A data file the table references is not readable Parquet (truncated, overwritten,
+    damaged footer or pages). ``path`` names the file."""
 
     def __init__(self, message: str, *, path: str) -> None:
         super().__init__(message)

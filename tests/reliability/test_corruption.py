@@ -1,8 +1,10 @@
-"""Damaged metadata raises CorruptMetadataError naming the file, never a wrong answer."""
+"""Damaged metadata raises CorruptMetadataError, a damaged data file CorruptDataFileError, each
+naming the file: never a wrong answer, never a foreign exception."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -89,6 +91,51 @@ def test_missing_data_file_names_it(tmp_path: Path) -> None:
     os.unlink(tmp_path / "t" / victim)
     with pytest.raises(at.ObjectNotFoundError, match=victim.split("/")[-1]):
         at.open_table(uri).scan().to_arrow()
+
+
+def _truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def _overwrite(path: Path) -> None:
+    path.write_bytes(b"not parquet at all " * 64)
+
+
+def _drop_footer_magic(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[:-4] + b"XXXX")
+
+
+def _stream_all(table: at.Table) -> list[object]:
+    reader = table.stream(mode="latest-full")
+    batches: list[object] = []
+    while (unit := reader.poll()) is not None:
+        batches.extend(reader.read(unit))
+    return batches
+
+
+READS: dict[str, Callable[[at.Table], object]] = {
+    "to_arrow": lambda t: t.scan().to_arrow(),
+    "to_arrow, filtered": lambda t: t.scan(filter=[("seq", ">=", 0)]).to_arrow(),
+    "to_batches": lambda t: list(t.scan().to_batches()),
+    "to_batches, filtered": lambda t: list(t.scan(filter=[("seq", ">=", 0)]).to_batches()),
+    "projected": lambda t: list(t.scan(columns=["seq"]).to_batches()),
+    "stream": _stream_all,
+    "compact": lambda t: t.compact(full=True),
+}
+
+
+@pytest.mark.parametrize("damage", [_truncate, _overwrite, _drop_footer_magic])
+@pytest.mark.parametrize("read", sorted(READS))
+def test_damaged_data_file_names_it(
+    tmp_path: Path, damage: Callable[[Path], None], read: str
+) -> None:
+    uri, table = _table(tmp_path)
+    victim = table.files().column("path").to_pylist()[-1]
+    damage(tmp_path / "t" / victim)
+    with pytest.raises(at.CorruptDataFileError, match=victim.split("/")[-1]) as caught:
+        READS[read](at.open_table(uri))
+    assert caught.value.path.endswith(victim)
+    assert len(at.open_table(uri).files()) == len(table.files())  # nothing was committed
 
 
 def test_uri_that_is_not_a_table(tmp_path: Path) -> None:

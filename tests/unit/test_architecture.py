@@ -152,6 +152,7 @@ def test_public_api_is_pinned() -> None:
         "CommitKind",
         "CommitMessage",
         "CommitStateUnknownError",
+        "CorruptDataFileError",
         "CorruptMetadataError",
         "DataFileMeta",
         "InvalidFilterError",
