@@ -231,7 +231,7 @@ class Compactor:
         directory = self.directory(task.partition, task.bucket)
         chunks: Iterator[pa.Table] | None = None
         if task.sort_by:
-            everything = pa.concat_tables(read_tables(state.storage, task.files))
+            everything = pa.concat_tables(read_tables(state.storage, task.files, spec.schema))
             order = sort_indices(everything, task.sort_by, task.strategy)
             chunks = iter([everything.take(order)])
         created: list[str] = []

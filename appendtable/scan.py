@@ -141,7 +141,13 @@ def read_split(
     """The rows of one split, file by file in order (so in write order within a bucket)."""
     expression = to_expression(row_filter)
     for file in split.files:
-        yield from read_file(state.storage, file.path, columns=columns, row_filter=expression)
+        yield from read_file(
+            state.storage,
+            file.path,
+            schema=state.arrow_schema,
+            columns=columns,
+            row_filter=expression,
+        )
 
 
 class Scan:
@@ -216,7 +222,11 @@ class Scan:
         for split in splits:
             for file in split.files:
                 for batch in read_file(
-                    self._state.storage, file.path, columns=[], row_filter=expression
+                    self._state.storage,
+                    file.path,
+                    schema=self._state.arrow_schema,
+                    columns=[],
+                    row_filter=expression,
                 ):
                     total += batch.num_rows
         return total

@@ -13,6 +13,7 @@ import time
 import uuid
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -378,6 +379,11 @@ def read_files(
     scanner reads them concurrently and reassembles them in order)."""
     filesystem, root = arrow_filesystem(storage)
     full = [f"{root}/{path}" for path in paths]
+
+    def culprit(usable: Callable[[str], bool]) -> str | None:
+        """The first file that is not ``usable`` (Arrow's errors do not always say which)."""
+        return next((p for p, f in zip(paths, full, strict=True) if not usable(f)), None)
+
     with translated("read", storage.uri(paths[0])):
         try:
             dataset = ds.dataset(full, schema=schema, format=_PARQUET, filesystem=filesystem)
@@ -386,37 +392,54 @@ def read_files(
                 filter=row_filter,
                 use_threads=True,
             )
-        except pa.ArrowInvalid as exc:
-            damaged = next((p for p in paths if not _readable_footer(storage, p)), None)
-            named = storage.uri(damaged) if damaged is not None else f"one of {len(paths)} files"
-            raise _corrupt(storage.uri(damaged or paths[0]), named, exc) from exc
         except FileNotFoundError as exc:
-            missing = next(
-                (p for p, f in zip(paths, full, strict=True) if not _exists(filesystem, f)),
-                paths[0],
-            )
-            raise ObjectNotFoundError(
-                f"data file {storage.uri(missing)} is missing: the table references it but it "
-                "is gone (deleted outside the table?)",
-                path=storage.uri(missing),
-                operation="read",
-            ) from exc
+            missing = culprit(lambda f: _exists(filesystem, f)) or paths[0]
+            raise _missing(storage.uri(missing)) from exc
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            # a file of another shape fails in a cast (invalid) or in a pushed-down filter (no
+            # kernel for its type); when every footer decodes and matches, an invalid read is
+            # damage inside some file's pages, and a missing kernel is not about the files
+            damaged = culprit(lambda f: _footer_matches(filesystem, f, schema))
+            if damaged is None and isinstance(exc, pa.ArrowNotImplementedError):
+                raise
+            named = f"one of {len(paths)} files" if damaged is None else storage.uri(damaged)
+            raise _corrupt(named, exc, path=storage.uri(damaged or paths[0])) from exc
 
 
-def _corrupt(uri: str, named: str, exc: BaseException) -> CorruptDataFileError:
-    return CorruptDataFileError(
-        f"data file {named} is not readable Parquet (truncated, overwritten or damaged): {exc}",
+def _missing(uri: str) -> ObjectNotFoundError:
+    return ObjectNotFoundError(
+        f"data file {uri} is missing: the table references it but it is gone (deleted outside "
+        "the table?)",
         path=uri,
+        operation="read",
     )
 
 
-def _readable_footer(storage: Storage, path: str) -> bool:
-    """Whether the Parquet footer of one data file decodes (to find the damaged file of a
-    failed multi-file read)."""
-    filesystem, root = arrow_filesystem(storage)
+def _corrupt(named: str, exc: BaseException, *, path: str) -> CorruptDataFileError:
+    return CorruptDataFileError(
+        f"data file {named} is not readable Parquet (truncated, overwritten or damaged): {exc}",
+        path=path,
+    )
+
+
+@contextmanager
+def _data_file_errors(uri: str) -> Iterator[None]:
+    """Name the data file in what reading it raises: a missing file, or one that is not
+    readable Parquet."""
     try:
-        pq.read_metadata(f"{root}/{path}", filesystem=filesystem)
-    except (pa.ArrowInvalid, OSError):
+        yield
+    except FileNotFoundError as exc:
+        raise _missing(uri) from exc
+    except pa.ArrowInvalid as exc:
+        raise _corrupt(uri, exc, path=uri) from exc
+
+
+def _footer_matches(filesystem: pafs.FileSystem, path: str, schema: pa.Schema) -> bool:
+    """Whether a data file's footer decodes and holds the table's columns."""
+    try:
+        found = pq.read_schema(path, filesystem=filesystem)
+        _check_columns(path, found, schema)
+    except (pa.ArrowInvalid, OSError, CorruptDataFileError):
         return False
     return True
 
@@ -429,49 +452,46 @@ def read_file(
     storage: Storage,
     path: str,
     *,
+    schema: pa.Schema,
     columns: Sequence[str] | None = None,
     row_filter: pc.Expression | None = None,
     batch_size: int = 65_536,
 ) -> Iterator[pa.RecordBatch]:
     """The rows of one data file in file order, projected and filtered.
 
-    Unfiltered reads go through ``ParquetFile.iter_batches``, which costs about a third of a
-    dataset scanner's set-up per file (what dominates reading many small files: streams
-    catching up, compaction); filtered reads use the scanner for its row-group pruning."""
+    The file must hold every column of the table's ``schema`` with its type (checked against
+    the footer before any row is returned), else ``CorruptDataFileError``: a file replaced
+    outside the table never yields rows of another shape. Unfiltered reads go through
+    ``ParquetFile.iter_batches``, which costs about a third of a dataset scanner's set-up per
+    file (what dominates reading many small files: streams catching up, compaction); filtered
+    reads use the scanner for its row-group pruning."""
     filesystem, root = arrow_filesystem(storage)
     full = f"{root}/{path}"
     selected = list(columns) if columns is not None else None
-    with translated("read", storage.uri(path)):
-        source: pq.ParquetFile | None = None
-        try:
-            try:
-                if row_filter is None:
-                    source = pq.ParquetFile(full, filesystem=filesystem)
-                    batches = source.iter_batches(
-                        batch_size=batch_size, columns=selected, use_threads=False
-                    )
-                else:
-                    fragment = _PARQUET.make_fragment(full, filesystem=filesystem)
-                    scanner = fragment.scanner(
-                        columns=selected,
-                        filter=row_filter,
-                        batch_size=batch_size,
-                        use_threads=False,
-                    )
-                    batches = scanner.to_batches()
-                first = next(batches, None)
-            except FileNotFoundError as exc:
-                raise ObjectNotFoundError(
-                    f"data file {storage.uri(path)} is missing: the table references it but it "
-                    "is gone (deleted outside the table?)",
-                    path=storage.uri(path),
-                    operation="read",
-                ) from exc
-            if first is not None:
-                yield first
-                yield from batches
-        except pa.ArrowInvalid as exc:
-            raise _corrupt(storage.uri(path), storage.uri(path), exc) from exc
-        finally:
-            if source is not None:
-                source.close()
+    uri = storage.uri(path)
+    with translated("read", uri), _data_file_errors(uri):
+        if row_filter is None:
+            with pq.ParquetFile(full, filesystem=filesystem) as source:
+                _check_columns(uri, source.schema_arrow, schema)
+                yield from source.iter_batches(
+                    batch_size=batch_size, columns=selected, use_threads=False
+                )
+        else:
+            fragment = _PARQUET.make_fragment(full, filesystem=filesystem)
+            _check_columns(uri, fragment.physical_schema, schema)
+            scanner = fragment.scanner(
+                columns=selected, filter=row_filter, batch_size=batch_size, use_threads=False
+            )
+            yield from scanner.to_batches()
+
+
+def _check_columns(uri: str, found: pa.Schema, expected: pa.Schema) -> None:
+    for column in expected:
+        index = found.get_field_index(column.name)
+        if index < 0 or found.field(index).type != column.type:
+            held = "no such column" if index < 0 else f"type {found.field(index).type}"
+            raise CorruptDataFileError(
+                f"data file {uri} does not match the table: column '{column.name}' should be "
+                f"{column.type}, the file has {held} (replaced outside the table?)",
+                path=uri,
+            )

@@ -20,9 +20,12 @@ from appendtable.storage import Storage
 __all__ = ["read_tables", "rewrite_files"]
 
 
-def read_tables(storage: Storage, files: Sequence[DataFileMeta]) -> Iterator[pa.Table]:
+def read_tables(
+    storage: Storage, files: Sequence[DataFileMeta], schema: pa.Schema
+) -> Iterator[pa.Table]:
+    """The rows of ``files`` in order, a table per record batch."""
     for file in files:
-        for batch in read_file(storage, file.path):
+        for batch in read_file(storage, file.path, schema=schema):
             yield pa.Table.from_batches([batch])
 
 
@@ -42,7 +45,7 @@ def rewrite_files(
     outputs = write_files(
         storage,
         directory,
-        chunks if chunks is not None else read_tables(storage, files),
+        chunks if chunks is not None else read_tables(storage, files, spec.schema),
         spec,
         source=source,
         seq_start=first,

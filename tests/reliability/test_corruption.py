@@ -8,6 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import appendtable as at
@@ -113,6 +115,13 @@ def _stream_all(table: at.Table) -> list[object]:
     return batches
 
 
+def _replace_with_other_columns(path: Path) -> None:
+    """A valid Parquet file whose ``seq`` column holds text (a file swapped outside the table)."""
+    rows = pq.read_table(path)
+    seq = pa.array([f"row {value}" for value in rows.column("seq").to_pylist()])
+    pq.write_table(rows.set_column(rows.schema.get_field_index("seq"), "seq", seq), path)
+
+
 READS: dict[str, Callable[[at.Table], object]] = {
     "to_arrow": lambda t: t.scan().to_arrow(),
     "to_arrow, filtered": lambda t: t.scan(filter=[("seq", ">=", 0)]).to_arrow(),
@@ -124,7 +133,9 @@ READS: dict[str, Callable[[at.Table], object]] = {
 }
 
 
-@pytest.mark.parametrize("damage", [_truncate, _overwrite, _drop_footer_magic])
+@pytest.mark.parametrize(
+    "damage", [_truncate, _overwrite, _drop_footer_magic, _replace_with_other_columns]
+)
 @pytest.mark.parametrize("read", sorted(READS))
 def test_damaged_data_file_names_it(
     tmp_path: Path, damage: Callable[[Path], None], read: str
