@@ -55,14 +55,18 @@ class LocalStorage(Storage):
         directory, name = os.path.split(final)
         self._ensure_dir(directory)
         temp = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        self._write_new(temp, data)
+        return temp
+
+    def _write_new(self, path: str, data: bytes) -> None:
+        """Create ``path`` (failing if it exists) holding ``data``, fsynced when enabled."""
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             _write_all(fd, data)
             if self.fsync_enabled:
                 os.fsync(fd)
         finally:
             os.close(fd)
-        return temp
 
     def _sync_dir(self, directory: str) -> None:
         if not self.fsync_enabled:
@@ -91,13 +95,7 @@ class LocalStorage(Storage):
         final = self._abs(path)
         with translated("write", self.uri(path)):
             self._ensure_dir(os.path.dirname(final))
-            fd = os.open(final, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            try:
-                _write_all(fd, data)
-                if self.fsync_enabled:
-                    os.fsync(fd)
-            finally:
-                os.close(fd)
+            self._write_new(final, data)
 
     def sync_file(self, path: str) -> None:
         if not self.fsync_enabled:
