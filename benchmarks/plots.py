@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
+
+from matplotlib.figure import Figure
 
 from benchmarks.harness import Result
 
@@ -45,13 +48,9 @@ def _peer_value(results: Sequence[Result], prefix: str, system: str) -> float | 
     return None
 
 
-def _axes(title: str, xlabel: str, ylabel: str) -> tuple[Any, Any]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(figsize=(7.5, 4.5), dpi=100)
+def _axes(title: str, xlabel: str, ylabel: str) -> tuple[Figure, Any]:
+    figure = Figure(figsize=(7.5, 4.5), dpi=100)
+    axes = figure.subplots()
     axes.set_title(title)
     axes.set_xlabel(xlabel)
     axes.set_ylabel(ylabel)
@@ -59,13 +58,10 @@ def _axes(title: str, xlabel: str, ylabel: str) -> tuple[Any, Any]:
     return figure, axes
 
 
-def _save(figure: Any, directory: Path, name: str) -> str:
-    import matplotlib.pyplot as plt
-
+def _save(figure: Figure, directory: Path, name: str) -> str:
     directory.mkdir(parents=True, exist_ok=True)
     figure.tight_layout()
     figure.savefig(directory / name)
-    plt.close(figure)
     return f"{directory.name}/{name}"
 
 
@@ -82,78 +78,77 @@ def _peer_lines(axes: Any, series: Mapping[str, Any], suffix: str) -> None:
         axes.plot(xs, ys, "--", marker=".", color=colour, label=f"{label}{suffix}")
 
 
-def _commit_plot(results: Sequence[Result], directory: Path) -> Plot | None:
+@dataclass(frozen=True)
+class _HistoryPlot:
+    """appendtable's two history-curve metrics (solid) against the peers' curve (dashed)."""
+
+    file: str
+    title: str
+    xlabel: str
+    ylabel: str
+    peers_key: str  # in the peers rows' details
+    peer_suffix: str
+    ours: tuple[tuple[str, str, str, str], ...]  # (curve key, marker, colour, label)
+    caption: str
+
+
+def _history_plot(spec: _HistoryPlot, results: Sequence[Result], directory: Path) -> Plot | None:
     curve = _details(results, "scaling", "history_curve")
-    peers = _details(results, "peers", "commit_window_p50_ms")
+    peers = _details(results, "peers", spec.peers_key)
     if not curve and not peers:
         return None
-    figure, axes = _axes(
-        "Commit latency p50 vs table history", "snapshots in the table", "milliseconds (p50)"
-    )
-    if curve:
-        xs = [p["snapshots"] for p in curve]
+    figure, axes = _axes(spec.title, spec.xlabel, spec.ylabel)
+    for key, marker, colour, label in spec.ours if curve else ():
         axes.plot(
-            xs,
-            [p["commit_p50_ms"] for p in curve],
-            "o-",
-            color="navy",
-            label="appendtable commit only (write-only, fsync on)",
-        )
-        axes.plot(
-            xs,
-            [p["append_p50_ms"] for p in curve],
-            "s-",
-            color="tab:blue",
-            label="appendtable 1-row append: write + commit",
+            [p["snapshots"] for p in curve],
+            [p[key] for p in curve],
+            marker,
+            color=colour,
+            label=label,
         )
     if peers:
-        _peer_lines(axes, peers, ": 100-row append, p50 per 50 commits")
+        _peer_lines(axes, peers, spec.peer_suffix)
     axes.set_xscale("log")
     axes.set_yscale("log")
     axes.legend(fontsize=8)
-    return Plot(
-        _save(figure, directory, "commit_latency.png"),
-        "Commit latency p50 against the number of snapshots. Solid: appendtable's own curve "
-        "(one table grown to the largest size, fsync on). Dashed: the peers' small-commit "
-        "workload (whole 100-row appends, default options, p50 of each window of 50 commits).",
-    )
+    return Plot(_save(figure, directory, spec.file), spec.caption)
 
 
-def _planning_plot(results: Sequence[Result], directory: Path) -> Plot | None:
-    curve = _details(results, "scaling", "history_curve")
-    peers = _details(results, "peers", "plan_curve_ms")
-    if not curve and not peers:
-        return None
-    figure, axes = _axes(
-        "Scan planning vs table history", "snapshots (commits) in the table", "milliseconds"
-    )
-    if curve:
-        xs = [p["snapshots"] for p in curve]
-        axes.plot(
-            xs,
-            [p["plan_cold_ms"] for p in curve],
+COMMIT_PLOT = _HistoryPlot(
+    file="commit_latency.png",
+    title="Commit latency p50 vs table history",
+    xlabel="snapshots in the table",
+    ylabel="milliseconds (p50)",
+    peers_key="commit_window_p50_ms",
+    peer_suffix=": 100-row append, p50 per 50 commits",
+    ours=(
+        ("commit_p50_ms", "o-", "navy", "appendtable commit only (write-only, fsync on)"),
+        ("append_p50_ms", "s-", "tab:blue", "appendtable 1-row append: write + commit"),
+    ),
+    caption="Commit latency p50 against the number of snapshots. Solid: appendtable's own curve "
+    "(one table grown to the largest size, fsync on). Dashed: the peers' small-commit "
+    "workload (whole 100-row appends, default options, p50 of each window of 50 commits).",
+)
+PLANNING_PLOT = _HistoryPlot(
+    file="planning.png",
+    title="Scan planning vs table history",
+    xlabel="snapshots (commits) in the table",
+    ylabel="milliseconds",
+    peers_key="plan_curve_ms",
+    peer_suffix=": open + plan (after N 100-row commits)",
+    ours=(
+        (
+            "plan_cold_ms",
             "o-",
-            color="navy",
-            label="appendtable cold (open_table + plan), one file per snapshot",
-        )
-        axes.plot(
-            xs,
-            [p["plan_warm_ms"] for p in curve],
-            "s-",
-            color="tab:blue",
-            label="appendtable warm (same handle)",
-        )
-    if peers:
-        _peer_lines(axes, peers, ": open + plan (after N 100-row commits)")
-    axes.set_xscale("log")
-    axes.set_yscale("log")
-    axes.legend(fontsize=8)
-    return Plot(
-        _save(figure, directory, "planning.png"),
-        "Planning a full scan against the number of commits. appendtable's solid lines use a "
-        "write-only table (no compaction: one file per snapshot); the dashed peer lines use "
-        "default options (appendtable compacts automatically there, delta-rs and pypaimon do not).",
-    )
+            "navy",
+            "appendtable cold (open_table + plan), one file per snapshot",
+        ),
+        ("plan_warm_ms", "s-", "tab:blue", "appendtable warm (same handle)"),
+    ),
+    caption="Planning a full scan against the number of commits. appendtable's solid lines use a "
+    "write-only table (no compaction: one file per snapshot); the dashed peer lines use "
+    "default options (appendtable compacts automatically there, delta-rs and pypaimon do not).",
+)
 
 
 def _poll_plot(results: Sequence[Result], directory: Path) -> Plot | None:
@@ -263,8 +258,8 @@ def _compaction_plot(results: Sequence[Result], directory: Path) -> Plot | None:
 
 
 PLOTTERS: Sequence[Callable[[Sequence[Result], Path], Plot | None]] = (
-    _commit_plot,
-    _planning_plot,
+    partial(_history_plot, COMMIT_PLOT),
+    partial(_history_plot, PLANNING_PLOT),
     _poll_plot,
     _grid_plot,
     _compaction_plot,
@@ -273,8 +268,4 @@ PLOTTERS: Sequence[Callable[[Sequence[Result], Path], Plot | None]] = (
 
 def draw_plots(results: Sequence[Result], directory: Path) -> list[Plot]:
     """Draw every plot whose data is in ``results``; returns them in README order."""
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        return []
     return [plot for plotter in PLOTTERS if (plot := plotter(results, directory)) is not None]
