@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 import fsspec
 import pytest
 
+from appendtable.commit.snapshots import flush_hints
+
 if TYPE_CHECKING:
     from tests.s3.seaweedfs import SeaweedFS
 
@@ -53,6 +55,7 @@ def uri(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[str]:
         return
     path = f"memory://appendtable-tests/{uuid.uuid4().hex}"
     yield path
+    flush_hints()  # a LATEST hint written after the test would race the removal
     fs = fsspec.filesystem("memory")
     if fs.exists(path):
         fs.rm(path, recursive=True)

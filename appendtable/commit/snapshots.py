@@ -24,11 +24,16 @@ from appendtable.metadata import codec, layout
 from appendtable.metadata.models import Snapshot
 from appendtable.storage import Storage
 
-__all__ = ["SnapshotStore"]
+__all__ = ["SnapshotStore", "flush_hints"]
 
 _CACHE_LIMIT = 1024
 #: One thread writes LATEST hints in order, so a newer hint is never overwritten by an older.
 _HINTS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="appendtable-hint")
+
+
+def flush_hints() -> None:
+    """Wait until every hint submitted so far is written (or given up on)."""
+    _HINTS.submit(lambda: None).result()  # one worker: tasks run in submission order
 
 
 class SnapshotStore:
