@@ -44,6 +44,7 @@ from appendtable.metadata.models import (
     Split,
 )
 from appendtable.scan import Scan
+from appendtable.staging import StagingArea
 from appendtable.stream import END_OF_STREAM, StreamPosition, StreamReader, StreamUnit
 from appendtable.table import Table, create_table, open_table
 from appendtable.write import TableCommit
@@ -79,6 +80,7 @@ __all__ = [
     "SnapshotExpiredError",
     "SnapshotNotFoundError",
     "Split",
+    "StagingArea",
     "StorageError",
     "StreamPosition",
     "StreamReader",

@@ -47,6 +47,7 @@ from appendtable.planning.filters import parse_filter
 from appendtable.planning.partitions import partition_path
 from appendtable.planning.splits import partition_sort_key
 from appendtable.scan import Scan, check_columns, read_split
+from appendtable.staging import StagingArea
 from appendtable.storage import Storage, open_storage
 from appendtable.stream import StreamPosition, StreamReader, stream_config
 from appendtable.write import TableCommit
@@ -224,6 +225,13 @@ class Table:
         times, then ``prepare_commit()`` for messages to hand to ``committer(...).commit``."""
         state = self._state
         return TableWriter(state.storage, state.schema, state.arrow_schema, state.options)
+
+    def staging_area(self) -> StagingArea:
+        """A new private directory inside the table for another engine's Parquet files, which
+        ``StagingArea.adopt`` then turns into commit messages without rewriting them (the
+        Spark adapter's native write path). Use it as a context manager: leaving the block
+        removes the directory."""
+        return StagingArea(self._state)
 
     def committer(self, commit_user: str | None = None) -> TableCommit:
         """The second phase: commit messages as ``commit_user`` (stable per job for

@@ -9,6 +9,7 @@ before they are reported, so a committed snapshot never references a file that a
 
 from __future__ import annotations
 
+import functools
 import time
 import uuid
 import weakref
@@ -42,6 +43,7 @@ __all__ = [
     "read_file",
     "read_files",
     "row_group_rows",
+    "stored_schema",
     "write_files",
 ]
 
@@ -438,7 +440,7 @@ def _footer_matches(filesystem: pafs.FileSystem, path: str, schema: pa.Schema) -
     """Whether a data file's footer decodes and holds the table's columns."""
     try:
         found = pq.read_schema(path, filesystem=filesystem)
-        _check_columns(path, found, schema)
+        _check_columns(path, found, stored_schema(schema))
     except (pa.ArrowInvalid, OSError, CorruptDataFileError):
         return False
     return True
@@ -469,20 +471,35 @@ def read_file(
     full = f"{root}/{path}"
     selected = list(columns) if columns is not None else None
     uri = storage.uri(path)
+    expected = stored_schema(schema)
+    wanted = schema if selected is None else pa.schema([schema.field(c) for c in selected])
+    coerced = not expected.equals(schema)
     with translated("read", uri), _data_file_errors(uri):
         if row_filter is None:
             with pq.ParquetFile(full, filesystem=filesystem) as source:
-                _check_columns(uri, source.schema_arrow, schema)
-                yield from source.iter_batches(
+                _check_columns(uri, source.schema_arrow, expected)
+                batches = source.iter_batches(
                     batch_size=batch_size, columns=selected, use_threads=False
                 )
+                yield from (batch.cast(wanted) for batch in batches) if coerced else batches
         else:
             fragment = _PARQUET.make_fragment(full, filesystem=filesystem)
-            _check_columns(uri, fragment.physical_schema, schema)
+            _check_columns(uri, fragment.physical_schema, expected)
             scanner = fragment.scanner(
                 columns=selected, filter=row_filter, batch_size=batch_size, use_threads=False
             )
-            yield from scanner.to_batches()
+            batches = scanner.to_batches()
+            yield from (batch.cast(wanted) for batch in batches) if coerced else batches
+
+
+@functools.lru_cache(maxsize=64)
+def stored_schema(schema: pa.Schema) -> pa.Schema:
+    """The schema pyarrow reads back from a data file written with ``schema``: Parquet has no
+    second-resolution times or date64, so those come back as milliseconds and date32 (reads
+    cast them back to the table's types)."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(schema.empty_table(), sink)
+    return pq.read_schema(pa.BufferReader(sink.getvalue()))
 
 
 def _check_columns(uri: str, found: pa.Schema, expected: pa.Schema) -> None:

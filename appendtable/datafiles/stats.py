@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from appendtable.metadata.models import StatValue
 from appendtable.metadata.types import STATS_KINDS, FieldSpec
 
-__all__ = ["StatsCollector", "scalar_to_stat"]
+__all__ = ["StatsCollector", "scalar_to_stat", "stat_less", "stored_stats"]
 
 _MAX_CODE_POINT = 0x10FFFF
 
@@ -74,7 +74,8 @@ def _truncate_max(value: StatValue, limit: int | None) -> StatValue:
     return None
 
 
-def _less(a: StatValue, b: StatValue, kind: str) -> bool:
+def stat_less(a: StatValue, b: StatValue, kind: str) -> bool:
+    """``a < b`` for two stored values of a column of ``kind`` (decimals compare as numbers)."""
     if kind == "decimal":
         return decimal.Decimal(str(a)) < decimal.Decimal(str(b))
     return a < b  # type: ignore[operator]
@@ -114,20 +115,34 @@ class StatsCollector:
             if low is None or high is None:  # e.g. an all-NaN float column
                 continue
             current_low, current_high = self._mins[index], self._maxs[index]
-            if current_low is None or _less(low, current_low, kind):
+            if current_low is None or stat_less(low, current_low, kind):
                 self._mins[index] = low
-            if current_high is None or _less(current_high, high, kind):
+            if current_high is None or stat_less(current_high, high, kind):
                 self._maxs[index] = high
 
     def result(
         self,
     ) -> tuple[tuple[int | None, ...], tuple[StatValue, ...], tuple[StatValue, ...]]:
         """(null_counts, min_values, max_values) aligned with the fields; () when disabled."""
-        if self._mode == "none":
-            return (), (), ()
-        nulls: tuple[int | None, ...] = tuple(self._nulls)
-        if self._mode == "counts":
-            return nulls, (), ()
-        mins = tuple(_truncate_min(value, self._truncate) for value in self._mins)
-        maxs = tuple(_truncate_max(value, self._truncate) for value in self._maxs)
-        return nulls, mins, maxs
+        return stored_stats(self._mode, self._truncate, self._nulls, self._mins, self._maxs)
+
+
+def stored_stats(
+    mode: str,
+    truncate: int | None,
+    nulls: Sequence[int | None],
+    mins: Sequence[StatValue],
+    maxs: Sequence[StatValue],
+) -> tuple[tuple[int | None, ...], tuple[StatValue, ...], tuple[StatValue, ...]]:
+    """Exact per-column null counts and extremes as a data file's metadata records them under
+    ``metadata.stats-mode`` ``mode``: nothing, only null counts, or also min/max (strings and
+    binaries truncated to ``truncate``)."""
+    if mode == "none":
+        return (), (), ()
+    if mode == "counts":
+        return tuple(nulls), (), ()
+    return (
+        tuple(nulls),
+        tuple(_truncate_min(value, truncate) for value in mins),
+        tuple(_truncate_max(value, truncate) for value in maxs),
+    )

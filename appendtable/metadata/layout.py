@@ -6,6 +6,7 @@
     snapshot/snapshot-<id>, snapshot/LATEST, snapshot/EARLIEST
     manifest/manifest-<uuid>-<n>, manifest/manifest-list-<uuid>-<n>, manifest/commit-users-<uuid>
     consumer/consumer-<id>
+    _staging/<uuid>/...   (files written by other engines, until adopted or removed)
     <k1>=<v1>/<k2>=<v2>/bucket-<b>/data-<uuid>-<n>.parquet
 """
 
@@ -22,6 +23,7 @@ __all__ = [
     "MANIFEST_DIR",
     "SCHEMA_DIR",
     "SNAPSHOT_DIR",
+    "STAGING_DIR",
     "WATERMARK_DIR",
     "bucket_dir",
     "consumer_path",
@@ -30,6 +32,7 @@ __all__ = [
     "manifest_path",
     "schema_path",
     "snapshot_path",
+    "staging_dir",
     "validate_consumer_id",
     "watermark_group_path",
 ]
@@ -39,6 +42,7 @@ SNAPSHOT_DIR = "snapshot"
 MANIFEST_DIR = "manifest"
 CONSUMER_DIR = "consumer"
 WATERMARK_DIR = "watermark"
+STAGING_DIR = "_staging"
 LATEST_HINT = f"{SNAPSHOT_DIR}/LATEST"
 EARLIEST_HINT = f"{SNAPSHOT_DIR}/EARLIEST"
 SCHEMA_PREFIX = "schema-"
@@ -75,6 +79,10 @@ def validate_consumer_id(consumer_id: str) -> str:
             "starting with a letter or digit"
         )
     return consumer_id
+
+
+def staging_dir(staging_id: str) -> str:
+    return f"{STAGING_DIR}/{staging_id}"
 
 
 def bucket_dir(partition_path: str, bucket: int) -> str:

@@ -94,6 +94,17 @@ class Storage(ABC):
         """Remove a file; a missing file is not an error."""
 
     @abstractmethod
+    def rename(self, source: str, target: str) -> None:
+        """Move a file to ``target``, a new, unused name (its parent is created where
+        directories exist). Readers see the file under one name or the other, whole; on object
+        stores the move is a server-side copy then a delete. The new name is durable only after
+        ``sync_names([target])``. Retrying after a failure is safe."""
+
+    @abstractmethod
+    def delete_tree(self, directory: str) -> None:
+        """Remove ``directory`` and everything below it; a missing directory is not an error."""
+
+    @abstractmethod
     def open_output(self, path: str) -> IO[bytes]:
         """A binary file to stream a new (uniquely named) file into."""
 

@@ -301,6 +301,39 @@ class FsspecStorage(Storage):
         with translated("delete", self.uri(path)):
             self._retrying(remove)
 
+    def rename(self, source: str, target: str) -> None:
+        """On S3 a server-side copy then a delete of the source (s3fs ``mv``)."""
+        full_source, full_target = self._full(source), self._full(target)
+
+        def move() -> None:
+            try:
+                self.fs.mv(full_source, full_target)
+            except FileNotFoundError:
+                self.fs.invalidate_cache(full_target)
+                if not self.fs.exists(full_target):  # not a retry of a move that happened
+                    raise
+            finally:
+                self.fs.invalidate_cache(full_source)
+                self.fs.invalidate_cache(full_target)
+
+        with translated("rename", self.uri(source)):
+            self._make_parent(full_target)
+            self._retrying(move)
+
+    def delete_tree(self, directory: str) -> None:
+        full = self._full(directory)
+
+        def remove() -> None:
+            try:
+                self.fs.rm(full, recursive=True)
+            except FileNotFoundError:
+                pass
+            finally:
+                self.fs.invalidate_cache(full)
+
+        with translated("delete", self.uri(directory)):
+            self._retrying(remove)
+
     def open_output(self, path: str) -> IO[bytes]:
         """A file to stream a new, uniquely named file into; it appears when closed (on S3 in
         one PUT or at multipart completion). Not retried: a failed stream must be rewritten."""

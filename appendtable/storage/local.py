@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import threading
 import uuid
 from collections.abc import Sequence
@@ -208,6 +209,26 @@ class LocalStorage(Storage):
         with translated("delete", self.uri(path)):
             _unlink_quietly(self._abs(path))
 
+    def rename(self, source: str, target: str) -> None:
+        final = self._abs(target)
+        with translated("rename", self.uri(source)):
+            self._ensure_dir(os.path.dirname(final))
+            try:
+                os.rename(self._abs(source), final)
+            except FileNotFoundError:
+                if not os.path.exists(final):  # not a retry of a move that already happened
+                    raise
+
+    def delete_tree(self, directory: str) -> None:
+        base = self._abs(directory)
+        with translated("delete", self.uri(directory)):
+            try:
+                shutil.rmtree(base)
+            except FileNotFoundError:
+                pass
+        with self._dirs_lock:
+            self._known_dirs = {d for d in self._known_dirs if not _is_within(d, base)}
+
     def open_output(self, path: str) -> IO[bytes]:
         final = self._abs(path)
         with translated("open", self.uri(path)):
@@ -241,6 +262,10 @@ def _write_all(fd: int, data: bytes) -> None:
     while view:
         written = os.write(fd, view)
         view = view[written:]
+
+
+def _is_within(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory.rstrip("/") + "/")
 
 
 def _unlink_quietly(path: str) -> None:

@@ -80,3 +80,25 @@ def test_streamed_output(storage: Storage) -> None:
     storage.sync_file("data/part-0")
     assert storage.read("data/part-0") == b"hello world"
     assert storage.info("data/part-0").size == 11
+
+
+def test_rename_moves_a_file_to_a_new_directory(storage: Storage) -> None:
+    storage.write("staging/a/part-0.parquet", b"payload")
+    storage.rename("staging/a/part-0.parquet", "k=1/bucket-0/data-0.parquet")
+    storage.sync_names(["k=1/bucket-0/data-0.parquet"])
+    assert storage.read("k=1/bucket-0/data-0.parquet") == b"payload"
+    assert not storage.exists("staging/a/part-0.parquet")
+    # a retry of a move that already happened succeeds; a move of nothing does not
+    storage.rename("staging/a/part-0.parquet", "k=1/bucket-0/data-0.parquet")
+    with pytest.raises(ObjectNotFoundError):
+        storage.rename("staging/a/never", "k=1/bucket-0/data-1.parquet")
+
+
+def test_delete_tree_removes_everything_below(storage: Storage) -> None:
+    for path in ["staging/x/a", "staging/x/sub/.b.crc", "staging/x/_SUCCESS", "staging/y/c"]:
+        storage.write(path, b"1")
+    storage.delete_tree("staging/x")
+    storage.delete_tree("staging/x")  # a missing directory is not an error
+    assert [info.path for info in storage.walk("staging")] == ["staging/y/c"]
+    storage.write("staging/x/again", b"2")  # the directory can be created anew
+    assert storage.read("staging/x/again") == b"2"

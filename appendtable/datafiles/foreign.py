@@ -1,0 +1,263 @@
+"""Parquet files written outside the table (by Spark, for instance), checked and described.
+
+Before such a file can join the table it must look exactly like one the table wrote: the
+table's columns in the table's order with the table's types, no nulls in non-nullable columns,
+and one value of each partition column. Its statistics come from the Parquet footer (exact
+null counts and per-row-group extremes, aggregated), so describing a file reads its footer and,
+only where the footer cannot say, single columns: partition columns always (a footer extreme
+may be truncated), a non-nullable column or the watermark column when the footer has no
+statistics for it. No rows are rewritten.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from appendtable.datafiles.parquet_io import arrow_filesystem, stored_schema
+from appendtable.datafiles.stats import scalar_to_stat, stat_less, stored_stats
+from appendtable.datafiles.table_write import event_time_ms
+from appendtable.errors import CorruptDataFileError, ObjectNotFoundError, SchemaMismatchError
+from appendtable.metadata.models import PartitionValues, StatValue
+from appendtable.metadata.types import STATS_KINDS, FieldSpec
+from appendtable.storage import Storage
+from appendtable.storage.translate import translated
+
+__all__ = ["ForeignFile", "ForeignFileSpec", "describe_foreign_file"]
+
+_TIME_UNITS = {"milliseconds": "ms", "microseconds": "us", "nanoseconds": "ns"}
+
+
+@dataclass(frozen=True)
+class ForeignFileSpec:
+    """What a file must match, and what to record about it."""
+
+    arrow_schema: pa.Schema
+    fields: Sequence[FieldSpec]
+    partition_keys: Sequence[str]
+    stats_mode: str
+    stats_truncate: int | None
+    watermark_column: str | None
+
+
+@dataclass(frozen=True)
+class ForeignFile:
+    """A checked file: its rows, partition, statistics (as the table's metadata stores them)
+    and, when the table has a watermark column, its latest event time (epoch ms)."""
+
+    path: str
+    file_size: int
+    row_count: int
+    partition: PartitionValues
+    null_counts: tuple[int | None, ...]
+    min_values: tuple[StatValue, ...]
+    max_values: tuple[StatValue, ...]
+    max_event_time_ms: int | None
+
+
+def describe_foreign_file(
+    storage: Storage, path: str, file_size: int, spec: ForeignFileSpec
+) -> ForeignFile:
+    """Check the file at ``path`` against the table and describe it from its footer.
+
+    Raises SchemaMismatchError (naming the column and the file) when it does not fit,
+    CorruptDataFileError when it is not readable Parquet, ObjectNotFoundError when it is gone.
+    """
+    filesystem, root = arrow_filesystem(storage)
+    uri = storage.uri(path)
+    with (
+        translated("read", uri),
+        _foreign_errors(uri),
+        pq.ParquetFile(f"{root}/{path}", filesystem=filesystem) as source,
+    ):
+        _check_columns(uri, source.schema_arrow, stored_schema(spec.arrow_schema))
+        metadata = source.metadata
+        rows = metadata.num_rows
+        nulls, lows, highs = _footer_extremes(metadata, spec)
+        unknown = [
+            field.name
+            for field, count in zip(spec.arrow_schema, nulls, strict=True)
+            if count is None and not field.nullable
+        ]
+        wanted = [*spec.partition_keys, *unknown]
+        watermark = spec.watermark_column
+        watermark_index = spec.arrow_schema.get_field_index(watermark) if watermark else -1
+        if watermark and highs[watermark_index] is None:
+            wanted.append(watermark)
+        read = source.read(columns=list(dict.fromkeys(wanted))) if wanted and rows else None
+    for name in unknown:  # no rows were read only when there are none
+        nulls[spec.arrow_schema.get_field_index(name)] = (
+            read.column(name).null_count if read is not None else 0
+        )
+    for field, count in zip(spec.arrow_schema, nulls, strict=True):
+        if not field.nullable and count:
+            raise SchemaMismatchError(
+                f"column '{field.name}' is not nullable, but staged file {uri} holds {count} "
+                "null(s) in it",
+                column=field.name,
+            )
+    partition = _partition(uri, read, spec)
+    stored = stored_stats(spec.stats_mode, spec.stats_truncate, nulls, lows, highs)
+    return ForeignFile(
+        path=path,
+        file_size=file_size,
+        row_count=rows,
+        partition=partition,
+        null_counts=stored[0],
+        min_values=stored[1],
+        max_values=stored[2],
+        max_event_time_ms=_event_time(read, highs, watermark_index, spec),
+    )
+
+
+@contextmanager
+def _foreign_errors(uri: str) -> Iterator[None]:
+    try:
+        yield
+    except FileNotFoundError as exc:
+        raise ObjectNotFoundError(
+            f"staged file {uri} does not exist", path=uri, operation="read"
+        ) from exc
+    except pa.ArrowInvalid as exc:
+        raise CorruptDataFileError(
+            f"staged file {uri} is not readable Parquet: {exc}", path=uri
+        ) from exc
+
+
+def _check_columns(uri: str, found: pa.Schema, expected: pa.Schema) -> None:
+    """Exactly the table's columns, in its order, with the types the table's own files hold
+    (readers return a file's columns in the order they are stored)."""
+    for position, column in enumerate(expected):
+        index = found.get_field_index(column.name)
+        if index < 0:
+            raise SchemaMismatchError(
+                f"staged file {uri} lacks column '{column.name}' of the table", column=column.name
+            )
+        if found.field(index).type != column.type:
+            raise SchemaMismatchError(
+                f"column '{column.name}' of staged file {uri} has type {found.field(index).type},"
+                f" the table's is {column.type}",
+                column=column.name,
+            )
+        if index != position:
+            raise SchemaMismatchError(
+                f"column '{column.name}' of staged file {uri} is at position {index}, the "
+                f"table's is {position}: write the columns in the table's order",
+                column=column.name,
+            )
+    if len(found) != len(expected):
+        extra = found.field(len(expected)).name
+        raise SchemaMismatchError(
+            f"staged file {uri} has column '{extra}', which is not in the table", column=extra
+        )
+
+
+def _footer_extremes(
+    metadata: pq.FileMetaData, spec: ForeignFileSpec
+) -> tuple[list[int | None], list[StatValue], list[StatValue]]:
+    """Per top-level column: the null count and the stored min/max over all row groups (None
+    where the footer does not know)."""
+    chunk_index = {
+        metadata.schema.column(i).path: i for i in range(metadata.num_columns)
+    }  # leaf paths; a top-level primitive column's path is its name
+    count = len(spec.fields)
+    nulls: list[int | None] = [0] * count
+    lows: list[StatValue] = [None] * count
+    highs: list[StatValue] = [None] * count
+    for position, (field, arrow_field) in enumerate(
+        zip(spec.fields, spec.arrow_schema, strict=True)
+    ):
+        index = chunk_index.get(field.name)
+        kind = field.type.kind
+        if index is None:  # a nested column: no statistics kept
+            nulls[position] = None
+            continue
+        known = kind in STATS_KINDS
+        for group in range(metadata.num_row_groups):
+            group_rows = metadata.row_group(group).num_rows
+            stats = metadata.row_group(group).column(index).statistics
+            if stats is None or not stats.has_null_count:
+                nulls[position] = None
+                known = False
+                continue
+            if nulls[position] is not None:
+                nulls[position] = nulls[position] + stats.null_count
+            if not known or stats.null_count == group_rows:
+                continue  # an all-null row group has no extremes
+            low = _stored(stats, arrow_field.type, kind, "min") if stats.has_min_max else None
+            high = _stored(stats, arrow_field.type, kind, "max") if stats.has_min_max else None
+            if low is None or high is None:
+                known = False
+                continue
+            if lows[position] is None or stat_less(low, lows[position], kind):
+                lows[position] = low
+            if highs[position] is None or stat_less(highs[position], high, kind):
+                highs[position] = high
+        if not known:
+            lows[position] = highs[position] = None
+    return nulls, lows, highs
+
+
+def _stored(stats: pq.Statistics, dtype: pa.DataType, kind: str, end: str) -> StatValue:
+    """One footer extreme in the table's stored form, or None if it cannot be trusted."""
+    try:
+        if pa.types.is_timestamp(dtype) or pa.types.is_time(dtype):
+            raw = stats.min_raw if end == "min" else stats.max_raw
+            unit = _TIME_UNITS.get(json.loads(stats.logical_type.to_json()).get("timeUnit", ""))
+            if not isinstance(raw, int) or unit is None:
+                return None  # e.g. INT96 timestamps
+            base = pa.timestamp(unit) if pa.types.is_timestamp(dtype) else _time_type(unit)
+            scalar = pa.scalar(raw, type=base).cast(dtype)
+        else:
+            value = stats.min if end == "min" else stats.max
+            if isinstance(value, float) and math.isnan(value):
+                return None
+            scalar = pa.scalar(value, type=dtype)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+        return None
+    return scalar_to_stat(scalar, kind)
+
+
+def _time_type(unit: str) -> pa.DataType:
+    return pa.time32(unit) if unit == "ms" else pa.time64(unit)
+
+
+def _partition(uri: str, read: pa.Table | None, spec: ForeignFileSpec) -> PartitionValues:
+    """The file's partition values, read from the partition columns: one value per column."""
+    if not spec.partition_keys:
+        return ()
+    if read is None:
+        raise SchemaMismatchError(f"staged file {uri} holds no rows")
+    kinds = {field.name: field.type.kind for field in spec.fields}
+    values = []
+    for key in spec.partition_keys:
+        column = read.column(key)
+        if pc.count_distinct(column, mode="all").as_py() != 1:
+            raise SchemaMismatchError(
+                f"staged file {uri} holds rows of several values of partition column '{key}': "
+                "each file must hold one partition",
+                column=key,
+            )
+        values.append(scalar_to_stat(column[0], kinds[key]))
+    return tuple(values)
+
+
+def _event_time(
+    read: pa.Table | None, highs: Sequence[StatValue], index: int, spec: ForeignFileSpec
+) -> int | None:
+    if index < 0:
+        return None
+    dtype = spec.arrow_schema.field(index).type
+    high = highs[index]
+    if high is not None:
+        return event_time_ms(pa.scalar(high, type=dtype))
+    if read is not None and spec.watermark_column in read.column_names:
+        return event_time_ms(pc.max(read.column(spec.watermark_column)))
+    return None

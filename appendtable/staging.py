@@ -1,0 +1,232 @@
+"""Staged writes: Parquet files written by another engine join the table without a rewrite.
+
+An engine with its own Parquet writer (Spark, for instance) writes into a staging area, a
+private directory inside the table; ``adopt`` then checks every file against the table, moves
+it into the table's layout and describes it from its footer; the resulting commit messages are
+committed like any writer's. Until they are, nothing is visible.
+
+Guarantees:
+
+* ``adopt`` checks every file (columns, order, types, nulls, partition values) before it moves
+  any: a file that does not fit raises SchemaMismatchError naming the column and the file, and
+  leaves all files where they were.
+* Files are moved, never copied through this process: a rename on local disk, a server-side
+  copy on object stores. If a move fails, the files already moved are moved back.
+* Within one (partition, bucket), files keep the order in which they are given: that is their
+  order for streaming readers.
+* A staging area left behind by a crashed job holds only unreferenced files, which
+  ``remove_orphan_files`` deletes once they are older than its threshold.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from types import TracebackType
+
+from appendtable._state import TableState
+from appendtable.datafiles.foreign import ForeignFile, ForeignFileSpec, describe_foreign_file
+from appendtable.errors import InvalidOptionError, ObjectNotFoundError, StorageError
+from appendtable.metadata import layout
+from appendtable.metadata import options as opt
+from appendtable.metadata.models import CommitMessage, DataFileMeta, FileSource, PartitionValues
+from appendtable.planning.partitions import partition_path
+
+__all__ = ["StagingArea"]
+
+#: Files described or moved at a time (footers and moves are I/O-bound round trips).
+_IO_THREADS = 16
+
+
+class StagingArea:
+    """A directory inside the table (``_staging/<uuid>``) for files written by other engines.
+
+    Use it as a context manager: leaving the block removes the directory and whatever is still
+    in it (adopted files have already moved out)."""
+
+    def __init__(self, state: TableState) -> None:
+        self._state = state
+        #: The directory, relative to the table root.
+        self.path = layout.staging_dir(uuid.uuid4().hex)
+
+    @property
+    def uri(self) -> str:
+        """The directory's full location (a local path, or a URI such as ``s3://...``)."""
+        return self._state.storage.uri(self.path)
+
+    def __repr__(self) -> str:
+        return f"StagingArea({self.uri!r})"
+
+    def files(self, suffix: str = ".parquet") -> list[str]:
+        """The files below the area ending in ``suffix``, relative to it and sorted, leaving
+        out hidden and bookkeeping names (starting with ``.`` or ``_``, such as checksum files,
+        ``_SUCCESS`` or an engine's ``_temporary`` directory)."""
+        prefix = f"{self.path}/"
+        found = []
+        for info in self._state.storage.walk(self.path):
+            relative = info.path[len(prefix) :]
+            parts = relative.split("/")
+            if relative.endswith(suffix) and not any(p.startswith((".", "_")) for p in parts):
+                found.append(relative)
+        return sorted(found)
+
+    def adopt(
+        self, files: Sequence[str], *, buckets: Sequence[int] | None = None
+    ) -> list[CommitMessage]:
+        """Check ``files`` (relative to the area), move them into the table's layout and
+        return commit messages for them: one per (partition, bucket), files in the given order,
+        files without rows left out. Commit the messages with ``Table.committer()``; on failure
+        ``abort`` them like any writer's.
+
+        Bucketed tables need ``buckets``, each file's bucket: every row of the file must
+        belong to it (as Spark's ``pmod(hash(key...), N)`` computes it; see
+        ``appendtable_spark.bucket_column``). Raises SchemaMismatchError for a file that does
+        not fit the table, CorruptDataFileError for one that is not Parquet."""
+        state = self._state
+        options = state.options
+        assigned = self._buckets(files, buckets, options.bucket)
+        sizes = {info.path: info.size for info in state.storage.walk(self.path)}
+        paths = [f"{self.path}/{name}" for name in files]
+        for path in paths:
+            if path not in sizes:
+                raise ObjectNotFoundError(
+                    f"staged file {state.storage.uri(path)} does not exist",
+                    path=state.storage.uri(path),
+                    operation="adopt",
+                )
+        spec = ForeignFileSpec(
+            arrow_schema=state.arrow_schema,
+            fields=state.schema.fields,
+            partition_keys=state.schema.partition_keys,
+            stats_mode=options.get(opt.STATS_MODE),
+            stats_truncate=options.stats_truncate,
+            watermark_column=options.get(opt.WATERMARK_COLUMN) or None,
+        )
+        with ThreadPoolExecutor(max_workers=_IO_THREADS) as pool:
+            described = list(
+                pool.map(lambda p: describe_foreign_file(state.storage, p, sizes[p], spec), paths)
+            )
+            groups: dict[tuple[PartitionValues, int], list[ForeignFile]] = {}
+            for file, bucket in zip(described, assigned, strict=True):
+                if file.row_count > 0:
+                    groups.setdefault((file.partition, bucket), []).append(file)
+            targets = {
+                file.path: self._target(partition, bucket)
+                for (partition, bucket), group in groups.items()
+                for file in group
+            }
+            self._move_all(pool, targets)
+        now = int(time.time() * 1000)
+        return [
+            self._message(partition, bucket, group, targets, now)
+            for (partition, bucket), group in groups.items()
+        ]
+
+    def remove(self) -> None:
+        """Delete the area and everything still in it."""
+        self._state.storage.delete_tree(self.path)
+
+    def __enter__(self) -> StagingArea:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.remove()
+
+    # ---- helpers ----------------------------------------------------------------------------
+
+    @staticmethod
+    def _buckets(files: Sequence[str], buckets: Sequence[int] | None, total: int) -> list[int]:
+        if total <= 0:
+            if buckets is not None and any(b != 0 for b in buckets):
+                raise InvalidOptionError(
+                    f"this table is not bucketed (bucket = {total}): do not give buckets"
+                )
+            return [0] * len(files)
+        if buckets is None or len(buckets) != len(files):
+            raise InvalidOptionError(
+                f"a bucketed table (bucket = {total}) needs the bucket of each staged file"
+            )
+        for name, bucket in zip(files, buckets, strict=True):
+            if not 0 <= bucket < total:
+                raise InvalidOptionError(
+                    f"staged file {name} is given bucket {bucket}, outside 0..{total - 1}"
+                )
+        return list(buckets)
+
+    def _target(self, partition: PartitionValues, bucket: int) -> str:
+        """A new data file name in the (partition, bucket)'s directory."""
+        state = self._state
+        directory = partition_path(
+            state.schema.partition_keys,
+            partition,
+            state.partition_types,
+            state.options.get(opt.PARTITION_DEFAULT_NAME),
+        )
+        name = layout.data_file_name(uuid.uuid4().hex, 0)
+        return f"{layout.bucket_dir(directory, bucket)}/{name}"
+
+    def _move_all(self, pool: ThreadPoolExecutor, targets: dict[str, str]) -> None:
+        """Move every file; if one move fails, move the others back before raising."""
+        storage = self._state.storage
+        pairs = list(targets.items())
+        outcomes = list(pool.map(lambda pair: _try_move(storage.rename, *pair), pairs))
+        failure = next((error for error in outcomes if error is not None), None)
+        if failure is not None:
+            for (source, target), error in zip(pairs, outcomes, strict=True):
+                if error is None:
+                    _try_move(storage.rename, target, source)
+            raise failure
+        storage.sync_names(list(targets.values()))
+
+    def _message(
+        self,
+        partition: PartitionValues,
+        bucket: int,
+        group: list[ForeignFile],
+        targets: dict[str, str],
+        now_ms: int,
+    ) -> CommitMessage:
+        state = self._state
+        files = []
+        next_seq = 0
+        for file in group:
+            files.append(
+                DataFileMeta(
+                    path=targets[file.path],
+                    file_size=file.file_size,
+                    row_count=file.row_count,
+                    min_seq=next_seq,
+                    max_seq=next_seq + file.row_count - 1,
+                    schema_id=state.schema.id,
+                    creation_time_ms=now_ms,
+                    source=int(FileSource.APPEND),
+                    null_counts=file.null_counts,
+                    min_values=file.min_values,
+                    max_values=file.max_values,
+                )
+            )
+            next_seq += file.row_count
+        event_times = [f.max_event_time_ms for f in group if f.max_event_time_ms is not None]
+        return CommitMessage(
+            partition=partition,
+            bucket=bucket,
+            total_buckets=state.options.bucket,
+            schema_id=state.schema.id,
+            new_files=tuple(files),
+            max_event_time_ms=max(event_times) if event_times else None,
+        )
+
+
+def _try_move(rename: Callable[[str, str], None], source: str, target: str) -> StorageError | None:
+    try:
+        rename(source, target)
+    except StorageError as error:
+        return error
+    return None
