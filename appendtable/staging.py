@@ -48,8 +48,9 @@ class StagingArea:
 
     def __init__(self, state: TableState) -> None:
         self._state = state
-        #: The directory, relative to the table root.
+        #: The directory, relative to the table root (created where directories exist).
         self.path = layout.staging_dir(uuid.uuid4().hex)
+        state.storage.ensure_parent(f"{self.path}/")
 
     @property
     def uri(self) -> str:

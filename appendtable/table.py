@@ -498,10 +498,11 @@ class Table:
         return Compactor(self._state, commit_user=commit_user)
 
     def remove_orphan_files(
-        self, *, older_than: dt.timedelta | int = dt.timedelta(days=1), dry_run: bool = False
+        self, *, older_than: dt.timedelta | int = dt.timedelta(days=1), dry_run: bool = True
     ) -> OrphanResult:
-        """Delete files no retained snapshot references that are older than ``older_than`` (a
-        timedelta before now, or an epoch-ms cut-off); with ``dry_run`` only list them."""
+        """Files no retained snapshot references that are older than ``older_than`` (a
+        timedelta before now, or an epoch-ms cut-off). Only listed unless ``dry_run=False``,
+        which deletes them."""
         if isinstance(older_than, dt.timedelta):
             cut = int((time.time() - older_than.total_seconds()) * 1000)
         else:

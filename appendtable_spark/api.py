@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -12,7 +13,9 @@ from pyspark.sql import functions as F
 
 import appendtable as at
 from appendtable_spark.settings import Settings
-from appendtable_spark.source import FORMAT, AppendTableDataSource
+from appendtable_spark.source import FORMAT, AppendTableDataSource, open_or_create
+from appendtable_spark.staged import staged_write_unsupported, write_staged
+from appendtable_spark.types import spark_arrow_schema
 
 __all__ = [
     "bucket_column",
@@ -64,18 +67,49 @@ def write_table(
     options: Mapping[str, object] | None = None,
     storage_options: Mapping[str, Any] | None = None,
     partition_by: list[str] | None = None,
+    native: bool | None = None,
 ) -> None:
-    """Write ``df`` as one snapshot. For bucketed tables rows are first repartitioned with
-    Spark's native ``pmod(hash(key), N)`` so each bucket has one writer (write order kept).
-    A table that does not exist is created from ``df``'s schema with ``options``."""
-    writer = _clustered(df, uri, storage_options).write.format(FORMAT).mode(mode)
-    for key, value in (options or {}).items():
-        writer = writer.option(key, str(value))
+    """Write ``df`` as one snapshot (``mode="overwrite"``: an OVERWRITE of the whole table).
+    A table that does not exist is created from ``df``'s schema with ``options``.
+
+    ``native`` picks the data path. Spark's own Parquet writer (True) writes the files into a
+    staging area inside the table, and the driver checks their footers, moves them into the
+    table's layout and commits them (see ``appendtable_spark.staged``). The format's Python
+    writer (False) streams Arrow batches through the table's writer on the executors. By
+    default (None) the native path is taken whenever Spark can write the table's types
+    exactly. Either way the columns are checked against the table before anything is written
+    (SchemaMismatchError), bucketed tables are repartitioned with Spark's native
+    ``pmod(hash(key), N)`` so each bucket has one writer, and options ``commitUser`` +
+    ``commitIdentifier`` make the write idempotent."""
+    if mode not in ("append", "overwrite"):
+        raise at.InvalidOptionError(f"mode must be 'append' or 'overwrite', not {mode!r}")
+    writer_options = {str(k): str(v) for k, v in (options or {}).items()}
     for key, value in (storage_options or {}).items():
-        writer = writer.option(f"storage.{key}", value if isinstance(value, str) else _json(value))
+        writer_options[f"storage.{key}"] = value if isinstance(value, str) else _json(value)
     if partition_by:
-        writer = writer.option("partition-by", ",".join(partition_by))
-    writer.save(uri)
+        writer_options["partition-by"] = ",".join(partition_by)
+    settings = Settings.parse({**writer_options, "path": uri})
+    table = open_or_create(settings, df.schema)
+    table.check_write_schema(spark_arrow_schema(df.schema))
+    unsupported = staged_write_unsupported(table)
+    if native and unsupported:
+        raise at.InvalidOptionError(f"no native write path for {uri}: {unsupported}")
+    if native is False or unsupported:
+        writer = _clustered(df, uri, storage_options).write.format(FORMAT).mode(mode)
+        for key, value in writer_options.items():
+            writer = writer.option(key, value)
+        writer.save(uri)
+        return
+    user, identifier = settings.commit_identity()
+    if user is not None and identifier is not None and table.has_committed(user, identifier):
+        return  # this write already landed
+    write_staged(
+        df,
+        table,
+        overwrite=mode == "overwrite",
+        commit_user=user or f"spark-write-{uuid.uuid4().hex}",
+        identifier=identifier,
+    )
 
 
 def _json(value: object) -> str:

@@ -18,6 +18,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 import appendtable as at
+from appendtable_spark.locations import spark_location
 from appendtable_spark.source import FORMAT
 from appendtable_spark.types import spark_schema
 
@@ -39,14 +40,6 @@ def native_readable(schema: pa.Schema) -> bool:
         return not pa.types.is_fixed_size_list(dtype)
 
     return all(ok(field.type) for field in schema)
-
-
-def _location(table_uri: str, path: str) -> str:
-    if "://" not in table_uri:
-        return f"file://{table_uri}/{path}"
-    scheme, rest = table_uri.split("://", 1)
-    scheme = "s3a" if scheme in ("s3", "s3a") else scheme
-    return f"{scheme}://{rest}/{path}"
 
 
 def _condition(term: Sequence[object]) -> Column:
@@ -104,7 +97,7 @@ def read_table(
             reader = reader.option("scan.snapshot-id", str(scan.snapshot.id))
         df = reader.load(uri)
     else:
-        paths = [_location(table.uri, f.path) for split in scan.plan() for f in split.files]
+        paths = [spark_location(table.uri, f.path) for split in scan.plan() for f in split.files]
         schema = spark_schema(table.schema)
         df = (
             spark.read.schema(schema).parquet(*paths)

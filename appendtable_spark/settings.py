@@ -91,6 +91,17 @@ class Settings:
         spark_given = self.adapter.get("__partition_columns")
         return list(json.loads(spark_given)) if spark_given else []
 
+    def commit_identity(self) -> tuple[str | None, int | None]:
+        """(commit user, identifier) of an idempotent write: options ``commitUser`` and
+        ``commitIdentifier`` (or Delta's ``txnAppId`` and ``txnVersion``)."""
+        user = self.adapter.get("commituser") or self.adapter.get("txnappid")
+        text = self.adapter.get("commitidentifier") or self.adapter.get("txnversion")
+        if text is not None and user is None:
+            raise at.InvalidOptionError(
+                "option 'commitIdentifier' needs 'commitUser' (a name stable across retries)"
+            )
+        return user, int(text) if text is not None else None
+
     def integer(self, key: str) -> int | None:
         value = self.adapter.get(key)
         return int(value) if value not in (None, "") else None

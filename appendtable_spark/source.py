@@ -15,7 +15,7 @@ from appendtable_spark.streaming import StreamSource
 from appendtable_spark.types import spark_arrow_schema, spark_schema
 from appendtable_spark.writer import BatchWriter, StreamWriter
 
-__all__ = ["AppendTableDataSource"]
+__all__ = ["FORMAT", "AppendTableDataSource", "open_or_create"]
 
 FORMAT = "appendtable"
 
@@ -61,17 +61,9 @@ class AppendTableDataSource(DataSource):  # type: ignore[misc]
 
     def writer(self, schema: StructType, overwrite: bool) -> BatchWriter:
         settings = Settings.parse(self.options)
-        table = _open_or_create(settings, schema)
+        table = open_or_create(settings, schema)
         table.check_write_schema(spark_arrow_schema(schema))
-        user = settings.adapter.get("commituser") or settings.adapter.get("txnappid")
-        identifier_text = settings.adapter.get("commitidentifier") or settings.adapter.get(
-            "txnversion"
-        )
-        if identifier_text is not None and user is None:
-            raise at.InvalidOptionError(
-                "option 'commitIdentifier' needs 'commitUser' (a name stable across retries)"
-            )
-        identifier = int(identifier_text) if identifier_text is not None else None
+        user, identifier = settings.commit_identity()
         latest = table.latest_snapshot()
         return BatchWriter(
             settings,
@@ -89,7 +81,7 @@ class AppendTableDataSource(DataSource):  # type: ignore[misc]
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> StreamWriter:
         settings = Settings.parse(self.options)
-        table = _open_or_create(settings, schema)
+        table = open_or_create(settings, schema)
         table.check_write_schema(spark_arrow_schema(schema))
         return StreamWriter(
             settings,
@@ -98,7 +90,9 @@ class AppendTableDataSource(DataSource):  # type: ignore[misc]
         )
 
 
-def _open_or_create(settings: Settings, schema: StructType) -> at.Table:
+def open_or_create(settings: Settings, schema: StructType) -> at.Table:
+    """The table at the settings' location, created from ``schema`` (with the settings' table
+    options and partition columns) if there is none yet."""
     try:
         return settings.open()
     except at.TableNotFoundError:

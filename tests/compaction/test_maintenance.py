@@ -120,13 +120,14 @@ def test_orphan_files_are_listed_then_removed_and_young_ones_kept(tmp_path: Path
         "snapshot/.snapshot-9.deadbeef.tmp",
         "manifest/manifest-stray",
     }
-    assert table.remove_orphan_files().files == []  # everything is younger than a day
+    default = table.remove_orphan_files()  # lists only, and everything is younger than a day
+    assert default.files == [] and default.dry_run
     age([root / path for path in stray], seconds=2 * 3600)
     (root / "manifest" / "manifest-young").write_bytes(b"y")  # a commit still in flight
     listed = table.remove_orphan_files(older_than=dt.timedelta(hours=1), dry_run=True)
     assert set(listed.files) == stray and listed.dry_run
     assert all((root / path).exists() for path in stray)
-    removed = table.remove_orphan_files(older_than=dt.timedelta(hours=1))
+    removed = table.remove_orphan_files(older_than=dt.timedelta(hours=1), dry_run=False)
     assert set(removed.files) == stray and removed.bytes > 0
     assert not any((root / path).exists() for path in stray)
     assert (root / "manifest" / "manifest-young").exists()

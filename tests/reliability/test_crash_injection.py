@@ -306,7 +306,7 @@ def test_kills_at_random_times_and_exact_points(tmp_path: Path) -> None:
     assert len([p for p in temps if p.parent.name == "snapshot"]) >= unpublished
     assert any(str(p.relative_to(root)) not in named for p in parquet)
 
-    removed = table.remove_orphan_files(older_than=past_every_file_ms())
+    removed = table.remove_orphan_files(older_than=past_every_file_ms(), dry_run=False)
     assert removed.files and not removed.dry_run
     table = at.open_table(uri)
     parquet, temps = disk_files(root)
@@ -360,7 +360,7 @@ def test_interrupted_expiration_leaks_deleted_files(tmp_path: Path, die_at_delet
     table = at.open_table(uri)
     assert [s.id for s in table.snapshots()][-3:] == [5, 6, 7]
     table.expire_snapshots(retain_min=2, older_than_ms=int(time.time() * 1000) + 1)
-    table.remove_orphan_files(older_than=past_every_file_ms())
+    table.remove_orphan_files(older_than=past_every_file_ms(), dry_run=False)
     table = at.open_table(uri)
     live, _ = retained_files(table)
     on_disk = {str(p.relative_to(uri)) for p in Path(uri).rglob("*.parquet")}

@@ -233,6 +233,6 @@ def test_reader_killed_inside_its_commit(tmp_path: Path) -> None:
     assert sorted(deliveries[1].rows) == sorted(deliveries[2].rows) == [2, 3]
     assert table.consumers() == {CONSUMER: 6}
 
-    removed = table.remove_orphan_files(older_than=past_every_file_ms())
+    removed = table.remove_orphan_files(older_than=past_every_file_ms(), dry_run=False)
     assert [f"consumer/{temps[0].name}"] == removed.files
     assert not temps[0].exists() and table.consumers() == {CONSUMER: 6}

@@ -131,7 +131,7 @@ def test_compact_expire_and_remove_orphans(
     assert table.remove_orphan_files().files == []  # everything is younger than a day
     listed = table.remove_orphan_files(older_than=past_every_file_ms(), dry_run=True)
     assert set(listed.files) == stray and listed.dry_run
-    removed = table.remove_orphan_files(older_than=past_every_file_ms())
+    removed = table.remove_orphan_files(older_than=past_every_file_ms(), dry_run=False)
     assert set(removed.files) == stray and removed.bytes > 0
     assert not stray & _objects(seaweedfs, s3_uri)
     assert _seqs(table) == list(range(60))

@@ -359,3 +359,118 @@ def test_native_read_path_matches_the_format(spark_at: Any, tmp_path: Path) -> N
         pa.table({"ts": pa.array([1, 2], pa.timestamp("ns")), "v": [1, 2]})
     )
     assert appendtable_spark.read_table(spark_at, ns_uri).count() == 2  # Python-source fallback
+
+
+def _rows(table: at.Table) -> list[tuple[Any, ...]]:
+    data = table.scan().to_arrow()
+    return sorted(tuple(row.values()) for row in data.to_pylist())
+
+
+def test_native_write_path_equals_the_format_writer(spark_at: Any, tmp_path: Path) -> None:
+    """Spark's own Parquet writer carries the data; the table gets the same rows, types,
+    layout and statistics as through the format's Python writer."""
+    df = spark_at.sql(
+        """SELECT date_add(DATE'2024-01-01', CAST(id % 3 AS INT)) AS day, id % 11 AS key,
+                  id AS seq, concat('n', id) AS name, CAST(id % 100 AS TINYINT) AS tiny,
+                  CAST(id / 7 AS DECIMAL(12, 3)) AS amount, CAST(id AS DECIMAL(30, 2)) AS big,
+                  timestamp_seconds(id) AS ts, CAST(timestamp_seconds(id) AS TIMESTAMP_NTZ) AS ntz,
+                  CAST(id AS FLOAT) AS f, id % 2 = 0 AS flag, CAST(id AS STRING) AS s,
+                  CAST(concat('b', id) AS BINARY) AS bin, array(id, id + 1) AS arr,
+                  map('k', id) AS m, named_struct('x', id, 'y', concat('y', id)) AS st,
+                  IF(id % 5 = 0, NULL, id) AS maybe
+           FROM range(0, 600)"""
+    )
+    native_uri, python_uri = str(tmp_path / "native"), str(tmp_path / "python")
+    options = {"bucket": 3, "bucket-key": "key"}
+    appendtable_spark.write_table(df, native_uri, options=options, partition_by=["day"])
+    appendtable_spark.write_table(
+        df, python_uri, options=options, partition_by=["day"], native=False
+    )
+    native, python = at.open_table(native_uri), at.open_table(python_uri)
+    assert native.schema == python.schema
+    assert _rows(native) == _rows(python) and len(_rows(native)) == 600
+    (snapshot,) = native.snapshots()
+    assert snapshot.kind == at.CommitKind.APPEND and snapshot.total_record_count == 600
+
+    # one file per (partition, bucket), in the table's layout, holding only its bucket's rows
+    def groups(table: at.Table) -> list[tuple[str, int]]:
+        files = table.files()
+        return sorted(zip(files["partition"].to_pylist(), files["bucket"].to_pylist(), strict=True))
+
+    assert groups(native) == groups(python)
+    for split in native.scan().plan():
+        rows = pa.Table.from_batches(list(native.read(split)))
+        assert set(bucket_ids([rows.column("key")], 3).tolist()) == {split.bucket}
+        for file in split.files:
+            assert file.path.startswith("day=") and f"/bucket-{split.bucket}/data-" in file.path
+    # statistics came from the footers: the same pruning as the Python writer's files
+    for flt in ([("seq", ">=", 590)], [("key", "=", 4)], [("name", "=", "n7")]):
+        assert len(native.scan(filter=flt).plan()) == len(python.scan(filter=flt).plan())
+        assert sorted(native.scan(filter=flt).to_arrow().column("seq").to_pylist()) == sorted(
+            python.scan(filter=flt).to_arrow().column("seq").to_pylist()
+        )
+    assert not [p for p in (tmp_path / "native").rglob("*") if p.is_file() and "_staging" in str(p)]
+    # streaming readers see each bucket in file order, the files in sequence order
+    reader = native.stream(mode="from-snapshot", snapshot_id=1)
+    streamed = 0
+    while (unit := reader.poll()) is not None:
+        streamed += sum(batch.num_rows for batch in reader.read(unit))
+    assert streamed == 600
+
+
+def test_native_write_modes_idempotence_and_fallback(spark_at: Any, tmp_path: Path) -> None:
+    uri = str(tmp_path / "m")
+    source = spark_at.createDataFrame(_events(0, 100).to_pandas())
+    ids = {"commitUser": "job-1", "commitIdentifier": 7}
+    appendtable_spark.write_table(source, uri, options=ids, partition_by=["day"], native=True)
+    appendtable_spark.write_table(source, uri, options=ids, native=True)  # a replay: no-op
+    table = at.open_table(uri)
+    assert table.scan().count() == 100 and len(table.snapshots()) == 1
+    later = spark_at.createDataFrame(_events(100, 50).to_pandas())
+    appendtable_spark.write_table(later, uri, options={**ids, "commitIdentifier": 8})
+    replaced = spark_at.createDataFrame(_events(500, 5).to_pandas())
+    appendtable_spark.write_table(replaced, uri, mode="overwrite")
+    table = at.open_table(uri)
+    assert [s.kind for s in table.snapshots()][-1] == at.CommitKind.OVERWRITE
+    assert sorted(table.scan().to_arrow().column("seq").to_pylist()) == list(range(500, 505))
+    appendtable_spark.write_table(replaced.limit(0), uri)  # nothing to commit
+    assert len(at.open_table(uri).snapshots()) == 3
+    with pytest.raises(at.InvalidOptionError, match="mode"):
+        appendtable_spark.write_table(replaced, uri, mode="ignore")
+    # a type Spark cannot write exactly: the Python writer takes over, or native=True refuses
+    wide_uri = str(tmp_path / "wide")
+    at.create_table(wide_uri, pa.schema([("s", pa.large_string()), ("v", pa.int64())]))
+    rows = spark_at.createDataFrame([("a", 1), ("b", 2)], "s string, v long")
+    with pytest.raises(at.InvalidOptionError, match=r"'s'.*large_string"):
+        appendtable_spark.write_table(rows, wide_uri, native=True)
+    appendtable_spark.write_table(rows, wide_uri)
+    assert at.open_table(wide_uri).scan().count() == 2
+
+
+def test_native_write_checks_before_and_after_spark_writes(spark_at: Any, tmp_path: Path) -> None:
+    uri = str(tmp_path / "checked")
+    schema = pa.schema([("id", pa.int64(), False), ("v", pa.int64())])
+    at.create_table(uri, schema).append(pa.table({"id": [1], "v": [1]}, schema=schema))
+    wrong = spark_at.createDataFrame([("7", 1)], "id string, v long")
+    with pytest.raises(at.SchemaMismatchError, match="'id'"):
+        appendtable_spark.write_table(wrong, uri, native=True)
+    nulls = spark_at.range(0, 1000, numPartitions=4).selectExpr(
+        "CASE WHEN id = 900 THEN NULL ELSE id END AS id", "id AS v"
+    )
+    with pytest.raises(at.SchemaMismatchError, match="'id' is not nullable") as info:
+        appendtable_spark.write_table(nulls, uri, native=True)
+    assert info.value.column == "id"
+    table = at.open_table(uri)
+    assert table.scan().count() == 1 and len(table.snapshots()) == 1
+    on_disk = {p.name for p in (tmp_path / "checked").rglob("*.parquet")}
+    assert on_disk == {Path(p).name for p in table.files().column("path").to_pylist()}
+
+
+def test_native_write_sets_the_watermark(spark_at: Any, tmp_path: Path) -> None:
+    uri = str(tmp_path / "wm")
+    schema = pa.schema([("ts", pa.timestamp("us", tz="UTC")), ("v", pa.int64())])
+    at.create_table(uri, schema, options={"watermark.column": "ts", "watermark.delay": "1 min"})
+    df = spark_at.sql("SELECT timestamp_seconds(id * 60) AS ts, id AS v FROM range(0, 10)")
+    appendtable_spark.write_table(df, uri, native=True)
+    snapshot = at.open_table(uri).latest_snapshot()
+    assert snapshot is not None and snapshot.watermark == 9 * 60_000 - 60_000

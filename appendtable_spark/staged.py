@@ -1,0 +1,161 @@
+"""Spark's own Parquet writer carrying a table write (the native write path of ``write_table``).
+
+1. The driver shapes the DataFrame like the table's files: the table's columns in its order,
+   cast to its types (already checked to cast safely), plus hidden columns that give every
+   (partition, bucket) its own directory: the bucket, computed with Spark's native
+   ``pmod(hash(key...), N)`` (bit-for-bit the table's bucket function), and a hash of the
+   partition values. A bucketed table is repartitioned by bucket so each bucket has one
+   writer per commit.
+2. Spark's Parquet writer writes into a staging area inside the table, partitioned by the
+   hidden columns (which it leaves out of the files), with the table's codec and
+   microsecond timestamps.
+3. The core adopts the files: it checks each footer against the table (columns, order, types,
+   no nulls in non-nullable columns, one partition per file), moves the files into the table's
+   layout and takes their statistics from the footers.
+4. The driver commits one snapshot, idempotently on (commit user, identifier) when one is given.
+
+Nothing is visible before step 4. A failed Spark job or a failed check removes the staging
+area; files adopted but not committed are deleted unless the commit's outcome is unknown. A
+driver that dies midway leaves only unreferenced files, which ``remove_orphan_files`` reclaims.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructField, StructType
+
+import appendtable as at
+from appendtable_spark.locations import spark_location
+from appendtable_spark.types import spark_arrow_schema, spark_type
+
+__all__ = ["staged_write_unsupported", "write_staged"]
+
+#: The hidden directory columns (names Spark and the staging area do not treat as hidden
+#: files: no leading ``_`` or ``.``).
+BUCKET_COLUMN = "appendtable-bucket"
+PARTITION_COLUMN = "appendtable-partition"
+#: Table codecs and the name Spark's Parquet writer knows them by (brotli needs a codec
+#: library Spark does not ship).
+_SPARK_CODECS = {"zstd": "zstd", "snappy": "snappy", "gzip": "gzip", "lz4": "lz4_raw"}
+
+
+def staged_write_unsupported(table: at.Table) -> str | None:
+    """Why Spark's Parquet writer cannot write this table's files, or None if it can: every
+    column type must come back from a Spark-written file exactly as the table declares it
+    (not so for large strings, nanosecond or non-UTC timestamps, unsigned integers, ...)."""
+    codec = str(table.option("file.compression"))
+    if codec not in _SPARK_CODECS and codec != "none":
+        return f"Spark's Parquet writer has no '{codec}' codec"
+    for field in table.schema:
+        try:
+            written = spark_arrow_schema(
+                StructType([StructField(field.name, spark_type(field.type, field.name))])
+            ).field(0)
+        except (at.InvalidSchemaError, TypeError, ValueError):
+            return f"column '{field.name}' ({field.type}) has no Spark Parquet equivalent"
+        if written.type != field.type:
+            return (
+                f"Spark writes column '{field.name}' as {written.type}, the table declares "
+                f"{field.type}"
+            )
+    return None
+
+
+def _quoted(name: str) -> Column:
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
+def _unused(name: str, table: at.Table) -> str:
+    while name in table.schema.names:
+        name += "-"
+    return name
+
+
+def _shaped(df: DataFrame, table: at.Table) -> tuple[DataFrame, list[str]]:
+    """The rows as the table's files hold them, plus the hidden directory columns (bucket
+    first)."""
+    frame = df.select(
+        *[_quoted(f.name).cast(spark_type(f.type, f.name)).alias(f.name) for f in table.schema]
+    )
+    hidden = []
+    if table.bucket > 0:
+        keys = [_quoted(name) for name in table.bucket_key]
+        bucket = _unused(BUCKET_COLUMN, table)
+        frame = frame.withColumn(bucket, F.pmod(F.hash(*keys), F.lit(table.bucket)))
+        hidden.append(bucket)
+    if table.partition_by:
+        partition = _unused(PARTITION_COLUMN, table)
+        frame = frame.withColumn(
+            partition, F.xxhash64(*[_quoted(name) for name in table.partition_by])
+        )
+        hidden.append(partition)
+    if table.bucket > 0:  # one task per bucket: one writer per (partition, bucket)
+        frame = frame.repartition(table.bucket, *[_quoted(c) for c in hidden])
+    return frame, hidden
+
+
+def _spark_write(frame: DataFrame, hidden: list[str], table: at.Table, location: str) -> None:
+    codec = str(table.option("file.compression"))
+    writer = (
+        frame.write.mode("append")  # into the (new, empty) staging area
+        .option("compression", _SPARK_CODECS.get(codec, "none"))
+        # Spark writes INT96 timestamps by default, which read back as nanoseconds
+        .option("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+    )
+    if codec == "zstd":
+        writer = writer.option(
+            "parquet.compression.codec.zstd.level", str(table.option("file.compression.zstd-level"))
+        )
+    if hidden:
+        writer = writer.partitionBy(*hidden)
+    writer.parquet(location)
+
+
+def _buckets(
+    files: list[str], hidden: list[str], table: at.Table
+) -> tuple[list[str], list[int] | None]:
+    """The staged files to adopt and each one's bucket (from its hidden directory). Spark may
+    write one row-less file outside the directories for an empty DataFrame: it is left out."""
+    if table.bucket <= 0:
+        return files, None
+    directory = re.compile(rf"^{re.escape(hidden[0])}=(\d+)/")
+    named = [(name, directory.search(name)) for name in files]
+    kept = [(name, int(match.group(1))) for name, match in named if match is not None]
+    return [name for name, _ in kept], [bucket for _, bucket in kept]
+
+
+def write_staged(
+    df: DataFrame,
+    table: at.Table,
+    *,
+    overwrite: bool,
+    commit_user: str,
+    identifier: int | None,
+) -> at.Snapshot | None:
+    """Write ``df`` with Spark's Parquet writer and commit it as one snapshot (an OVERWRITE of
+    the whole table with ``overwrite``). Returns the snapshot, or None when nothing was
+    committed (no rows, or this identifier had already landed)."""
+    latest = table.latest_snapshot()
+    base = latest.id if latest is not None else None
+    frame, hidden = _shaped(df, table)
+    with table.staging_area() as area:
+        _spark_write(frame, hidden, table, spark_location(table.uri, area.path))
+        files, buckets = _buckets(area.files(), hidden, table)
+        messages = area.adopt(files, buckets=buckets)
+        committer = table.committer(commit_user)
+        try:
+            if overwrite:
+                landed = committer.overwrite(messages, base_snapshot_id=base, identifier=identifier)
+            else:
+                landed = committer.commit(messages, identifier=identifier)
+        except at.CommitStateUnknownError:
+            raise  # the files may be referenced: keep them
+        except BaseException:
+            committer.abort(messages)
+            raise
+        if landed is None and messages:
+            committer.abort(messages)  # this identifier had already landed
+    return landed
