@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 
 import appendtable as at
@@ -136,3 +137,28 @@ def test_compact_expire_and_remove_orphans(
     assert not stray & _objects(seaweedfs, s3_uri)
     assert _seqs(table) == list(range(60))
     assert "schema/schema-0" in _objects(seaweedfs, s3_uri)
+
+
+def test_staged_files_are_adopted_by_server_side_moves(
+    s3_uri: str, s3_options: dict[str, Any], seaweedfs: SeaweedFS
+) -> None:
+    table = at.create_table(s3_uri, EVENTS, partition_by=["day"], storage_options=s3_options)
+    fs = seaweedfs.filesystem()
+    data = events(0, 90, days=1)
+    with table.staging_area() as area:
+        assert area.uri.startswith("s3://")
+        root = area.uri.removeprefix("s3://")
+        for part in range(3):
+            with fs.open(f"{root}/part-{part}.parquet", "wb") as out:
+                pq.write_table(data.slice(part * 30, 30), out)
+        fs.pipe_file(f"{root}/_SUCCESS", b"")
+        fs.invalidate_cache()
+        assert area.files() == [f"part-{part}.parquet" for part in range(3)]
+        messages = area.adopt(area.files())
+        table.committer().commit(messages)
+    assert _seqs(table) == list(range(90))
+    (message,) = messages
+    assert [f.min_seq for f in message.new_files] == [0, 30, 60]
+    objects = _objects(seaweedfs, s3_uri)
+    assert not [name for name in objects if name.startswith("_staging/")]  # moved, then removed
+    assert {f.path for f in message.new_files} <= objects
