@@ -4,7 +4,7 @@ an exactly-once ``foreachBatch`` sink, and distributed compaction.
     import appendtable_spark
     appendtable_spark.register(spark)
     df = spark.read.format("appendtable").load(uri)
-    appendtable_spark.write_table(df, uri)                     # bucket-aware write
+    appendtable_spark.write_table(df, uri)     # Spark's Parquet writer; the driver commits
     query = stream.writeStream.foreachBatch(appendtable_spark.foreach_batch_sink(uri)).start()
 """
 
