@@ -237,7 +237,8 @@ reads must agree. The table read was written by the format from the same cached 
 both have one file per task. Writes use that cached DataFrame: through the format (the Python
 writer on executors), and through `write_table`, whose native path lets Spark's Parquet writer
 write into a staging area before the driver checks the footers, moves the files into the table
-and commits (`native=False` measures the Python writer on the same bucketed write). The
+and commits (`native=False` measures the Python writer on the same bucketed write). Write
+baselines use zstd level 1, the table's default (Spark's default level 3 costs more CPU); the
 baseline for the bucketed writes is `df.repartition(8, "key").write.parquet` (the same
 shuffle). Streaming:
 `readStream.format("appendtable")` → `writeStream.format("appendtable")`, trigger 500 ms; after
