@@ -28,7 +28,7 @@ from types import TracebackType
 
 from appendtable._state import TableState
 from appendtable.datafiles.foreign import ForeignFile, ForeignFileSpec, describe_foreign_file
-from appendtable.errors import InvalidOptionError, ObjectNotFoundError, StorageError
+from appendtable.errors import InvalidOptionError, StorageError
 from appendtable.metadata import layout
 from appendtable.metadata import options as opt
 from appendtable.metadata.models import CommitMessage, DataFileMeta, FileSource, PartitionValues
@@ -88,15 +88,7 @@ class StagingArea:
         state = self._state
         options = state.options
         assigned = self._buckets(files, buckets, options.bucket)
-        sizes = {info.path: info.size for info in state.storage.walk(self.path)}
         paths = [f"{self.path}/{name}" for name in files]
-        for path in paths:
-            if path not in sizes:
-                raise ObjectNotFoundError(
-                    f"staged file {state.storage.uri(path)} does not exist",
-                    path=state.storage.uri(path),
-                    operation="adopt",
-                )
         spec = ForeignFileSpec(
             arrow_schema=state.arrow_schema,
             fields=state.schema.fields,
@@ -107,7 +99,7 @@ class StagingArea:
         )
         with ThreadPoolExecutor(max_workers=_IO_THREADS) as pool:
             described = list(
-                pool.map(lambda p: describe_foreign_file(state.storage, p, sizes[p], spec), paths)
+                pool.map(lambda p: describe_foreign_file(state.storage, p, spec), paths)
             )
             groups: dict[tuple[PartitionValues, int], list[ForeignFile]] = {}
             for file, bucket in zip(described, assigned, strict=True):

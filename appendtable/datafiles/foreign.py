@@ -62,9 +62,7 @@ class ForeignFile:
     max_event_time_ms: int | None
 
 
-def describe_foreign_file(
-    storage: Storage, path: str, file_size: int, spec: ForeignFileSpec
-) -> ForeignFile:
+def describe_foreign_file(storage: Storage, path: str, spec: ForeignFileSpec) -> ForeignFile:
     """Check the file at ``path`` against the table and describe it from its footer.
 
     Raises SchemaMismatchError (naming the column and the file) when it does not fit,
@@ -75,8 +73,10 @@ def describe_foreign_file(
     with (
         translated("read", uri),
         _foreign_errors(uri),
-        pq.ParquetFile(f"{root}/{path}", filesystem=filesystem) as source,
+        filesystem.open_input_file(f"{root}/{path}") as handle,
+        pq.ParquetFile(handle) as source,
     ):
+        file_size = handle.size()
         _check_columns(uri, source.schema_arrow, stored_schema(spec.arrow_schema))
         metadata = source.metadata
         rows = metadata.num_rows

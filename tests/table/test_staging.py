@@ -85,6 +85,8 @@ def test_adopted_files_join_the_table_in_order_with_exact_statistics(uri: str) -
         for file in sorted(message.new_files, key=lambda f: f.min_seq):
             assert file.path.startswith("day=") and f"/bucket-{message.bucket}/" in file.path
             assert file.max_seq - file.min_seq + 1 == file.row_count
+            fs, moved_path = fsspec.core.url_to_fs(f"{table.uri}/{file.path}")
+            assert file.file_size == fs.size(moved_path)
             with fsspec.open(f"{table.uri}/{file.path}") as handle:
                 rows = pq.read_table(handle)
             assert (file.null_counts, file.min_values, file.max_values) == _expected_stats(
