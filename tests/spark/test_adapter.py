@@ -474,3 +474,46 @@ def test_native_write_sets_the_watermark(spark_at: Any, tmp_path: Path) -> None:
     appendtable_spark.write_table(df, uri, native=True)
     snapshot = at.open_table(uri).latest_snapshot()
     assert snapshot is not None and snapshot.watermark == 9 * 60_000 - 60_000
+
+
+def test_native_write_deletes_its_files_only_when_the_commit_did_not_land(
+    spark_at: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uri, root = str(tmp_path / "c"), tmp_path / "c"
+    table = at.create_table(uri, EVENTS)
+    table.append(_events(0, 10))
+    df = spark_at.createDataFrame(_events(100, 50).to_pandas())
+    commit = at.TableCommit.commit
+
+    def on_disk() -> set[str]:
+        return {str(p.relative_to(root)) for p in root.rglob("*.parquet")}
+
+    def referenced() -> set[str]:
+        return set(at.open_table(uri).files().column("path").to_pylist())
+
+    def failing(error: at.CommitError) -> Any:
+        def fail(self: at.TableCommit, *args: Any, **kwargs: Any) -> None:
+            raise error
+
+        return fail
+
+    # definitely not applied: the adopted files are deleted, the staging area removed
+    monkeypatch.setattr(at.TableCommit, "commit", failing(at.CommitConflictError("injected")))
+    with pytest.raises(at.CommitConflictError, match="injected"):
+        appendtable_spark.write_table(df, uri, native=True)
+    assert on_disk() == referenced() and at.open_table(uri).scan().count() == 10
+    # outcome unknown: the files may be referenced, so they stay
+    monkeypatch.setattr(at.TableCommit, "commit", failing(at.CommitStateUnknownError("injected")))
+    with pytest.raises(at.CommitStateUnknownError):
+        appendtable_spark.write_table(df, uri, native=True)
+    kept = on_disk() - referenced()
+    assert kept and all(path.startswith("bucket-0/data-") for path in kept)
+    # a replay that slipped past the pre-check (the same identifier landed meanwhile) deletes
+    # its own files and adds no rows
+    monkeypatch.setattr(at.TableCommit, "commit", commit)
+    ids = {"commitUser": "job", "commitIdentifier": 3}
+    appendtable_spark.write_table(df, uri, options=ids, native=True)
+    monkeypatch.setattr(at.Table, "has_committed", lambda self, *a, **k: False)
+    appendtable_spark.write_table(df, uri, options=ids, native=True)
+    assert at.open_table(uri).scan().count() == 60
+    assert on_disk() == referenced() | kept
