@@ -1,12 +1,13 @@
 """Parquet files written outside the table (by Spark, for instance), checked and described.
 
-Before such a file can join the table it must look exactly like one the table wrote: the
-table's columns in the table's order with the table's types, no nulls in non-nullable columns,
-and one value of each partition column. Its statistics come from the Parquet footer (exact
-null counts and per-row-group extremes, aggregated), so describing a file reads its footer and,
-only where the footer cannot say, single columns: partition columns always (a footer extreme
-may be truncated), a non-nullable column or the watermark column when the footer has no
-statistics for it. No rows are rewritten.
+Before such a file can join the table it must hold the table's columns in the table's order,
+each in a form the table accepts (``file_columns``: the table's type, where nullability may be
+stricter and entry fields may be named otherwise, or an INT96 instant), no nulls in
+non-nullable columns, and one value of each partition column. Its statistics come from the
+Parquet footer (exact null counts and per-row-group extremes, aggregated), so describing a
+file reads its footer and, only where the footer cannot say, single columns: partition columns
+always (a footer extreme may be truncated), a non-nullable column or the watermark column when
+the footer has no statistics for it (INT96 timestamps have none). No rows are rewritten.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from appendtable.datafiles.file_columns import INT96_UNIT, column_mismatch, int96_columns
 from appendtable.datafiles.parquet_io import arrow_filesystem, stored_schema
 from appendtable.datafiles.stats import scalar_to_stat, stat_less, stored_stats
 from appendtable.datafiles.table_write import event_time_ms
@@ -74,10 +76,12 @@ def describe_foreign_file(storage: Storage, path: str, spec: ForeignFileSpec) ->
         translated("read", uri),
         _foreign_errors(uri),
         filesystem.open_input_file(f"{root}/{path}") as handle,
-        pq.ParquetFile(handle) as source,
+        pq.ParquetFile(handle, coerce_int96_timestamp_unit=INT96_UNIT) as source,
     ):
         file_size = handle.size()
-        _check_columns(uri, source.schema_arrow, stored_schema(spec.arrow_schema))
+        _check_columns(
+            uri, source.schema_arrow, stored_schema(spec.arrow_schema), int96_columns(source.schema)
+        )
         metadata = source.metadata
         rows = metadata.num_rows
         nulls, lows, highs = _footer_extremes(metadata, spec)
@@ -131,20 +135,19 @@ def _foreign_errors(uri: str) -> Iterator[None]:
         ) from exc
 
 
-def _check_columns(uri: str, found: pa.Schema, expected: pa.Schema) -> None:
-    """Exactly the table's columns, in its order, with the types the table's own files hold
-    (readers return a file's columns in the order they are stored)."""
+def _check_columns(uri: str, found: pa.Schema, expected: pa.Schema, int96: frozenset[str]) -> None:
+    """Exactly the table's columns, in its order, each in a form that fits the type the
+    table's own files hold (readers return a file's columns in the order they are stored)."""
     for position, column in enumerate(expected):
         index = found.get_field_index(column.name)
         if index < 0:
             raise SchemaMismatchError(
                 f"staged file {uri} lacks column '{column.name}' of the table", column=column.name
             )
-        if found.field(index).type != column.type:
+        reason = column_mismatch(found.field(index).type, column.type, int96=column.name in int96)
+        if reason is not None:
             raise SchemaMismatchError(
-                f"column '{column.name}' of staged file {uri} has type {found.field(index).type},"
-                f" the table's is {column.type}",
-                column=column.name,
+                f"column '{column.name}' of staged file {uri} {reason}", column=column.name
             )
         if index != position:
             raise SchemaMismatchError(

@@ -26,6 +26,12 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from appendtable.datafiles.file_columns import (
+    INT96_UNIT,
+    column_mismatch,
+    int96_columns,
+    same_layout,
+)
 from appendtable.datafiles.stats import StatsCollector
 from appendtable.errors import CorruptDataFileError, ObjectNotFoundError
 from appendtable.metadata import layout
@@ -51,7 +57,9 @@ _MAX_ROW_GROUP_ROWS = 1024 * 1024
 _MAX_ROW_GROUP_BYTES = 128 * 1024 * 1024
 _DICTIONARY_SAMPLE_ROWS = 65_536
 _DICTIONARY_MAX_DISTINCT_RATIO = 0.5
-_PARQUET = ds.ParquetFileFormat()
+_PARQUET = ds.ParquetFileFormat(
+    read_options=ds.ParquetReadOptions(coerce_int96_timestamp_unit=INT96_UNIT)
+)
 _ARROW_FILESYSTEMS: weakref.WeakKeyDictionary[Storage, tuple[pafs.FileSystem, str]] = (
     weakref.WeakKeyDictionary()
 )
@@ -289,6 +297,10 @@ class _OpenFile:
             )
 
     def write(self, piece: pa.Table) -> None:
+        if not same_layout(piece.schema, self._spec.schema):
+            # every data file is written in exactly the table's schema (types, nullability,
+            # no foreign metadata); rows read from files of another accepted form get here
+            piece = piece.cast(self._spec.schema, safe=True)
         with translated("write", self._storage.uri(self._path)):
             self._writer.write_table(piece, row_group_size=piece.num_rows)
         self._stats.update(piece)
@@ -439,8 +451,10 @@ def _data_file_errors(uri: str) -> Iterator[None]:
 def _footer_matches(filesystem: pafs.FileSystem, path: str, schema: pa.Schema) -> bool:
     """Whether a data file's footer decodes and holds the table's columns."""
     try:
-        found = pq.read_schema(path, filesystem=filesystem)
-        _check_columns(path, found, stored_schema(schema))
+        with pq.ParquetFile(
+            path, filesystem=filesystem, coerce_int96_timestamp_unit=INT96_UNIT
+        ) as source:
+            _check_columns(path, source, stored_schema(schema))
     except (pa.ArrowInvalid, OSError, CorruptDataFileError):
         return False
     return True
@@ -459,37 +473,57 @@ def read_file(
     row_filter: pc.Expression | None = None,
     batch_size: int = 65_536,
 ) -> Iterator[pa.RecordBatch]:
-    """The rows of one data file in file order, projected and filtered.
+    """The rows of one data file in file order, projected and filtered, in exactly the table's
+    types and nullability (``schema``, projected to ``columns``), whatever accepted form the
+    file stores them in (see ``file_columns``): files written by this table, by its older
+    versions, or adopted from another engine (Spark's ``NOT NULL`` columns, INT96 timestamps).
 
-    The file must hold every column of the table's ``schema`` with its type (checked against
-    the footer before any row is returned), else ``CorruptDataFileError``: a file replaced
-    outside the table never yields rows of another shape. Unfiltered reads go through
-    ``ParquetFile.iter_batches``, which costs about a third of a dataset scanner's set-up per
-    file (what dominates reading many small files: streams catching up, compaction); filtered
-    reads use the scanner for its row-group pruning."""
+    Every column must fit the table's (checked against the footer before any row is
+    returned), else ``CorruptDataFileError``: a file replaced outside the table never yields
+    rows of another shape. Unfiltered reads go through ``ParquetFile.iter_batches``, which
+    costs about a third of a dataset scanner's set-up per file (what dominates reading many
+    small files: streams catching up, compaction); filtered reads use the scanner for its
+    row-group pruning."""
     filesystem, root = arrow_filesystem(storage)
     full = f"{root}/{path}"
     selected = list(columns) if columns is not None else None
     uri = storage.uri(path)
     expected = stored_schema(schema)
     wanted = schema if selected is None else pa.schema([schema.field(c) for c in selected])
-    coerced = not expected.equals(schema)
     with translated("read", uri), _data_file_errors(uri):
         if row_filter is None:
-            with pq.ParquetFile(full, filesystem=filesystem) as source:
-                _check_columns(uri, source.schema_arrow, expected)
+            with pq.ParquetFile(
+                full, filesystem=filesystem, coerce_int96_timestamp_unit=INT96_UNIT
+            ) as source:
+                _check_columns(uri, source, expected)
                 batches = source.iter_batches(
                     batch_size=batch_size, columns=selected, use_threads=False
                 )
-                yield from (batch.cast(wanted) for batch in batches) if coerced else batches
+                found = source.schema_arrow
+                layout_of_file = pa.schema([found.field(c) for c in wanted.names])
+                if same_layout(layout_of_file, wanted):
+                    yield from batches
+                else:
+                    yield from (_as_table_batch(batch, wanted) for batch in batches)
         else:
             fragment = _PARQUET.make_fragment(full, filesystem=filesystem)
-            _check_columns(uri, fragment.physical_schema, expected)
+            _check_columns(uri, fragment, expected)
+            # scanning with the table's schema casts the file's columns before filtering
             scanner = fragment.scanner(
-                columns=selected, filter=row_filter, batch_size=batch_size, use_threads=False
+                schema=schema,
+                columns=selected,
+                filter=row_filter,
+                batch_size=batch_size,
+                use_threads=False,
             )
-            batches = scanner.to_batches()
-            yield from (batch.cast(wanted) for batch in batches) if coerced else batches
+            yield from (_as_table_batch(batch, wanted) for batch in scanner.to_batches())
+
+
+def _as_table_batch(batch: pa.RecordBatch, wanted: pa.Schema) -> pa.RecordBatch:
+    """A batch in exactly the table's schema (a safe cast: a changed value raises)."""
+    if same_layout(batch.schema, wanted):
+        return batch
+    return batch.cast(wanted, safe=True)
 
 
 @functools.lru_cache(maxsize=64)
@@ -502,13 +536,25 @@ def stored_schema(schema: pa.Schema) -> pa.Schema:
     return pq.read_schema(pa.BufferReader(sink.getvalue()))
 
 
-def _check_columns(uri: str, found: pa.Schema, expected: pa.Schema) -> None:
+def _check_columns(
+    uri: str, source: pq.ParquetFile | ds.ParquetFileFragment, expected: pa.Schema
+) -> None:
+    """Every table column is in the file with a type that fits (``file_columns``)."""
+    if isinstance(source, pq.ParquetFile):
+        found, parquet_schema = source.schema_arrow, source.schema
+    else:
+        found, parquet_schema = source.physical_schema, source.metadata.schema
+    int96 = int96_columns(parquet_schema)
     for column in expected:
         index = found.get_field_index(column.name)
-        if index < 0 or found.field(index).type != column.type:
-            held = "no such column" if index < 0 else f"type {found.field(index).type}"
+        reason = (
+            "is missing"
+            if index < 0
+            else column_mismatch(found.field(index).type, column.type, int96=column.name in int96)
+        )
+        if reason is not None:
             raise CorruptDataFileError(
-                f"data file {uri} does not match the table: column '{column.name}' should be "
-                f"{column.type}, the file has {held} (replaced outside the table?)",
+                f"data file {uri} does not match the table: column '{column.name}' {reason} "
+                "(replaced outside the table?)",
                 path=uri,
             )
