@@ -10,6 +10,7 @@ atomic snapshots, time travel, pruned batch scans, ordered streaming reads and c
     table.scan(filter=[("user_id", "=", 42)]).to_arrow()
 """
 
+from appendtable.commit.discard import DiscardResult
 from appendtable.compaction import CompactionPlan, CompactionProgress, Compactor
 from appendtable.datafiles.table_write import TableWriter
 from appendtable.errors import (
@@ -66,6 +67,7 @@ __all__ = [
     "CorruptDataFileError",
     "CorruptMetadataError",
     "DataFileMeta",
+    "DiscardResult",
     "END_OF_STREAM",
     "ExpireResult",
     "InvalidFilterError",

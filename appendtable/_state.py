@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 
 from appendtable.commit.changes import PartitionScope
 from appendtable.commit.committer import Committer
+from appendtable.commit.discard import DiscardResult, discard_files, discard_tree
 from appendtable.commit.manifests import ManifestStore
 from appendtable.commit.snapshots import SnapshotStore
 from appendtable.datafiles.arrow_schema import arrow_schema
@@ -57,6 +58,27 @@ class TableState:
             self.options,
             schema_id=self.schema.id,
             partition_keys=self.schema.partition_keys,
+        )
+
+    def discard(
+        self, paths: Iterable[str], *, since_snapshot_id: int | None = None
+    ) -> DiscardResult:
+        """Delete data files of a write given up on, unless a snapshot references them (the
+        one gate for such deletes: ``appendtable.commit.discard``)."""
+        return discard_files(
+            self.storage, self.snapshots, self.manifests, paths, since_snapshot_id=since_snapshot_id
+        )
+
+    def discard_directory(
+        self, directory: str, *, since_snapshot_id: int | None = None
+    ) -> DiscardResult:
+        """``discard`` for everything below ``directory`` (a staging area)."""
+        return discard_tree(
+            self.storage,
+            self.snapshots,
+            self.manifests,
+            directory,
+            since_snapshot_id=since_snapshot_id,
         )
 
     def partition_scope(self, specs: Sequence[Mapping[str, object]] | None) -> PartitionScope:

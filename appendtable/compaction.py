@@ -28,10 +28,11 @@ import pyarrow as pa
 from appendtable import display
 from appendtable._state import TableState
 from appendtable.commit.changes import CommitRequest, PartitionScope
+from appendtable.commit.discard import DiscardResult
 from appendtable.commit.live_index import LiveIndex, Refresh
 from appendtable.datafiles.parquet_io import FileWriteSpec
 from appendtable.datafiles.rewrite import read_tables, rewrite_files
-from appendtable.errors import CommitConflictError, InvalidOptionError, StorageError
+from appendtable.errors import CommitConflictError, InvalidOptionError
 from appendtable.metadata import layout
 from appendtable.metadata import options as opt
 from appendtable.metadata.models import (
@@ -53,6 +54,7 @@ from appendtable.planning.compaction import (
 )
 from appendtable.planning.partitions import partition_path
 from appendtable.planning.sort_keys import sort_indices
+from appendtable.staging import StagingArea
 
 __all__ = [
     "AutoCompaction",
@@ -223,12 +225,18 @@ class Compactor:
 
     # ---- the worker ----------------------------------------------------------------------------
 
-    def run_task(self, task: CompactionTask) -> CommitMessage:
+    def run_task(
+        self, task: CompactionTask, *, staging: StagingArea | None = None
+    ) -> CommitMessage:
         """Rewrite one task's files (on any worker); the message replaces them. On failure the
-        files written so far are deleted."""
+        files written so far are discarded. With ``staging`` the outputs are written into that
+        staging area (a distributed run's, which moves them into the table with
+        ``adopt_written`` before committing, and removes whatever failed tasks left)."""
         state = self._state
         spec = FileWriteSpec.for_table(state.schema, state.arrow_schema, state.options)
         directory = self.directory(task.partition, task.bucket)
+        if staging is not None:
+            directory = f"{staging.path}/{directory}"
         chunks: Iterator[pa.Table] | None = None
         if task.sort_by:
             everything = pa.concat_tables(read_tables(state.storage, task.files, spec.schema))
@@ -247,7 +255,7 @@ class Compactor:
                 on_file=created.append,
             )
         except BaseException:
-            self.delete(created)
+            state.discard(created, since_snapshot_id=task.snapshot_id)
             raise
         return CommitMessage(
             partition=task.partition,
@@ -284,17 +292,16 @@ class Compactor:
             )
         )
 
-    def abort(self, messages: Iterable[CommitMessage]) -> None:
-        """Delete the outputs of messages that will not be committed."""
-        self.delete(file.path for message in messages for file in message.compact_after)
-
-    def delete(self, paths: Iterable[str]) -> None:
-        """Delete files this compaction wrote (never committed ones only)."""
-        for path in paths:
-            try:
-                self._state.storage.delete(path)
-            except StorageError:
-                pass  # an orphan: remove_orphan_files reclaims it
+    def abort(
+        self, messages: Iterable[CommitMessage], *, since_snapshot_id: int | None = None
+    ) -> DiscardResult:
+        """Delete the outputs of messages that will not be committed, through the discard
+        gate (outputs a snapshot references are kept). ``since_snapshot_id``: the snapshot
+        the tasks were planned against, if known (a cheaper check)."""
+        return self._state.discard(
+            (file.path for message in messages for file in message.compact_after),
+            since_snapshot_id=since_snapshot_id,
+        )
 
     # ---- a whole run -----------------------------------------------------------------------------
 
@@ -315,7 +322,7 @@ class Compactor:
             try:
                 snapshot = self.commit(messages)
             except CommitConflictError:
-                self.abort(messages)
+                self.abort(messages, since_snapshot_id=plan.snapshot_id)
                 if attempt == _CONFLICT_REPLANS - 1:
                     raise
                 log.info("compaction conflicted with a concurrent change; re-planning")
@@ -361,7 +368,8 @@ class Compactor:
                     future.cancel()
                 wait(futures)  # running tasks cannot be cancelled: let them finish, then undo
                 self.abort(
-                    f.result() for f in futures if not f.cancelled() and f.exception() is None
+                    (f.result() for f in futures if not f.cancelled() and f.exception() is None),
+                    since_snapshot_id=min(task.snapshot_id for task in tasks),
                 )
                 raise
         return messages
@@ -436,11 +444,17 @@ class AutoCompaction:
             self._coordinator.forget(gone)
 
 
-def merge_new_files(state: TableState, messages: Sequence[CommitMessage]) -> list[CommitMessage]:
+def merge_new_files(
+    state: TableState,
+    messages: Sequence[CommitMessage],
+    *,
+    since_snapshot_id: int | None = None,
+) -> list[CommitMessage]:
     """Pre-commit compaction: merge a commit's own small new files before it is published, so
     the snapshot never shows them. Queue mode merges runs of adjacent small files per bucket
     (write order kept); scalable mode packs a partition's small files by size. The merged
-    originals were never committed and are deleted; on failure nothing is changed."""
+    originals were never committed and are discarded (through the gate, which keeps any that
+    a snapshot after ``since_snapshot_id`` references); on failure nothing is changed."""
     options = state.options
     small = int(options.target_file_size * options.get(opt.COMPACTION_SMALL_FILE_RATIO))
     ordered = options.bucket > 0
@@ -476,9 +490,9 @@ def merge_new_files(state: TableState, messages: Sequence[CommitMessage]) -> lis
                 )
             )
     except BaseException:
-        compactor.delete(created)
+        state.discard(created, since_snapshot_id=since_snapshot_id)
         raise
-    compactor.delete(replaced)
+    state.discard(replaced, since_snapshot_id=since_snapshot_id)
     return merged_messages
 
 

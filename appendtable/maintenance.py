@@ -8,13 +8,12 @@ from dataclasses import dataclass, field
 
 from appendtable import display
 from appendtable._state import TableState
-from appendtable.commit.changes import ROLLBACK_PROPERTY
 from appendtable.commit.consumers import ConsumerStore
+from appendtable.commit.discard import files_referenced_by
 from appendtable.commit.expire import execute_expiration, plan_expiration
 from appendtable.errors import InvalidOptionError, SnapshotNotFoundError
 from appendtable.metadata import layout
 from appendtable.metadata import options as opt
-from appendtable.metadata.models import FileKind
 from appendtable.planning.expiration import expire_until
 
 __all__ = ["ExpireResult", "OrphanResult", "expire_snapshots", "remove_orphan_files"]
@@ -194,13 +193,6 @@ def _referenced(state: TableState) -> tuple[set[str], set[str]]:
         if snapshot.commit_users is not None:
             metadata.add(snapshot.commit_users)
         metadata.update(m.file_name for m in manifests.all_manifests(snapshot))
-        if first or ROLLBACK_PROPERTY in snapshot.properties:
-            data.update(entry.file.path for entry in manifests.live_files(snapshot))
-            first = False
-        else:
-            data.update(
-                entry.file.path
-                for entry in manifests.delta_entries(snapshot)
-                if entry.kind == FileKind.ADD
-            )
+        data.update(e.file.path for e in files_referenced_by(manifests, snapshot, first=first))
+        first = False
     return data, metadata

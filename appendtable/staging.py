@@ -1,9 +1,18 @@
-"""Staged writes: Parquet files written by another engine join the table without a rewrite.
+"""Staged writes: files written into a private directory join the table by a move.
 
-An engine with its own Parquet writer (Spark, for instance) writes into a staging area, a
-private directory inside the table; ``adopt`` then checks every file against the table, moves
-it into the table's layout and describes it from its footer; the resulting commit messages are
-committed like any writer's. Until they are, nothing is visible.
+A staging area is a directory inside the table (``_staging/<id>``) that one write owns: every
+file the write produces lands there first, so a write that fails is cleaned up by removing one
+directory, whatever its tasks (or an engine's zombie tasks) left behind. Two ways in:
+
+* ``adopt``: Parquet files written by another engine with its own writer (Spark, for instance)
+  are checked against the table, moved into the table's layout and described from their
+  footers;
+* ``writer`` and ``adopt_written``: the table's own writer writes into the area (on any number
+  of workers, which re-open the area by its ``id``), and the files of its commit messages are
+  moved into the table's layout.
+
+The resulting commit messages are committed like any writer's. Until they are, nothing is
+visible.
 
 Guarantees:
 
@@ -14,6 +23,8 @@ Guarantees:
   copy on object stores. If a move fails, the files already moved are moved back.
 * Within one (partition, bucket), files keep the order in which they are given: that is their
   order for streaming readers.
+* ``remove`` (also on leaving a ``with`` block) deletes the area through the discard gate
+  (``appendtable.commit.discard``): never a file a snapshot references.
 * A staging area left behind by a crashed job holds only unreferenced files, which
   ``remove_orphan_files`` deletes once they are older than its threshold.
 """
@@ -26,8 +37,12 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 
+import msgspec
+
 from appendtable._state import TableState
+from appendtable.commit.discard import DiscardResult
 from appendtable.datafiles.foreign import ForeignFile, ForeignFileSpec, describe_foreign_file
+from appendtable.datafiles.table_write import TableWriter
 from appendtable.errors import InvalidOptionError, StorageError
 from appendtable.metadata import layout
 from appendtable.metadata import options as opt
@@ -41,15 +56,28 @@ _IO_THREADS = 16
 
 
 class StagingArea:
-    """A directory inside the table (``_staging/<uuid>``) for files written by other engines.
+    """A directory inside the table (``_staging/<id>``) for the files of one write.
 
     Use it as a context manager: leaving the block removes the directory and whatever is still
-    in it (adopted files have already moved out)."""
+    in it (adopted files have already moved out). ``id`` re-opens an existing area (a worker
+    writing into the driver's area); ``since_snapshot_id`` is the latest snapshot when the
+    write began (read when a new area is made), which keeps the discard checks cheap."""
 
-    def __init__(self, state: TableState) -> None:
+    def __init__(
+        self,
+        state: TableState,
+        area_id: str | None = None,
+        *,
+        since_snapshot_id: int | None = None,
+    ) -> None:
         self._state = state
+        if area_id is None and since_snapshot_id is None:
+            since_snapshot_id = state.snapshots.latest_id()
+        #: The area's id: give it to ``Table.staging_area`` to re-open the area elsewhere.
+        self.id = area_id or uuid.uuid4().hex
         #: The directory, relative to the table root (created where directories exist).
-        self.path = layout.staging_dir(uuid.uuid4().hex)
+        self.path = layout.staging_dir(self.id)
+        self.since_snapshot_id = since_snapshot_id
         state.storage.ensure_parent(f"{self.path}/")
 
     @property
@@ -117,9 +145,35 @@ class StagingArea:
             for (partition, bucket), group in groups.items()
         ]
 
-    def remove(self) -> None:
-        """Delete the area and everything still in it."""
-        self._state.storage.delete_tree(self.path)
+    def writer(self) -> TableWriter:
+        """A table writer whose files land in this area, laid out as in the table (partition
+        and bucket directories). Commit their messages after ``adopt_written``."""
+        state = self._state
+        return TableWriter(
+            state.storage, state.schema, state.arrow_schema, state.options, prefix=self.path
+        )
+
+    def adopt_written(self, messages: Sequence[CommitMessage]) -> list[CommitMessage]:
+        """Move the files of ``messages`` (from writers of this area) to the same place in the
+        table's layout; the messages, naming the files there. All or nothing: if a move fails,
+        the files already moved are moved back. Raises InvalidOptionError for a file that is
+        not in this area."""
+        prefix = f"{self.path}/"
+        targets: dict[str, str] = {}
+        for message in messages:
+            for file in (*message.new_files, *message.compact_after):
+                if not file.path.startswith(prefix):
+                    raise InvalidOptionError(
+                        f"{file.path} was not written into staging area {self.id}"
+                    )
+                targets[file.path] = file.path[len(prefix) :]
+        with ThreadPoolExecutor(max_workers=_IO_THREADS) as pool:
+            self._move_all(pool, targets)
+        return [_renamed(message, targets) for message in messages]
+
+    def remove(self) -> DiscardResult:
+        """Delete the area and everything still in it, through the discard gate."""
+        return self._state.discard_directory(self.path, since_snapshot_id=self.since_snapshot_id)
 
     def __enter__(self) -> StagingArea:
         return self
@@ -215,6 +269,15 @@ class StagingArea:
             new_files=tuple(files),
             max_event_time_ms=max(event_times) if event_times else None,
         )
+
+
+def _renamed(message: CommitMessage, targets: dict[str, str]) -> CommitMessage:
+    def moved(files: tuple[DataFileMeta, ...]) -> tuple[DataFileMeta, ...]:
+        return tuple(msgspec.structs.replace(f, path=targets[f.path]) for f in files)
+
+    return msgspec.structs.replace(
+        message, new_files=moved(message.new_files), compact_after=moved(message.compact_after)
+    )
 
 
 def _try_move(rename: Callable[[str, str], None], source: str, target: str) -> StorageError | None:

@@ -24,9 +24,7 @@ from appendtable.compaction import (
 from appendtable.datafiles.arrow_schema import check_compatible, field_specs
 from appendtable.datafiles.table_write import TableWriter
 from appendtable.errors import (
-    AppendTableError,
     AtomicCreateUnsupportedError,
-    CommitStateUnknownError,
     InvalidSchemaError,
     SnapshotNotFoundError,
     TableExistsError,
@@ -226,12 +224,16 @@ class Table:
         state = self._state
         return TableWriter(state.storage, state.schema, state.arrow_schema, state.options)
 
-    def staging_area(self) -> StagingArea:
-        """A new private directory inside the table for another engine's Parquet files, which
-        ``StagingArea.adopt`` then turns into commit messages without rewriting them (the
-        Spark adapter's native write path). Use it as a context manager: leaving the block
-        removes the directory."""
-        return StagingArea(self._state)
+    def staging_area(
+        self, area_id: str | None = None, *, since_snapshot_id: int | None = None
+    ) -> StagingArea:
+        """A new private directory inside the table for the files of one write (or, with
+        ``area_id``, an existing one re-opened by a worker): another engine's Parquet files,
+        which ``StagingArea.adopt`` turns into commit messages without rewriting them, or
+        files of ``StagingArea.writer()``, which ``adopt_written`` moves into the table. Use
+        it as a context manager: leaving the block removes the directory (see
+        ``appendtable.staging``)."""
+        return StagingArea(self._state, area_id, since_snapshot_id=since_snapshot_id)
 
     def committer(self, commit_user: str | None = None) -> TableCommit:
         """The second phase: commit messages as ``commit_user`` (stable per job for
@@ -245,21 +247,20 @@ class Table:
             before_commit=self._before_commit if options.get(opt.PRECOMMIT_COMPACT) else None,
         )
 
-    def _before_commit(self, messages: list[CommitMessage]) -> list[CommitMessage]:
-        return merge_new_files(self._state, messages)
+    def _before_commit(
+        self, messages: list[CommitMessage], since_snapshot_id: int | None
+    ) -> list[CommitMessage]:
+        return merge_new_files(self._state, messages, since_snapshot_id=since_snapshot_id)
 
     def _after_commit(self, snapshot: Snapshot, messages: Sequence[CommitMessage]) -> None:
-        """Post-commit maintenance. It never fails the commit that already landed: problems
-        are logged and left for the next commit or a dedicated maintenance job."""
+        """Post-commit maintenance: compaction of what was just written, then expiration.
+        ``TableCommit`` logs what this raises and never fails the landed commit with it."""
         written = {(m.partition, m.bucket) for m in messages if m.new_files}
-        try:
-            if written:
-                if self._auto_compaction is None:
-                    self._auto_compaction = AutoCompaction(self._state)
-                self._auto_compaction.after_commit(written)
-            expire_snapshots(self._state)
-        except AppendTableError as exc:
-            log.warning("maintenance after snapshot %d failed: %s", snapshot.id, exc)
+        if written:
+            if self._auto_compaction is None:
+                self._auto_compaction = AutoCompaction(self._state)
+            self._auto_compaction.after_commit(written)
+        expire_snapshots(self._state)
 
     def append(self, data: object, *, watermark: int | None = None) -> Snapshot | None:
         """Append ``data`` (pyarrow Table, RecordBatch, iterable of RecordBatches or pandas
@@ -290,7 +291,7 @@ class Table:
         with self.writer() as writer:
             writer.write(data)
             messages = writer.prepare_commit()
-        try:
+        with committer.discarding(messages, since_snapshot_id=base):
             if overwrite is not None:
                 return committer.overwrite(
                     messages,
@@ -299,11 +300,6 @@ class Table:
                     watermark=watermark,
                 )
             return committer.commit(messages, watermark=watermark)
-        except CommitStateUnknownError:
-            raise  # the files may be referenced: keep them
-        except BaseException:
-            committer.abort(messages)
-            raise
 
     def check_write_schema(self, schema: pa.Schema) -> None:
         """Raise SchemaMismatchError (naming the column) unless data with ``schema`` can be

@@ -1,23 +1,40 @@
-"""The second phase of a two-phase write: committing messages from any number of writers."""
+"""The second phase of a two-phase write: committing messages from any number of writers.
+
+Guarantees of ``TableCommit``:
+
+* A commit that landed is reported as landed. Once the snapshot is published, nothing raises
+  out of ``commit``/``overwrite``: post-commit maintenance (compaction, expiration) that fails
+  is logged with the snapshot id and left for the next commit or a maintenance job.
+* ``abort`` deletes files only through the discard gate (``appendtable.commit.discard``), so
+  it never deletes a file a snapshot references, even when called after a commit that landed;
+  after ``CommitStateUnknownError`` it deletes nothing at all.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import logging
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 
 from appendtable._state import TableState
 from appendtable.commit.changes import CommitRequest
 from appendtable.commit.committer import Committer
-from appendtable.errors import CommitConflictError, StorageError
+from appendtable.commit.discard import DiscardResult
+from appendtable.errors import CommitStateUnknownError
 from appendtable.metadata import options as opt
 from appendtable.metadata.models import CommitKind, CommitMessage, Snapshot
 
 __all__ = ["AfterCommit", "BeforeCommit", "TableCommit"]
 
-#: Runs after every successful commit (compaction, expiration).
+log = logging.getLogger("appendtable")
+
+#: Runs after every successful commit (compaction, expiration). Whatever it raises is logged,
+#: never raised to the committer's caller.
 AfterCommit = Callable[[Snapshot, Sequence[CommitMessage]], None]
-#: Rewrites a commit's messages before it is published (pre-commit compaction).
-BeforeCommit = Callable[[list[CommitMessage]], list[CommitMessage]]
+#: Rewrites a commit's messages before it is published (pre-commit compaction); files it
+#: replaces or creates were written after snapshot ``since`` was the latest.
+BeforeCommit = Callable[[list[CommitMessage], "int | None"], list[CommitMessage]]
 
 
 class TableCommit:
@@ -42,6 +59,7 @@ class TableCommit:
         self.commit_user = commit_user
         self._after_commit = after_commit
         self._before_commit = before_commit
+        self._outcome_unknown = False
 
     def _committer(self) -> Committer:
         return self._state.committer()
@@ -81,20 +99,44 @@ class TableCommit:
         """Commit, with the table's pre-commit merging and post-commit maintenance."""
         committer = self._committer()
         merged: list[CommitMessage] = []
+        since: int | None = None
         if self._before_commit is not None and request.messages:
+            since = self._state.snapshots.latest_id()
             if committer.already_landed(request):
                 return None
-            merged = self._before_commit(list(request.messages))
+            merged = self._before_commit(list(request.messages), since)
             request = replace(request, messages=tuple(merged))
         try:
             snapshot = committer.commit(request)
-        except CommitConflictError:
-            if merged:
-                self.abort(merged)  # the merged files are ours; the caller's were deleted
+        except CommitStateUnknownError:
+            self._outcome_unknown = True
             raise
-        if snapshot is not None and self._after_commit is not None:
-            self._after_commit(snapshot, request.messages)
+        except BaseException:
+            if merged:  # the merged files are ours (the caller's were replaced by them)
+                self._state.discard(_paths(merged), since_snapshot_id=since)
+            raise
+        if snapshot is None:
+            if merged:  # nothing landed (the identifier had landed meanwhile)
+                self._state.discard(_paths(merged), since_snapshot_id=since)
+            return None
+        if self._after_commit is not None:
+            self._maintain(snapshot, request.messages)
         return snapshot
+
+    def _maintain(self, snapshot: Snapshot, messages: Sequence[CommitMessage]) -> None:
+        """Post-commit maintenance, which must never make a landed commit look failed."""
+        assert self._after_commit is not None
+        try:
+            self._after_commit(snapshot, messages)
+        except Exception as exc:  # any failure: the commit landed, so report it as landed
+            log.warning(
+                "snapshot %d landed, but the maintenance after it failed (left for the next "
+                "commit or a maintenance job): %s: %s",
+                snapshot.id,
+                type(exc).__name__,
+                exc,
+                exc_info=True,
+            )
 
     def overwrite(
         self,
@@ -125,12 +167,37 @@ class TableCommit:
             )
         )
 
-    def abort(self, messages: Iterable[CommitMessage]) -> None:
-        """Delete the data files of messages that will not be committed. Only call this when
-        the commit definitely did not land (never after CommitStateUnknownError)."""
-        for message in messages:
-            for file in (*message.new_files, *message.compact_after):
-                try:
-                    self._state.storage.delete(file.path)
-                except StorageError:
-                    pass  # orphan-file removal reclaims it
+    @contextmanager
+    def discarding(
+        self, messages: Sequence[CommitMessage], *, since_snapshot_id: int | None = None
+    ) -> Iterator[None]:
+        """Around committing ``messages``: if the block raises, ``abort`` them (which keeps
+        them when the outcome is unknown or a snapshot references them) and re-raise."""
+        try:
+            yield
+        except CommitStateUnknownError:
+            self._outcome_unknown = True  # the files may be referenced: keep them
+            raise
+        except BaseException:
+            self.abort(messages, since_snapshot_id=since_snapshot_id)
+            raise
+
+    def abort(
+        self, messages: Iterable[CommitMessage], *, since_snapshot_id: int | None = None
+    ) -> DiscardResult:
+        """Delete the data files of messages given up on, through the discard gate: files a
+        snapshot references (the commit landed after all) are kept, and so is everything
+        after this committer saw ``CommitStateUnknownError``. ``since_snapshot_id``: the
+        latest snapshot when the files were written, if known (a cheaper check)."""
+        paths = _paths(messages)
+        if self._outcome_unknown:
+            log.warning(
+                "keeping %d data file(s): a commit of this committer has an unknown outcome",
+                len(paths),
+            )
+            return DiscardResult(left=tuple(paths))
+        return self._state.discard(paths, since_snapshot_id=since_snapshot_id)
+
+
+def _paths(messages: Iterable[CommitMessage]) -> list[str]:
+    return [f.path for m in messages for f in (*m.new_files, *m.compact_after)]

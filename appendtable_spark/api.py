@@ -175,23 +175,32 @@ def compact(
     storage_options: Mapping[str, Any] | None = None,
 ) -> at.Snapshot | None:
     """Compaction with the coordinator on the driver and the rewrites on executors: plan,
-    run every task in Spark, commit one COMPACT snapshot. On a conflict with a concurrent
-    change nothing is applied (CommitConflictError) and the outputs are deleted."""
+    run every task in Spark (writing into one staging area), move the outputs into the table
+    and commit one COMPACT snapshot. On a conflict with a concurrent change nothing is applied
+    (CommitConflictError) and the outputs are discarded; a failed Spark job leaves nothing
+    behind but the staging area, which is removed."""
     settings = Settings(uri, dict(storage_options or {}))
-    compactor = settings.open().compactor(f"spark-compaction-{spark.sparkContext.applicationId}")
+    table = settings.open()
+    compactor = table.compactor(f"spark-compaction-{spark.sparkContext.applicationId}")
     plan = compactor.plan(full=full, partitions=partitions)
     if not plan.tasks:
         return None
     payloads = [task.to_bytes() for task in plan.tasks]
+    with table.staging_area(since_snapshot_id=plan.snapshot_id) as area:
+        area_id = area.id
 
-    def run(task: bytes) -> bytes:
-        table = settings.open()
-        return table.compactor().run_task(at.CompactionTask.from_bytes(task)).to_bytes()
+        def run(task: bytes) -> bytes:
+            worker = settings.open()
+            message = worker.compactor().run_task(
+                at.CompactionTask.from_bytes(task), staging=worker.staging_area(area_id)
+            )
+            return message.to_bytes()
 
-    rdd = spark.sparkContext.parallelize(payloads, numSlices=len(payloads))
-    messages = [at.CommitMessage.from_bytes(p) for p in rdd.map(run).collect()]
-    try:
-        return compactor.commit(messages)
-    except at.CommitConflictError:
-        compactor.abort(messages)
-        raise
+        rdd = spark.sparkContext.parallelize(payloads, numSlices=len(payloads))
+        written = [at.CommitMessage.from_bytes(p) for p in rdd.map(run).collect()]
+        messages = area.adopt_written(written)
+        try:
+            return compactor.commit(messages)
+        except at.CommitConflictError:
+            compactor.abort(messages, since_snapshot_id=plan.snapshot_id)
+            raise

@@ -15,8 +15,9 @@
 4. The driver commits one snapshot, idempotently on (commit user, identifier) when one is given.
 
 Nothing is visible before step 4. A failed Spark job or a failed check removes the staging
-area; files adopted but not committed are deleted unless the commit's outcome is unknown. A
-driver that dies midway leaves only unreferenced files, which ``remove_orphan_files`` reclaims.
+area; files adopted but not committed are discarded through the core's gate, which keeps
+them when the commit's outcome is unknown or a snapshot references them. A driver that dies
+midway leaves only unreferenced files, which ``remove_orphan_files`` reclaims.
 """
 
 from __future__ import annotations
@@ -138,24 +139,18 @@ def write_staged(
     """Write ``df`` with Spark's Parquet writer and commit it as one snapshot (an OVERWRITE of
     the whole table with ``overwrite``). Returns the snapshot, or None when nothing was
     committed (no rows, or this identifier had already landed)."""
-    latest = table.latest_snapshot()
-    base = latest.id if latest is not None else None
     frame, hidden = _shaped(df, table)
     with table.staging_area() as area:
+        base = area.since_snapshot_id  # the latest snapshot before anything was written
         _spark_write(frame, hidden, table, spark_location(table.uri, area.path))
         files, buckets = _buckets(area.files(), hidden, table)
         messages = area.adopt(files, buckets=buckets)
         committer = table.committer(commit_user)
-        try:
+        with committer.discarding(messages, since_snapshot_id=base):
             if overwrite:
                 landed = committer.overwrite(messages, base_snapshot_id=base, identifier=identifier)
             else:
                 landed = committer.commit(messages, identifier=identifier)
-        except at.CommitStateUnknownError:
-            raise  # the files may be referenced: keep them
-        except BaseException:
-            committer.abort(messages)
-            raise
         if landed is None and messages:
-            committer.abort(messages)  # this identifier had already landed
+            committer.abort(messages, since_snapshot_id=base)  # this identifier had landed
     return landed

@@ -1,16 +1,24 @@
 """Batch and streaming writes: executors write data files, the driver commits one snapshot.
 
-* ``write`` (executors) streams Spark's Arrow batches through the table's writer: columns are
+* ``write`` (executors) streams Spark's Arrow batches through the table's writer into the
+  write's staging area (``_staging/<id>``, one per write, made on the driver): columns are
   matched by name and checked (types were already checked on the driver), rows routed to
   (partition, bucket) files. A failing task deletes its own files.
-* ``commit`` (driver) commits every task's files as one snapshot, idempotently on
-  (commit user, identifier) when an identifier is known (streaming: the batch id).
-* ``abort`` (driver; Spark calls it also when ``commit`` raised, possibly *after* the snapshot
-  landed) deletes the files only if the write did not land.
+* ``commit`` (driver) moves every task's files from the staging area into the table's layout
+  and commits them as one snapshot, idempotently on (commit user, identifier) when an
+  identifier is known (streaming: the batch id). If the commit definitely failed, the moved
+  files are discarded; the staging area is removed either way.
+* ``abort`` (driver; Spark calls it when a task or ``commit`` failed) removes the staging area
+  whole, with whatever tasks wrote into it, including tasks Spark no longer reports. It never
+  touches files ``commit`` moved into the table: those are either referenced by a snapshot,
+  of unknown outcome, or were already discarded by ``commit``. A zombie task still writing
+  after the removal leaves an orphan in ``_staging``, which ``remove_orphan_files`` reclaims.
 """
 
 from __future__ import annotations
 
+import hashlib
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -35,12 +43,16 @@ class FilesMessage(WriterCommitMessage):  # type: ignore[misc]
 
     messages: list[bytes] = field(default_factory=list)
     query_id: str | None = None
+    #: The staging area the task wrote into (streaming writes).
+    staging_id: str | None = None
 
 
-def write_task(settings: Settings, batches: Iterator[pa.RecordBatch]) -> list[bytes]:
-    """Write one task's rows; the serialized commit messages of its files."""
+def write_task(settings: Settings, area_id: str, batches: Iterator[pa.RecordBatch]) -> list[bytes]:
+    """Write one task's rows into the write's staging area; the serialized commit messages of
+    its files."""
     table = cached_table(settings)
-    with table.writer() as writer:
+    area = table.staging_area(area_id)
+    with area.writer() as writer:
         for batch in batches:
             writer.write(batch)
         return [message.to_bytes() for message in writer.prepare_commit()]
@@ -55,8 +67,36 @@ def _decode(messages: list[FilesMessage | None]) -> list[at.CommitMessage]:
     ]
 
 
-def _delete_files(table: at.Table, messages: list[at.CommitMessage]) -> None:
-    table.committer("spark-cleanup").abort(messages)
+def commit_staged(
+    table: at.Table,
+    area: at.StagingArea,
+    messages: list[at.CommitMessage],
+    *,
+    commit_user: str,
+    identifier: int | None,
+    overwrite: bool,
+    base_snapshot_id: int | None,
+) -> at.Snapshot | None:
+    """Move the files of ``messages`` out of ``area`` and commit them as one snapshot (an
+    OVERWRITE of the whole table with ``overwrite``); the area is removed afterwards. Files
+    of a commit that definitely failed, or of a replay whose identifier had landed, are
+    discarded."""
+    committer = table.committer(commit_user)
+    try:
+        moved = area.adopt_written(messages)
+        since = area.since_snapshot_id
+        with committer.discarding(moved, since_snapshot_id=since):
+            if overwrite:
+                landed = committer.overwrite(
+                    moved, base_snapshot_id=base_snapshot_id, identifier=identifier
+                )
+            else:
+                landed = committer.commit(moved, identifier=identifier)
+        if landed is None and moved:
+            committer.abort(moved, since_snapshot_id=since)  # this identifier had landed
+        return landed
+    finally:
+        area.remove()
 
 
 class BatchWriter(DataSourceArrowWriter):  # type: ignore[misc]
@@ -78,51 +118,70 @@ class BatchWriter(DataSourceArrowWriter):  # type: ignore[misc]
         self._base = base_snapshot_id
         self._overwrite = overwrite
         self._skip = skip  # this (commit user, identifier) already landed: write nothing
+        # Spark pickles this writer once, for the tasks and for the driver's commit or abort,
+        # which therefore agree on the write's staging area
+        self._area = uuid.uuid4().hex
+
+    def _staging(self, table: at.Table) -> at.StagingArea:
+        # the tasks wrote after the base snapshot was read on the driver
+        return table.staging_area(self._area, since_snapshot_id=self._base)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> FilesMessage:
         if self._skip:
             return FilesMessage()
-        return FilesMessage(write_task(self._settings, iterator))
+        return FilesMessage(write_task(self._settings, self._area, iterator))
 
     def commit(self, messages: list[FilesMessage | None]) -> None:
         if self._skip:
             return
         table = self._settings.open()
-        decoded = _decode(messages)
-        committer = table.committer(self._commit_user)
-        if self._overwrite:
-            landed = committer.overwrite(
-                decoded, base_snapshot_id=self._base, identifier=self._identifier
-            )
-        else:
-            landed = committer.commit(decoded, identifier=self._identifier)
-        if landed is None and decoded and self._identifier is not None:
-            _delete_files(table, decoded)  # a replay of a write that had already landed
+        commit_staged(
+            table,
+            self._staging(table),
+            _decode(messages),
+            commit_user=self._commit_user,
+            identifier=self._identifier,
+            overwrite=self._overwrite,
+            base_snapshot_id=self._base,
+        )
 
     def abort(self, messages: list[FilesMessage | None]) -> None:
-        if self._skip:
-            return
-        table = self._settings.open()
-        if table.has_committed(self._commit_user, self._identifier, since_snapshot_id=self._base):
-            return  # commit() raised after the snapshot landed: the files are in use
-        _delete_files(table, _decode(messages))
+        if not self._skip:
+            self._staging(self._settings.open()).remove()
+
+
+def stream_staging_id(key: str, batch_id: int | str) -> str:
+    """The staging area of one micro-batch of one streaming write (``key``: what identifies
+    the write across restarts), the same wherever it is computed."""
+    digest = hashlib.sha256(key.encode()).hexdigest()[:24]
+    return f"stream-{digest}-{batch_id}"
 
 
 class StreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
     """A streaming sink: one snapshot per micro-batch, idempotent on (commit user, batch id).
 
     The commit user is the ``commitUser`` option, or else derived from the query id, which is
-    stable per checkpoint: a micro-batch replayed after a crash is recognised and skipped."""
+    stable per checkpoint: a micro-batch replayed after a crash is recognised and skipped.
+
+    Each micro-batch has its own staging area, named from the batch id and the write's key
+    (``commitUser``, else the ``checkpointLocation`` option, else the query id), so that the
+    driver's commit and abort, which Spark runs from a data source instance of their own,
+    find it: with a key in the options even when every task failed, else from the tasks'
+    messages."""
 
     def __init__(self, settings: Settings, *, commit_user: str | None, overwrite: bool) -> None:
         self._settings = settings
         self._commit_user = commit_user
         self._overwrite = overwrite
+        self._key = commit_user or settings.adapter.get("checkpointlocation")
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> FilesMessage:
         context = TaskContext.get()
         query_id = context.getLocalProperty("sql.streaming.queryId") if context else None
-        return FilesMessage(write_task(self._settings, iterator), query_id)
+        batch = context.getLocalProperty("streaming.sql.batchId") if context else None
+        key = self._key or f"query-{query_id}"
+        area = stream_staging_id(key, batch if batch is not None else "unknown")
+        return FilesMessage(write_task(self._settings, area, iterator), query_id, area)
 
     def _user(self, messages: list[FilesMessage | None]) -> str | None:
         if self._commit_user:
@@ -130,28 +189,50 @@ class StreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
         ids = {m.query_id for m in messages if m is not None and m.query_id}
         return f"spark-query-{ids.pop()}" if ids else None
 
+    def _areas(
+        self, table: at.Table, messages: list[FilesMessage | None], batch_id: int
+    ) -> list[at.StagingArea]:
+        """This batch's staging areas (one, unless the tasks disagreed). Their files can only
+        be named by this batch's commit, which comes after the latest snapshot of now: their
+        removal checks the snapshots from there on."""
+        names = {m.staging_id for m in messages if m is not None and m.staging_id}
+        if self._key:
+            names.add(stream_staging_id(self._key, batch_id))
+        latest = table.latest_snapshot()
+        since = latest.id if latest is not None else None
+        return [table.staging_area(name, since_snapshot_id=since) for name in sorted(names)]
+
     def commit(self, messages: list[FilesMessage | None], batchId: int) -> None:
+        table = self._settings.open()
+        areas = self._areas(table, messages, batchId)
         decoded = _decode(messages)
         user = self._user(messages)
-        if user is None:
+        written = {m.staging_id for m in messages if m is not None and m.messages}
+        if user is None or len(written) > 1:
+            for area in areas:
+                area.remove()
             if decoded:
                 raise at.InvalidOptionError(
                     "cannot tell which streaming query wrote this batch: set option "
                     "'commitUser' to a name that is stable for this checkpoint"
                 )
             return
-        table = self._settings.open()
-        committer = table.committer(user)
-        if self._overwrite:
-            landed = committer.overwrite(decoded, identifier=batchId)
-        else:
-            landed = committer.commit(decoded, identifier=batchId)
-        if landed is None and decoded:
-            _delete_files(table, decoded)  # a replay of a batch that had already landed
+        area = next((a for a in areas if a.id in written), areas[0]) if areas else None
+        for other in areas:
+            if other is not area:
+                other.remove()
+        if area is None:
+            return
+        commit_staged(
+            table,
+            area,
+            decoded,
+            commit_user=user,
+            identifier=batchId,
+            overwrite=self._overwrite,
+            base_snapshot_id=None,
+        )
 
     def abort(self, messages: list[FilesMessage | None], batchId: int) -> None:
-        user = self._user(messages)
-        table = self._settings.open()
-        if user is not None and table.has_committed(user, batchId):
-            return
-        _delete_files(table, _decode(messages))
+        for area in self._areas(self._settings.open(), messages, batchId):
+            area.remove()

@@ -128,13 +128,8 @@ def _with_missing_nulls(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBa
 
 
 def _commit(committer: at.TableCommit, messages: list[at.CommitMessage]) -> at.Snapshot | None:
-    try:
+    with committer.discarding(messages):
         return committer.commit(messages)
-    except at.CommitStateUnknownError:
-        raise  # the files may be referenced: keep them
-    except BaseException:
-        committer.abort(messages)
-        raise
 
 
 def _landed(snapshot: at.Snapshot | None, rows: int) -> str:

@@ -112,7 +112,7 @@ class Committer:
                     return None
                 self._storage.sync_names(written)  # this attempt's metadata, durably
                 if self._publish(snapshot):
-                    if self._in_log(snapshot):
+                    if self._settled_in_log(snapshot):
                         return snapshot
                     self._snapshots.unpublish(snapshot)
                 self._delete_quietly(written)
@@ -125,6 +125,18 @@ class Committer:
             self._sleep(self._backoff(attempt))
 
     # ---- steps ------------------------------------------------------------------------------
+
+    def _settled_in_log(self, snapshot: Snapshot) -> bool:
+        """``_in_log``, or CommitStateUnknownError when the log cannot be read: the snapshot
+        is published, so its files must be kept whatever happens next."""
+        try:
+            return self._in_log(snapshot)
+        except StorageError as exc:
+            raise CommitStateUnknownError(
+                f"snapshot {snapshot.id} was published, but checking that it continues the log "
+                f"failed ({exc}): treat the commit as landed unless the table says otherwise; "
+                "do not delete its files"
+            ) from exc
 
     def _in_log(self, snapshot: Snapshot) -> bool:
         """Whether a snapshot just published continues the log. Expiration removes snapshots

@@ -208,7 +208,10 @@ class SnapshotStore:
             self._latest_seen = max(self._latest_seen, snapshot.id)
             # Off the commit's critical path: a hint that lands late (or never) only costs
             # other readers a few existence checks; this process already knows the id.
-            _HINTS.submit(self._write_hint, layout.LATEST_HINT, snapshot.id)
+            try:
+                _HINTS.submit(self._write_hint, layout.LATEST_HINT, snapshot.id)
+            except RuntimeError:  # the interpreter is shutting down: the snapshot landed
+                pass
         return created
 
     def read_back_is_ours(self, snapshot: Snapshot) -> bool | None:

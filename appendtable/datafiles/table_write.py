@@ -93,8 +93,13 @@ class TableWriter:
         schema: TableSchema,
         arrow_schema: pa.Schema,
         options: opt.Options,
+        *,
+        prefix: str = "",
     ) -> None:
+        """``prefix``: a directory (relative to the table) the table's layout is placed under,
+        for writes staged before they join the table (``StagingArea.writer``)."""
         self._storage = storage
+        self._prefix = prefix.rstrip("/")
         self._schema = schema
         self._arrow_schema = arrow_schema
         self._options = options
@@ -236,7 +241,8 @@ class TableWriter:
             self._partition_types,
             self._options.get(opt.PARTITION_DEFAULT_NAME),
         )
-        return layout.bucket_dir(partition, key.bucket)
+        directory = layout.bucket_dir(partition, key.bucket)
+        return f"{self._prefix}/{directory}" if self._prefix else directory
 
     def _track_event_time(self, table: pa.Table) -> None:
         if not self._watermark_column:

@@ -43,6 +43,7 @@ MANIFEST_DIR = "manifest"
 CONSUMER_DIR = "consumer"
 WATERMARK_DIR = "watermark"
 STAGING_DIR = "_staging"
+_STAGING_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")
 LATEST_HINT = f"{SNAPSHOT_DIR}/LATEST"
 EARLIEST_HINT = f"{SNAPSHOT_DIR}/EARLIEST"
 SCHEMA_PREFIX = "schema-"
@@ -82,6 +83,11 @@ def validate_consumer_id(consumer_id: str) -> str:
 
 
 def staging_dir(staging_id: str) -> str:
+    """The directory of staging area ``staging_id`` (letters, digits, '_' and '-')."""
+    if not _STAGING_ID.match(staging_id):
+        raise InvalidOptionError(
+            f"invalid staging area id {staging_id!r}: use 1-100 letters, digits, '_' or '-'"
+        )
     return f"{STAGING_DIR}/{staging_id}"
 
 

@@ -109,17 +109,31 @@ def test_no_function_local_imports_in_the_core() -> None:
     assert offenders == []
 
 
+#: Functions allowed to swallow any exception, each with the guarantee that needs it.
+BROAD_HANDLERS_ALLOWED = {
+    # A landed commit is reported as landed: post-commit maintenance may fail in any way
+    # (a bug, a foreign library's error), and that must never reach the committer's caller.
+    "appendtable.write:_maintain",
+}
+
+
 def test_no_broad_exception_handlers_in_the_core() -> None:
     offenders = []
     for path in _core_files():
-        for node in ast.walk(ast.parse(path.read_text())):
-            if (
-                isinstance(node, ast.ExceptHandler)
-                and isinstance(node.type, ast.Name)
-                and node.type.id in ("Exception", "BaseException")
-                and not _reraises(node)
-            ):
-                offenders.append(f"{_module_name(path)}:{node.lineno}")
+        tree = ast.parse(path.read_text())
+        for function in ast.walk(tree):
+            if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            if f"{_module_name(path)}:{function.name}" in BROAD_HANDLERS_ALLOWED:
+                continue
+            for node in ast.walk(function):
+                if (
+                    isinstance(node, ast.ExceptHandler)
+                    and isinstance(node.type, ast.Name)
+                    and node.type.id in ("Exception", "BaseException")
+                    and not _reraises(node)
+                ):
+                    offenders.append(f"{_module_name(path)}:{node.lineno}")
     assert offenders == []
 
 

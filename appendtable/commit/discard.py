@@ -1,0 +1,190 @@
+"""Deleting the data files of a write that did not land: the one gate every such delete takes.
+
+A data file's name leaves the process that wrote it only inside a commit message. From then
+on it may be referenced by a snapshot (the commit landed, perhaps although its caller saw an
+error), so whoever gives up on the write (an aborted commit, a failed Spark job, compaction
+that lost a race, pre-commit merging that replaced small files, a staging area being removed)
+deletes its files through :func:`discard_files` and nothing else.
+
+Guarantee: a file that a retained snapshot references is never deleted here. Before deleting,
+the snapshots are read; a file is kept when some snapshot adds it (or holds it, for the
+earliest retained snapshot and rollbacks), and every file is kept when the snapshots cannot be
+read completely (a storage error, damaged metadata, a snapshot expiring under the check).
+Kept files that no snapshot references are orphans, which ``remove_orphan_files`` reclaims.
+
+``since_snapshot_id`` narrows the check: the files were written after the caller saw that
+snapshot as the latest, so only later snapshots can reference them. Without it every retained
+snapshot is checked.
+
+What the gate cannot see is a commit whose outcome is unknown (its snapshot may still appear,
+for instance a PUT an object store applies late): callers never discard the files of a commit
+that raised ``CommitStateUnknownError``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from appendtable.commit.changes import ROLLBACK_PROPERTY
+from appendtable.commit.manifests import ManifestStore
+from appendtable.commit.snapshots import SnapshotStore
+from appendtable.errors import AppendTableError, StorageError
+from appendtable.metadata.models import FileKind, ManifestEntry, Snapshot
+from appendtable.storage import Storage
+
+__all__ = [
+    "DiscardResult",
+    "discard_files",
+    "discard_tree",
+    "files_referenced_by",
+    "referenced_files",
+]
+
+log = logging.getLogger("appendtable.commit")
+
+
+@dataclass(frozen=True)
+class DiscardResult:
+    """What :func:`discard_files` did with each file."""
+
+    #: Deleted (or already gone).
+    deleted: tuple[str, ...] = ()
+    #: Kept because a retained snapshot references them: the write had landed.
+    referenced: tuple[str, ...] = ()
+    #: Kept for another reason: the snapshots could not be read completely, or the delete
+    #: failed (orphans then, for ``remove_orphan_files``).
+    left: tuple[str, ...] = ()
+
+    @property
+    def kept(self) -> tuple[str, ...]:
+        return self.referenced + self.left
+
+
+def files_referenced_by(
+    manifests: ManifestStore, snapshot: Snapshot, *, first: bool
+) -> list[ManifestEntry]:
+    """The entries of the data files ``snapshot`` references beyond its retained parents: all
+    it holds when it is the ``first`` (earliest) retained one or a rollback (which re-adds
+    files), else the files it added."""
+    if first or ROLLBACK_PROPERTY in snapshot.properties:
+        return manifests.live_files(snapshot)
+    return [e for e in manifests.delta_entries(snapshot) if e.kind == FileKind.ADD]
+
+
+def referenced_files(
+    snapshots: SnapshotStore,
+    manifests: ManifestStore,
+    paths: Iterable[str],
+    *,
+    since_snapshot_id: int | None = None,
+) -> set[str]:
+    """Which of ``paths`` a retained snapshot (after ``since_snapshot_id``, if given)
+    references. Raises whatever reading the snapshots raises: the answer is then unknown."""
+    wanted = set(paths)
+    latest = snapshots.latest_id()
+    if not wanted or latest is None:
+        return set()
+    earliest = snapshots.earliest_id() or 1
+    whole = since_snapshot_id is None or since_snapshot_id < earliest
+    first = earliest if whole else since_snapshot_id + 1  # type: ignore[operator]
+    found: set[str] = set()
+    for snapshot_id in range(first, latest + 1):
+        snapshot = snapshots.get(snapshot_id)
+        entries = files_referenced_by(manifests, snapshot, first=whole and snapshot_id == first)
+        found.update(entry.file.path for entry in entries if entry.file.path in wanted)
+        if found == wanted:
+            break
+    return found
+
+
+def discard_files(
+    storage: Storage,
+    snapshots: SnapshotStore,
+    manifests: ManifestStore,
+    paths: Iterable[str],
+    *,
+    since_snapshot_id: int | None = None,
+) -> DiscardResult:
+    """Delete those of ``paths`` (data files of a write given up on) that no retained snapshot
+    references; keep the rest, and keep all when that cannot be told. Never raises for a file
+    that could not be deleted (it is an orphan then)."""
+    unique = list(dict.fromkeys(paths))
+    if not unique:
+        return DiscardResult()
+    referenced = _referenced_or_none(snapshots, manifests, unique, since_snapshot_id)
+    if referenced is None:
+        return DiscardResult(left=tuple(unique))
+    return _delete_unreferenced(storage, unique, referenced)
+
+
+def discard_tree(
+    storage: Storage,
+    snapshots: SnapshotStore,
+    manifests: ManifestStore,
+    directory: str,
+    *,
+    since_snapshot_id: int | None = None,
+) -> DiscardResult:
+    """``discard_files`` for everything below ``directory`` (a staging area): removed whole
+    when no snapshot references any file in it."""
+    try:
+        files = [info.path for info in storage.walk(directory)]
+    except StorageError as exc:
+        log.warning("could not list %s to remove it (%s); left as orphans", directory, exc)
+        return DiscardResult()
+    referenced = _referenced_or_none(snapshots, manifests, files, since_snapshot_id)
+    if referenced is None:
+        return DiscardResult(left=tuple(files))
+    if referenced:
+        return _delete_unreferenced(storage, files, referenced)
+    try:
+        storage.delete_tree(directory)
+    except StorageError:
+        return _delete_unreferenced(storage, files, referenced)
+    return DiscardResult(deleted=tuple(files))
+
+
+def _referenced_or_none(
+    snapshots: SnapshotStore,
+    manifests: ManifestStore,
+    paths: list[str],
+    since_snapshot_id: int | None,
+) -> set[str] | None:
+    """The referenced ones among ``paths``, or None when that cannot be told."""
+    try:
+        referenced = referenced_files(
+            snapshots, manifests, paths, since_snapshot_id=since_snapshot_id
+        )
+    except AppendTableError as exc:
+        log.warning(
+            "keeping %d data file(s) of a failed write: could not tell whether a snapshot "
+            "references them (%s); remove_orphan_files reclaims them if none does",
+            len(paths),
+            exc,
+        )
+        return None
+    if referenced:
+        log.warning(
+            "keeping %d data file(s) of a write given up on: a snapshot references them (the "
+            "commit had landed), e.g. %s",
+            len(referenced),
+            min(referenced),
+        )
+    return referenced
+
+
+def _delete_unreferenced(storage: Storage, paths: list[str], referenced: set[str]) -> DiscardResult:
+    deleted, left = [], []
+    for path in paths:
+        if path in referenced:
+            continue
+        try:
+            storage.delete(path)
+        except StorageError:
+            left.append(path)  # an orphan: remove_orphan_files reclaims it
+            continue
+        deleted.append(path)
+    kept = tuple(p for p in paths if p in referenced)
+    return DiscardResult(deleted=tuple(deleted), referenced=kept, left=tuple(left))
