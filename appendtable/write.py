@@ -101,7 +101,10 @@ class TableCommit:
         merged: list[CommitMessage] = []
         since: int | None = None
         if self._before_commit is not None and request.messages:
-            since = self._state.snapshots.latest_id()
+            # The merge replaces the caller's files, which only a snapshot after ``since`` can
+            # reference, unless they are a retry of a commit whose outcome was unknown (then
+            # every retained snapshot is checked).
+            since = None if self._outcome_unknown else self._state.snapshots.latest_id()
             if committer.already_landed(request):
                 return None
             merged = self._before_commit(list(request.messages), since)

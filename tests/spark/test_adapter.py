@@ -12,6 +12,7 @@ import pytest
 
 import appendtable as at
 from appendtable.planning.bucket import bucket_ids
+from tests.helpers.clock import past_every_file_ms
 
 pytestmark = pytest.mark.spark
 
@@ -180,8 +181,16 @@ def test_failed_task_leaves_no_visible_rows_and_no_files(spark_at: Any, tmp_path
         nulls.write.format("appendtable").mode("append").save(uri)
     table = at.open_table(uri)
     assert table.scan().count() == 10
-    files = {p.name for p in (tmp_path / "fail").glob("**/*.parquet")}
-    assert files == {Path(p).name for p in table.files().column("path").to_pylist()}
+    root = tmp_path / "fail"
+    referenced = {Path(p).name for p in table.files().column("path").to_pylist()}
+    outside = {p.name for p in root.glob("**/*.parquet") if "_staging" not in p.parts}
+    assert outside == referenced  # tasks wrote only into the write's staging area
+    # the failed write removed its area; a task Spark is still killing may write into it
+    # afterwards, and nowhere else: orphan removal reclaims such stragglers
+    stragglers = {str(p.relative_to(root)) for p in root.glob("_staging/**/*.parquet")}
+    removed = table.remove_orphan_files(older_than=past_every_file_ms(), dry_run=False)
+    assert stragglers <= set(removed.files)
+    assert table.scan().count() == 10
 
 
 def test_stream_read_keeps_bucket_order_and_respects_limits(spark_at: Any, tmp_path: Path) -> None:
