@@ -4,8 +4,8 @@
 position, and casts only within a type family (integers to wider integers or floats, string to
 large string, timestamp units, ...), with overflow and truncation checks. It never parses strings
 into numbers or dates (pyarrow's cast would), never drops or invents columns, and checks that
-non-nullable columns hold no nulls. Any violation raises :class:`SchemaMismatchError` naming the
-column.
+non-nullable columns hold no nulls (non-nullable fields of structs too, where the struct is
+not null). Any violation raises :class:`SchemaMismatchError` naming the column.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from appendtable.datafiles.nested_nulls import fill_hidden_nulls
 from appendtable.errors import InvalidSchemaError, SchemaMismatchError
 from appendtable.metadata.types import FieldSpec, TypeSpec
 
@@ -292,7 +293,7 @@ def conform(data: pa.Table, schema: pa.Schema) -> pa.Table:
     for field in schema:
         column = data.column(field.name)
         columns.append(_conform_column(column, field))
-    return pa.Table.from_arrays(columns, schema=schema)
+    return fill_hidden_nulls(pa.Table.from_arrays(columns, schema=schema))
 
 
 def _conform_column(column: pa.ChunkedArray, field: pa.Field) -> pa.ChunkedArray:

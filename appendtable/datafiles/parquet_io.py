@@ -32,6 +32,7 @@ from appendtable.datafiles.file_columns import (
     int96_columns,
     same_layout,
 )
+from appendtable.datafiles.nested_nulls import fill_hidden_nulls
 from appendtable.datafiles.stats import StatsCollector
 from appendtable.errors import CorruptDataFileError, ObjectNotFoundError
 from appendtable.metadata import layout
@@ -301,6 +302,7 @@ class _OpenFile:
             # every data file is written in exactly the table's schema (types, nullability,
             # no foreign metadata); rows read from files of another accepted form get here
             piece = piece.cast(self._spec.schema, safe=True)
+        piece = fill_hidden_nulls(piece)  # readers may leave nulls under null structs
         with translated("write", self._storage.uri(self._path)):
             self._writer.write_table(piece, row_group_size=piece.num_rows)
         self._stats.update(piece)

@@ -1,0 +1,113 @@
+"""Nulls hidden under null structs, for non-nullable fields.
+
+A struct column may be nullable while a field inside it is not (Spark's
+``struct<a: bigint NOT NULL>``). For a null struct, Arrow leaves the field's slot undefined,
+and engines fill it differently: pyarrow puts a value there, Spark's Arrow batches and
+Parquet readers a null. Parquet stores nothing for it either way, but pyarrow's Parquet writer
+refuses any null in a non-nullable field, hidden or not. ``fill_hidden_nulls`` puts a
+placeholder into exactly those hidden slots (never visible: the struct is null there), and
+raises SchemaMismatchError, naming the field, for a null in a non-nullable field of a struct
+that is not null (a real violation). Tables without such fields pass through untouched.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from appendtable.errors import SchemaMismatchError
+
+__all__ = ["fill_hidden_nulls", "has_required_nested_fields"]
+
+
+@functools.lru_cache(maxsize=256)
+def has_required_nested_fields(dtype: pa.DataType) -> bool:
+    """Whether ``dtype`` holds a struct with a non-nullable field (at any depth)."""
+    if pa.types.is_struct(dtype):
+        return any(not f.nullable or has_required_nested_fields(f.type) for f in dtype)
+    if _is_list(dtype):
+        return has_required_nested_fields(dtype.value_type)
+    return False
+
+
+def fill_hidden_nulls(data: pa.Table) -> pa.Table:
+    """``data`` with the hidden nulls of non-nullable struct fields filled (see the module)."""
+    for index, field in enumerate(data.schema):
+        if has_required_nested_fields(field.type):
+            column = data.column(index)
+            fixed = pa.chunked_array(
+                [_fill(chunk, field.name) for chunk in column.chunks], type=column.type
+            )
+            data = data.set_column(index, field, fixed)
+    return data
+
+
+def _fill(array: pa.Array, path: str) -> pa.Array:
+    dtype = array.type
+    if pa.types.is_struct(dtype):
+        parent_valid = array.is_valid() if array.null_count else None
+        children = []
+        for index, field in enumerate(dtype):
+            child = array.field(index)  # adjusted for the array's offset
+            child_path = f"{path}.{field.name}"
+            if has_required_nested_fields(field.type):
+                child = _fill(child, child_path)
+            if not field.nullable and child.null_count:
+                exposed = (
+                    child.is_null()
+                    if parent_valid is None
+                    else pc.and_(child.is_null(), parent_valid)
+                )
+                if pc.any(exposed).as_py():
+                    raise SchemaMismatchError(
+                        f"field '{child_path}' is not nullable but the input holds nulls in it",
+                        column=path.split(".", 1)[0],
+                    )
+                child = pc.fill_null(child, _placeholder(field.type))
+            children.append(child)
+        mask = None if parent_valid is None else pc.invert(parent_valid)
+        return pa.StructArray.from_arrays(children, fields=list(dtype), mask=mask)
+    if _is_list(dtype) and not pa.types.is_fixed_size_list(dtype):
+        offsets = array.offsets  # of this slice, into the whole values array
+        first = offsets[0].as_py()
+        values = array.values.slice(first, offsets[-1].as_py() - first)
+        values = _fill(values, f"{path}[]")
+        mask = pc.is_null(array) if array.null_count else None
+        builder = pa.LargeListArray if pa.types.is_large_list(dtype) else pa.ListArray
+        rebased = pc.subtract(offsets, pa.scalar(first, offsets.type))
+        return builder.from_arrays(rebased, values, type=dtype, mask=mask)
+    return array
+
+
+def _placeholder(dtype: pa.DataType) -> pa.Scalar:
+    """Some valid value of ``dtype`` (what it is does not matter: it is never visible)."""
+    if pa.types.is_struct(dtype):
+        return pa.scalar({f.name: _placeholder(f.type).as_py() for f in dtype}, type=dtype)
+    if pa.types.is_fixed_size_list(dtype):
+        item = _placeholder(dtype.value_type).as_py()
+        return pa.scalar([item] * dtype.list_size, type=dtype)
+    if _is_list(dtype) or pa.types.is_map(dtype):
+        return pa.scalar([], type=dtype)
+    if pa.types.is_string(dtype) or pa.types.is_large_string(dtype):
+        return pa.scalar("", type=dtype)
+    if pa.types.is_binary(dtype) or pa.types.is_large_binary(dtype):
+        return pa.scalar(b"", type=dtype)
+    if pa.types.is_fixed_size_binary(dtype):
+        return pa.scalar(b"\0" * dtype.byte_width, type=dtype)
+    if pa.types.is_boolean(dtype):
+        return pa.scalar(False, type=dtype)
+    if pa.types.is_date32(dtype) or pa.types.is_time32(dtype):
+        return pa.scalar(0, pa.int32()).cast(dtype)
+    if pa.types.is_temporal(dtype):  # date64, time64, timestamps, durations
+        return pa.scalar(0, pa.int64()).cast(dtype)
+    return pa.scalar(0, pa.int8()).cast(dtype)  # numbers and decimals
+
+
+def _is_list(dtype: pa.DataType) -> bool:
+    return bool(
+        pa.types.is_list(dtype)
+        or pa.types.is_large_list(dtype)
+        or pa.types.is_fixed_size_list(dtype)
+    )
