@@ -15,9 +15,10 @@ from appendtable.commit.snapshots import SnapshotStore
 from appendtable.datafiles.arrow_schema import arrow_schema
 from appendtable.errors import InvalidFilterError
 from appendtable.metadata import options as opt
-from appendtable.metadata.models import TableSchema
+from appendtable.metadata.models import PartitionValues, TableSchema
 from appendtable.metadata.types import TypeSpec
 from appendtable.planning.filters import to_stored
+from appendtable.planning.partitions import partition_path
 from appendtable.storage import Storage
 
 __all__ = ["TableState"]
@@ -80,6 +81,20 @@ class TableState:
             directory,
             since_snapshot_id=since_snapshot_id,
         )
+
+    def partition_name(self, partition: PartitionValues) -> str:
+        """A partition as its directory names it (``day=2024-01-02``)."""
+        return partition_path(
+            self.schema.partition_keys,
+            partition,
+            self.partition_types,
+            self.options.get(opt.PARTITION_DEFAULT_NAME),
+        )
+
+    @staticmethod
+    def describe_specs(specs: Sequence[Mapping[str, object]]) -> str:
+        """Static partition specs as the user wrote them (``day=2024-01-02; day=...``)."""
+        return "; ".join(", ".join(f"{k}={v}" for k, v in spec.items()) for spec in specs)
 
     def partition_scope(self, specs: Sequence[Mapping[str, object]] | None) -> PartitionScope:
         """Static partition specs (user values, e.g. dates) as a scope over stored values."""

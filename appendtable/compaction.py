@@ -52,7 +52,6 @@ from appendtable.planning.compaction import (
     pack_unaware,
     pick_windows,
 )
-from appendtable.planning.partitions import partition_path
 from appendtable.planning.sort_keys import sort_indices
 from appendtable.staging import StagingArea
 
@@ -267,16 +266,7 @@ class Compactor:
         )
 
     def directory(self, partition: PartitionValues, bucket: int) -> str:
-        state = self._state
-        return layout.bucket_dir(
-            partition_path(
-                state.schema.partition_keys,
-                partition,
-                state.partition_types,
-                state.options.get(opt.PARTITION_DEFAULT_NAME),
-            ),
-            bucket,
-        )
+        return layout.bucket_dir(self._state.partition_name(partition), bucket)
 
     # ---- committing ----------------------------------------------------------------------------
 

@@ -47,7 +47,6 @@ from appendtable.errors import InvalidOptionError, StorageError
 from appendtable.metadata import layout
 from appendtable.metadata import options as opt
 from appendtable.metadata.models import CommitMessage, DataFileMeta, FileSource, PartitionValues
-from appendtable.planning.partitions import partition_path
 
 __all__ = ["StagingArea"]
 
@@ -209,15 +208,8 @@ class StagingArea:
 
     def _target(self, partition: PartitionValues, bucket: int) -> str:
         """A new data file name in the (partition, bucket)'s directory."""
-        state = self._state
-        directory = partition_path(
-            state.schema.partition_keys,
-            partition,
-            state.partition_types,
-            state.options.get(opt.PARTITION_DEFAULT_NAME),
-        )
-        name = layout.data_file_name(uuid.uuid4().hex, 0)
-        return f"{layout.bucket_dir(directory, bucket)}/{name}"
+        directory = layout.bucket_dir(self._state.partition_name(partition), bucket)
+        return f"{directory}/{layout.data_file_name(uuid.uuid4().hex, 0)}"
 
     def _move_all(self, pool: ThreadPoolExecutor, targets: dict[str, str]) -> None:
         """Move every file; if one move fails, move the others back before raising."""

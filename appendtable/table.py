@@ -42,7 +42,6 @@ from appendtable.metadata.models import CommitKind, CommitMessage, Snapshot, Spl
 from appendtable.metadata.types import NESTED_KINDS
 from appendtable.planning.bucket import unsupported_bucket_key_reason
 from appendtable.planning.filters import parse_filter
-from appendtable.planning.partitions import partition_path
 from appendtable.planning.splits import partition_sort_key
 from appendtable.scan import Scan, check_columns, read_split
 from appendtable.staging import StagingArea
@@ -289,6 +288,13 @@ class Table:
         base = self._state.snapshots.latest_id() if overwrite is not None else None
         committer = self.committer(self._commit_user)
         with self.writer() as writer:
+            if overwrite:  # given partitions: rows of any other are refused before writing
+                scope = self._state.partition_scope(overwrite)
+                keys = self._state.schema.partition_keys
+                writer.restrict_partitions(
+                    lambda partition: scope.matches(partition, keys),
+                    self._state.describe_specs(overwrite),
+                )
             writer.write(data)
             messages = writer.prepare_commit()
         with committer.discarding(messages, since_snapshot_id=base):
@@ -568,15 +574,9 @@ class Table:
         entries.sort(
             key=lambda e: (partition_sort_key(e.partition, types), e.bucket, e.file.min_seq)
         )
-        default = state.options.get(opt.PARTITION_DEFAULT_NAME)
         return pa.table(
             {
-                "partition": [
-                    partition_path(
-                        state.schema.partition_keys, e.partition, state.partition_types, default
-                    )
-                    for e in entries
-                ],
+                "partition": [state.partition_name(e.partition) for e in entries],
                 "bucket": pa.array([e.bucket for e in entries], pa.int32()),
                 "path": [e.file.path for e in entries],
                 "rows": pa.array([e.file.row_count for e in entries], pa.int64()),

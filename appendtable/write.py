@@ -157,6 +157,18 @@ class TableCommit:
         the overwritten partitions after it, CommitConflictError is raised instead of silently
         dropping them."""
         listed = list(messages)
+        state = self._state
+        scope = state.partition_scope(partitions)
+        if partitions:  # files only of the given partitions (named in the table's terms)
+            described = state.describe_specs(partitions)
+            for message in listed:
+                if message.new_files:
+                    scope.require(
+                        message.partition,
+                        state.schema.partition_keys,
+                        named=state.partition_name(message.partition),
+                        scope_named=described,
+                    )
         return self._run(
             CommitRequest(
                 kind=CommitKind.OVERWRITE,
@@ -164,7 +176,7 @@ class TableCommit:
                 messages=tuple(listed),
                 identifier=identifier,
                 watermark=self._watermark(listed, watermark),
-                overwrite=self._state.partition_scope(partitions),
+                overwrite=scope,
                 base_snapshot_id=base_snapshot_id,
                 properties=dict(properties or {}),
             )

@@ -20,6 +20,7 @@ from appendtable.metadata.models import (
     ManifestEntry,
     PartitionValues,
 )
+from appendtable.planning.partitions import outside_overwrite
 
 __all__ = [
     "ROLLBACK_PROPERTY",
@@ -53,6 +54,25 @@ class PartitionScope:
         return any(
             all(values.get(key) == value for key, value in spec.items()) for spec in self.partitions
         )
+
+    def require(
+        self,
+        partition: PartitionValues,
+        keys: Sequence[str],
+        *,
+        named: str,
+        scope_named: str | None = None,
+    ) -> None:
+        """Raise SchemaMismatchError unless rows of ``partition`` (rendered as ``named``, e.g.
+        ``day=2024-01-02``) may be written by an overwrite of this scope (``scope_named``:
+        its rendering, else the stored values)."""
+        if self.matches(partition, keys):
+            return
+        if scope_named is None:
+            scope_named = "; ".join(
+                ", ".join(f"{k}={v}" for k, v in spec.items()) for spec in self.partitions or ()
+            )
+        raise outside_overwrite(named, scope_named, keys[0] if keys else None)
 
 
 @dataclass(frozen=True)

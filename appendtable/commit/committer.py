@@ -84,6 +84,7 @@ class Committer:
         this identifier of this commit user already landed)."""
         self._check_atomic_publish()
         self._check_buckets(request)
+        self._check_overwrite_scope(request)
         if request.identifier is not None and request.identifier < 0:
             raise ValueError(f"commit identifiers must be >= 0, got {request.identifier}")
         if request.is_empty and request.watermark is None:
@@ -174,6 +175,18 @@ class Committer:
                     f"a commit message was written for bucket = {message.total_buckets} but the "
                     f"table has bucket = {expected}"
                 )
+
+    def _check_overwrite_scope(self, request: CommitRequest) -> None:
+        """An overwrite of given partitions adds files to those partitions only (writers check
+        the rows first; this catches any path that did not)."""
+        scope = request.overwrite
+        if scope is None or scope.partitions is None:
+            return
+        keys = self._partition_keys
+        for message in request.messages:
+            if message.new_files:
+                named = ", ".join(f"{k}={v}" for k, v in zip(keys, message.partition, strict=True))
+                scope.require(message.partition, keys, named=named)
 
     def _landed(self, latest: Snapshot | None, request: CommitRequest) -> bool:
         if latest is None or request.identifier is None:

@@ -16,7 +16,7 @@ from appendtable.datafiles.stats import scalar_to_stat
 from appendtable.metadata.models import PartitionValues
 from appendtable.planning.bucket import bucket_ids
 
-__all__ = ["GroupKey", "RoutingSpec", "route"]
+__all__ = ["GroupKey", "RoutingSpec", "partitions_of", "route"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +65,22 @@ def route(table: pa.Table, spec: RoutingSpec) -> list[tuple[GroupKey, pa.Table]]
         part = taken.slice(start, end - start)
         groups.append((_key(part, 0, spec, codes[order[start : start + 1]]), part))
     return groups
+
+
+def partitions_of(table: pa.Table, spec: RoutingSpec) -> list[PartitionValues]:
+    """The distinct partitions of ``table``'s rows (stored values), one Python step per
+    partition, none per row."""
+    if not spec.partition_indices or table.num_rows == 0:
+        return [()] if table.num_rows else []
+    names = [table.column_names[i] for i in spec.partition_indices]
+    distinct = table.select(names).group_by(names, use_threads=False).aggregate([])
+    return [
+        tuple(
+            scalar_to_stat(distinct.column(name)[row], kind)
+            for name, kind in zip(names, spec.partition_kinds, strict=True)
+        )
+        for row in range(distinct.num_rows)
+    ]
 
 
 def _narrow(codes: np.ndarray, distinct: int) -> np.ndarray:

@@ -23,7 +23,7 @@ Guarantees:
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -39,13 +39,13 @@ from appendtable.datafiles.parquet_io import (
     choose_dictionary_columns,
     row_group_rows,
 )
-from appendtable.datafiles.routing import GroupKey, RoutingSpec, route
+from appendtable.datafiles.routing import GroupKey, RoutingSpec, partitions_of, route
 from appendtable.datafiles.spill import SpillArea, SpilledPart
 from appendtable.errors import AppendTableError
 from appendtable.metadata import layout
 from appendtable.metadata import options as opt
-from appendtable.metadata.models import CommitMessage, DataFileMeta, TableSchema
-from appendtable.planning.partitions import partition_path
+from appendtable.metadata.models import CommitMessage, DataFileMeta, PartitionValues, TableSchema
+from appendtable.planning.partitions import outside_overwrite, partition_path
 from appendtable.storage import Storage
 
 __all__ = ["TableWriter", "event_time_ms"]
@@ -131,6 +131,7 @@ class TableWriter:
         self._max_event_ms: int | None = None
         self._closed = False
         self._inline = False
+        self._restriction: tuple[Callable[[PartitionValues], bool], str] | None = None
         #: Rows accepted by ``write`` over the writer's life.
         self.rows_written = 0
 
@@ -144,6 +145,8 @@ class TableWriter:
         table = conform(to_table(data, self._arrow_schema), self._arrow_schema)
         if table.num_rows == 0:
             return
+        if self._restriction is not None:
+            self._check_partitions(table)
         if self._file_spec.dictionary_columns is None:
             self._file_spec.dictionary_columns = choose_dictionary_columns(table)
         self._track_event_time(table)
@@ -167,6 +170,23 @@ class TableWriter:
         self.rows_written += table.num_rows
         self._relieve_memory_pressure()
         self._raise_failures()
+
+    def restrict_partitions(
+        self, allows: Callable[[PartitionValues], bool], described: str
+    ) -> None:
+        """Refuse rows of partitions that ``allows`` rejects (an overwrite of given partitions,
+        ``described`` for the message): ``write`` raises SchemaMismatchError naming the
+        partition before it writes anything of that data."""
+        self._restriction = (allows, described)
+
+    def _check_partitions(self, table: pa.Table) -> None:
+        assert self._restriction is not None
+        allows, described = self._restriction
+        for partition in partitions_of(table, self._routing):
+            if not allows(partition):
+                raise outside_overwrite(
+                    self._partition_name(partition), described, self._schema.partition_keys[0]
+                )
 
     def prepare_commit(self) -> list[CommitMessage]:
         """Write everything buffered, close the open files, and return one message per
@@ -234,14 +254,16 @@ class TableWriter:
         if self._closed:
             raise AppendTableError("this writer is closed")
 
-    def _directory(self, key: GroupKey) -> str:
-        partition = partition_path(
+    def _partition_name(self, partition: PartitionValues) -> str:
+        return partition_path(
             self._schema.partition_keys,
-            key.partition,
+            partition,
             self._partition_types,
             self._options.get(opt.PARTITION_DEFAULT_NAME),
         )
-        directory = layout.bucket_dir(partition, key.bucket)
+
+    def _directory(self, key: GroupKey) -> str:
+        directory = layout.bucket_dir(self._partition_name(key.partition), key.bucket)
         return f"{self._prefix}/{directory}" if self._prefix else directory
 
     def _track_event_time(self, table: pa.Table) -> None:

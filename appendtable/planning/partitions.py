@@ -12,11 +12,17 @@ import datetime as dt
 import decimal
 from collections.abc import Sequence
 
+from appendtable.errors import SchemaMismatchError
 from appendtable.metadata.models import PartitionValues
 from appendtable.metadata.types import TypeSpec
 from appendtable.metadata.values import to_python
 
-__all__ = ["escape_path_name", "partition_path", "render_partition_value"]
+__all__ = [
+    "escape_path_name",
+    "outside_overwrite",
+    "partition_path",
+    "render_partition_value",
+]
 
 _ESCAPED = frozenset([chr(c) for c in range(0x01, 0x20)] + list("\"#%'*/:=?\\\x7f{}[]^"))
 
@@ -54,3 +60,12 @@ def partition_path(
         rendered = default_name if text is None else escape_path_name(text)
         parts.append(f"{escape_path_name(key)}={rendered}")
     return "/".join(parts)
+
+
+def outside_overwrite(named: str, scope: str, column: str | None) -> SchemaMismatchError:
+    """The error for rows of partition ``named`` in an overwrite of the partitions ``scope``."""
+    return SchemaMismatchError(
+        f"rows of partition {named} are outside the partitions being overwritten ({scope}): "
+        "an overwrite of given partitions writes only into them",
+        column=column,
+    )
