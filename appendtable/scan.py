@@ -61,6 +61,7 @@ def plan_entries(
     ``buckets`` when given."""
     keys = state.schema.partition_keys
     positions = {name: i for i, name in enumerate(state.schema.field_names())}
+    truncate = state.options.stats_truncate
     wanted = buckets
     if row_filter is not None and state.options.bucket > 0:
         pinned = row_filter.buckets(state.options.bucket_key, _bucket_function(state))
@@ -95,7 +96,7 @@ def plan_entries(
         if row_filter is None:
             return True
         return row_filter.matches_partition(keys, entry.partition) and row_filter.may_match_file(
-            entry.file, positions
+            entry.file, positions, truncate
         )
 
     return state.manifests.live_files(snapshot, manifest_ok, entry_ok)

@@ -338,7 +338,9 @@ class StreamReader:
                 continue
             if row_filter is not None and not (
                 row_filter.matches_partition(keys, entry.partition)
-                and row_filter.may_match_file(entry.file, positions)
+                and row_filter.may_match_file(
+                    entry.file, positions, self._state.options.stats_truncate
+                )
             ):
                 continue
             selected.append(entry)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import decimal
 import functools
+import math
 import operator
 
 import pyarrow as pa
@@ -35,9 +36,17 @@ def _scalar(value: StatValue, type_spec: TypeSpec) -> pa.Scalar:
         return pa.scalar(value * 86_400_000, type=dtype)
     if type_spec.kind in ("float16", "float32", "float64"):
         return pa.scalar(float(value), type=pa.float64())  # type: ignore[arg-type]
-    if type_spec.kind in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"):
-        return pa.scalar(value, type=pa.float64() if isinstance(value, float) else pa.int64())
-    return pa.scalar(value, type=dtype)
+    return pa.scalar(value, type=dtype)  # integers: within the column's range (parse_filter)
+
+
+def _float_set(scalars: list[pa.Scalar]) -> list[pa.Scalar]:
+    """``in`` is the OR of ``=``, but ``isin`` matches floats bit for bit: NaN would match
+    NaN (which ``=`` never does) and -0.0 would miss 0.0 (which ``=`` matches, and which
+    Parquet statistics record as -0.0 in the minimum). Drop NaN and hold both zeros."""
+    kept = [s for s in scalars if not math.isnan(s.as_py())]
+    if any(s.as_py() == 0 for s in kept):
+        kept = [s for s in kept if s.as_py() != 0] + [pa.scalar(0.0), pa.scalar(-0.0)]
+    return kept
 
 
 def _predicate(predicate: Predicate) -> pc.Expression:
@@ -60,6 +69,8 @@ def _predicate(predicate: Predicate) -> pc.Expression:
         return field > scalars[0]
     if op == ">=":
         return field >= scalars[0]
+    if predicate.type.kind in ("float16", "float32", "float64"):
+        scalars = _float_set(scalars)
     values = pa.array([s.as_py() for s in scalars], type=scalars[0].type if scalars else None)
     membership = field.isin(values)
     # SQL semantics, as in pruning: a null is neither in nor not in a list.

@@ -108,7 +108,8 @@ def describe_foreign_file(storage: Storage, path: str, spec: ForeignFileSpec) ->
                 column=field.name,
             )
     partition = _partition(uri, read, spec)
-    stored = stored_stats(spec.stats_mode, spec.stats_truncate, nulls, lows, highs)
+    kinds = [field.type.kind for field in spec.fields]
+    stored = stored_stats(spec.stats_mode, spec.stats_truncate, nulls, lows, highs, kinds)
     return ForeignFile(
         path=path,
         file_size=file_size,

@@ -2,10 +2,12 @@
 
 A stored value (``StatValue``) is a plain MessagePack-friendly value: integers for integer, date
 (days), timestamp, time and duration columns (in the column's unit), floats, booleans, strings,
-bytes, and decimals as canonical decimal strings. String and binary statistics are truncated to
-``truncate`` characters/bytes: the min keeps a prefix (a lower bound); the max keeps a prefix whose
-last character is incremented (an upper bound), or is dropped (None) when that is impossible.
-Float statistics ignore NaN.
+bytes, and decimals as canonical decimal strings (all the column's fractional digits). String and
+binary statistics are truncated to ``truncate`` characters/bytes: the min keeps a prefix (a lower
+bound); the max keeps a prefix whose last character is incremented (an upper bound), or is
+dropped (None) when that is impossible. Decimals are never truncated (format version 1 writers
+before this rule did truncate them: readers do not trust a decimal statistic that lacks digits,
+see ``planning.filters``). Float statistics ignore NaN.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from appendtable.metadata.types import STATS_KINDS, FieldSpec
 __all__ = ["StatsCollector", "scalar_to_stat", "stat_less", "stored_stats"]
 
 _MAX_CODE_POINT = 0x10FFFF
+#: Kinds whose statistics are truncated (prefixes of text or bytes are bounds; of decimals not).
+_TRUNCATED_KINDS = frozenset({"string", "large_string", "binary", "large_binary"})
 
 
 def scalar_to_stat(scalar: pa.Scalar, kind: str) -> StatValue:
@@ -124,7 +128,9 @@ class StatsCollector:
         self,
     ) -> tuple[tuple[int | None, ...], tuple[StatValue, ...], tuple[StatValue, ...]]:
         """(null_counts, min_values, max_values) aligned with the fields; () when disabled."""
-        return stored_stats(self._mode, self._truncate, self._nulls, self._mins, self._maxs)
+        return stored_stats(
+            self._mode, self._truncate, self._nulls, self._mins, self._maxs, self._kinds
+        )
 
 
 def stored_stats(
@@ -133,16 +139,18 @@ def stored_stats(
     nulls: Sequence[int | None],
     mins: Sequence[StatValue],
     maxs: Sequence[StatValue],
+    kinds: Sequence[str],
 ) -> tuple[tuple[int | None, ...], tuple[StatValue, ...], tuple[StatValue, ...]]:
     """Exact per-column null counts and extremes as a data file's metadata records them under
     ``metadata.stats-mode`` ``mode``: nothing, only null counts, or also min/max (strings and
-    binaries truncated to ``truncate``)."""
+    binaries truncated to ``truncate``; columns of ``kinds``)."""
     if mode == "none":
         return (), (), ()
     if mode == "counts":
         return tuple(nulls), (), ()
+    limits = [truncate if kind in _TRUNCATED_KINDS else None for kind in kinds]
     return (
         tuple(nulls),
-        tuple(_truncate_min(value, truncate) for value in mins),
-        tuple(_truncate_max(value, truncate) for value in maxs),
+        tuple(_truncate_min(v, limit) for v, limit in zip(mins, limits, strict=True)),
+        tuple(_truncate_max(v, limit) for v, limit in zip(maxs, limits, strict=True)),
     )

@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import itertools
+import math
 import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -66,8 +67,16 @@ class Predicate:
             return key not in targets
         return bool(_COMPARE[op](key, targets[0]))
 
-    def may_match(self, low: StatValue, high: StatValue, nulls: int | None, rows: int) -> bool:
-        """False only if no row of a file with these statistics can satisfy the predicate."""
+    def may_match(
+        self,
+        low: StatValue,
+        high: StatValue,
+        nulls: int | None,
+        rows: int,
+        stats_truncate: int | None = None,
+    ) -> bool:
+        """False only if no row of a file with these statistics can satisfy the predicate
+        (``stats_truncate``: the table's statistics truncation, see ``_trusted``)."""
         op = self.op
         if op == "is null":
             return nulls is None or nulls > 0
@@ -75,7 +84,7 @@ class Predicate:
             return nulls is None or nulls < rows
         if nulls is not None and nulls >= rows:
             return False  # only nulls: no comparison holds
-        if low is None or high is None:
+        if low is None or high is None or not _trusted(low, high, self.type, stats_truncate):
             return True
         lo, hi = _sort_key(low, self.type), _sort_key(high, self.type)
         targets = [_sort_key(v, self.type) for v in self.values]
@@ -116,17 +125,27 @@ class Filter:
             for clause in self.clauses
         )
 
-    def may_match_file(self, file: DataFileMeta, column_positions: Mapping[str, int]) -> bool:
-        """False only if the file's statistics prove that no row matches."""
+    def may_match_file(
+        self,
+        file: DataFileMeta,
+        column_positions: Mapping[str, int],
+        stats_truncate: int | None = None,
+    ) -> bool:
+        """False only if the file's statistics prove that no row matches (``stats_truncate``:
+        the table's ``metadata.stats-mode`` truncation)."""
         if not file.min_values and not file.null_counts:
             return True
         return any(
-            self._clause_may_match(clause, file, column_positions) for clause in self.clauses
+            self._clause_may_match(clause, file, column_positions, stats_truncate)
+            for clause in self.clauses
         )
 
     @staticmethod
     def _clause_may_match(
-        clause: tuple[Predicate, ...], file: DataFileMeta, positions: Mapping[str, int]
+        clause: tuple[Predicate, ...],
+        file: DataFileMeta,
+        positions: Mapping[str, int],
+        stats_truncate: int | None,
     ) -> bool:
         for predicate in clause:
             index = positions.get(predicate.column)
@@ -135,7 +154,7 @@ class Filter:
             nulls = file.null_counts[index] if index < len(file.null_counts) else None
             low = file.min_values[index] if index < len(file.min_values) else None
             high = file.max_values[index] if index < len(file.max_values) else None
-            if not predicate.may_match(low, high, nulls, file.row_count):
+            if not predicate.may_match(low, high, nulls, file.row_count, stats_truncate):
                 return False
         return True
 
@@ -224,33 +243,107 @@ def _predicate(item: object, column_types: Mapping[str, TypeSpec]) -> Predicate:
     if op in ("in", "not in"):
         if isinstance(raw_value, str | bytes) or not hasattr(raw_value, "__iter__"):
             raise InvalidFilterError(f"'{op}' on column '{column}' needs a list of values")
-        # A value between two steps of the column's unit equals no stored value: drop it.
-        exact = [_stored_exact(v, type_spec, column) for v in raw_value]
-        return Predicate(column, op, tuple(v for v, is_exact in exact if is_exact), type_spec)
-    value, is_exact = _stored_exact(raw_value, type_spec, column)
-    if not is_exact:
+        # ``in`` is the OR of ``=``: a value no stored value can equal (between two steps of
+        # the column's unit or scale, beyond its range, NaN) matches nothing: drop it.
+        placed = [_placed(v, type_spec, column) for v in raw_value]
+        return Predicate(column, op, tuple(v for v, where in placed if where == _EXACT), type_spec)
+    value, where = _placed(raw_value, type_spec, column)
+    if where == _EXACT:
+        return Predicate(column, op, (value,), type_spec)
+    if where == _BETWEEN:
         return _between_steps(column, op, value, type_spec)
-    return Predicate(column, op, (value,), type_spec)
+    return _beyond(column, op, where, type_spec)
 
 
-def _stored_exact(value: object, type_spec: TypeSpec, column: str) -> tuple[StatValue, bool]:
-    """``to_stored(value)``, and False if ``value`` (a timestamp or time finer than the
-    column's unit, e.g. 10.5 s for a column in seconds) lies strictly between that stored value
-    and the next one."""
-    stored = to_stored(value, type_spec, column)
+#: Where a filter value lies among the values a column can store.
+_EXACT, _BETWEEN, _ABOVE, _BELOW, _UNORDERED = "exact", "between", "above", "below", "unordered"
+_INTEGER_RANGES = {
+    "int8": (-(2**7), 2**7 - 1),
+    "int16": (-(2**15), 2**15 - 1),
+    "int32": (-(2**31), 2**31 - 1),
+    "int64": (-(2**63), 2**63 - 1),
+    "uint8": (0, 2**8 - 1),
+    "uint16": (0, 2**16 - 1),
+    "uint32": (0, 2**32 - 1),
+    "uint64": (0, 2**64 - 1),
+    # integer-backed kinds, in their stored unit
+    "timestamp": (-(2**63), 2**63 - 1),
+    "date32": (-(2**31), 2**31 - 1),
+    "time32": (-(2**31), 2**31 - 1),
+    "time64": (-(2**63), 2**63 - 1),
+}
+
+
+def _placed(value: object, type_spec: TypeSpec, column: str) -> tuple[StatValue, str]:
+    """``value`` in the column's stored form, and where it lies: ``exact`` (a value the column
+    can hold), ``between`` (strictly between the returned stored value and the next one: a
+    timestamp or time finer than the unit, a decimal finer than the scale, a fraction for an
+    integer column), ``above`` / ``below`` (beyond every value the column can hold) or
+    ``unordered`` (NaN for an integer column: equal to nothing, unequal to everything)."""
     kind = type_spec.kind
+    if kind in INTEGER_KINDS and isinstance(value, float) and not isinstance(value, bool):
+        if math.isnan(value):
+            return None, _UNORDERED
+        if math.isinf(value):
+            return None, _ABOVE if value > 0 else _BELOW
+        floor = math.floor(value)
+        return _in_range(floor, kind, _EXACT if floor == value else _BETWEEN)
+    stored = to_stored(value, type_spec, column)
+    if kind == "decimal":
+        return _decimal_placed(decimal.Decimal(str(stored)), type_spec)
     if kind == "timestamp":
         micros = _timestamp_micros(value)
     elif kind in ("time32", "time64"):
         micros = _time_micros(value)
     else:
-        return stored, True
-    return stored, micros * _UNIT_PER_SECOND[type_spec.unit or "us"] % 1_000_000 == 0
+        return _in_range(stored, kind, _EXACT)
+    finer = micros * _UNIT_PER_SECOND[type_spec.unit or "us"] % 1_000_000 != 0
+    return _in_range(stored, kind, _BETWEEN if finer else _EXACT)
+
+
+def _in_range(stored: StatValue, kind: str, where: str) -> tuple[StatValue, str]:
+    bounds = _INTEGER_RANGES.get(kind)
+    if bounds is None or not isinstance(stored, int) or isinstance(stored, bool):
+        return stored, where
+    low, high = bounds
+    if stored > high or (stored == high and where == _BETWEEN):
+        return None, _ABOVE
+    if stored < low:
+        return None, _BELOW
+    return stored, where
+
+
+def _decimal_placed(number: decimal.Decimal, type_spec: TypeSpec) -> tuple[StatValue, str]:
+    scale, precision = type_spec.scale or 0, type_spec.precision or 38
+    step = decimal.Decimal(1).scaleb(-scale)
+    with decimal.localcontext() as context:
+        context.prec = max(context.prec, len(number.as_tuple().digits) + scale + 2)
+        floor = number.quantize(step, rounding=decimal.ROUND_FLOOR)
+        limit = decimal.Decimal(10) ** (precision - scale)
+    if floor >= limit:  # storable: -limit < x < limit
+        return None, _ABOVE
+    if floor <= -limit:
+        return None, _BELOW
+    return format(floor, "f"), _EXACT if floor == number else _BETWEEN
+
+
+def _beyond(column: str, op: str, where: str, type_spec: TypeSpec) -> Predicate:
+    """The predicate equivalent to comparing with a value beyond every value the column can
+    hold (or NaN, which compares false with everything and unequal to everything)."""
+    nothing = Predicate(column, "in", (), type_spec)
+    everything = Predicate(column, "is not null", (), type_spec)
+    if op == "!=":
+        return everything
+    if where == _ABOVE:
+        return everything if op in ("<", "<=") else nothing
+    if where == _BELOW:
+        return everything if op in (">", ">=") else nothing
+    return nothing  # NaN
 
 
 def _between_steps(column: str, op: str, floor: StatValue, type_spec: TypeSpec) -> Predicate:
-    """The predicate on stored (integer) values equivalent to comparing with a value strictly
-    between ``floor`` and ``floor + 1``."""
+    """The predicate on stored values equivalent to comparing with a value strictly between
+    ``floor`` and the next storable value."""
     if op in ("=", "=="):
         return Predicate(column, "in", (), type_spec)  # no stored value equals it
     if op == "!=":
@@ -320,7 +413,7 @@ def _date_days(value: object) -> int:
 
 
 def _timestamp_value(value: object, type_spec: TypeSpec) -> int:
-    """In the column's unit, rounded down (see ``_stored_exact``)."""
+    """In the column's unit, rounded down (see ``_placed``)."""
     per_second = _UNIT_PER_SECOND[type_spec.unit or "us"]
     return _timestamp_micros(value) * per_second // 1_000_000
 
@@ -339,7 +432,7 @@ def _timestamp_micros(value: object) -> int:
 
 
 def _time_value(value: object, type_spec: TypeSpec) -> int:
-    """In the column's unit, rounded down (see ``_stored_exact``)."""
+    """In the column's unit, rounded down (see ``_placed``)."""
     return _time_micros(value) * _UNIT_PER_SECOND[type_spec.unit or "us"] // 1_000_000
 
 
@@ -347,6 +440,30 @@ def _time_micros(value: object) -> int:
     if not isinstance(value, dt.time):
         raise TypeError
     return ((value.hour * 60 + value.minute) * 60 + value.second) * 1_000_000 + value.microsecond
+
+
+def _trusted(low: StatValue, high: StatValue, type_spec: TypeSpec, truncate: int | None) -> bool:
+    """Whether file statistics can be compared. Decimal statistics must be complete decimal
+    texts of the column's scale: writers of format version 1 before 0.1.1 truncated them like
+    strings (to ``truncate`` characters), which leaves digits out, or a character that is not a
+    digit in a maximum; such statistics prune nothing."""
+    if type_spec.kind != "decimal":
+        return True
+    scale = type_spec.scale or 0
+    for text in (low, high):
+        if not isinstance(text, str):
+            return False
+        try:
+            if not decimal.Decimal(text).is_finite():
+                return False
+        except decimal.InvalidOperation:
+            return False
+        fraction = text.partition(".")[2]
+        if len(fraction) != scale or (
+            scale == 0 and truncate is not None and len(text) >= truncate
+        ):
+            return False
+    return True
 
 
 def _sort_key(value: StatValue, type_spec: TypeSpec) -> Any:
