@@ -144,7 +144,7 @@ def read_split(
     for file in split.files:
         yield from read_file(
             state.storage,
-            file.path,
+            file,
             schema=state.arrow_schema,
             columns=columns,
             row_filter=expression,
@@ -202,7 +202,7 @@ class Scan:
             return self.output_schema.empty_table()
         return read_files(
             self._state.storage,
-            [file.path for file in files],
+            files,
             schema=self._state.arrow_schema,
             columns=self.columns,
             row_filter=to_expression(self.filter),
@@ -224,7 +224,7 @@ class Scan:
             for file in split.files:
                 for batch in read_file(
                     self._state.storage,
-                    file.path,
+                    file,
                     schema=self._state.arrow_schema,
                     columns=[],
                     row_filter=expression,

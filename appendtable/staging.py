@@ -249,6 +249,7 @@ class StagingArea:
                     null_counts=file.null_counts,
                     min_values=file.min_values,
                     max_values=file.max_values,
+                    footer_crc=file.footer_crc,
                 )
             )
             next_seq += file.row_count

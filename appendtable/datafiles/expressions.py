@@ -71,7 +71,9 @@ def _predicate(predicate: Predicate) -> pc.Expression:
         return field >= scalars[0]
     if predicate.type.kind in ("float16", "float32", "float64"):
         scalars = _float_set(scalars)
-    values = pa.array([s.as_py() for s in scalars], type=scalars[0].type if scalars else None)
+    if not scalars:  # nothing is in an empty list; every non-null value is not in it
+        return pc.scalar(False) if op == "in" else field.is_valid()
+    values = pa.array([s.as_py() for s in scalars], type=scalars[0].type)
     membership = field.isin(values)
     # SQL semantics, as in pruning: a null is neither in nor not in a list.
     return membership if op == "in" else ~membership & field.is_valid()

@@ -22,8 +22,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from appendtable.datafiles.file_columns import INT96_UNIT, column_mismatch, int96_columns
-from appendtable.datafiles.parquet_io import arrow_filesystem, stored_schema
+from appendtable.datafiles.file_columns import column_mismatch, int96_columns
+from appendtable.datafiles.footer import metadata_of, read_tail, tail_crc
+from appendtable.datafiles.parquet_io import (
+    arrow_filesystem,
+    is_damage,
+    open_parquet,
+    stored_schema,
+)
 from appendtable.datafiles.stats import scalar_to_stat, stat_less, stored_stats
 from appendtable.datafiles.table_write import event_time_ms
 from appendtable.errors import CorruptDataFileError, ObjectNotFoundError, SchemaMismatchError
@@ -62,6 +68,7 @@ class ForeignFile:
     min_values: tuple[StatValue, ...]
     max_values: tuple[StatValue, ...]
     max_event_time_ms: int | None
+    footer_crc: int
 
 
 def describe_foreign_file(storage: Storage, path: str, spec: ForeignFileSpec) -> ForeignFile:
@@ -76,9 +83,10 @@ def describe_foreign_file(storage: Storage, path: str, spec: ForeignFileSpec) ->
         translated("read", uri),
         _foreign_errors(uri),
         filesystem.open_input_file(f"{root}/{path}") as handle,
-        pq.ParquetFile(handle, coerce_int96_timestamp_unit=INT96_UNIT) as source,
     ):
         file_size = handle.size()
+        tail = read_tail(handle.read_at, file_size, uri)
+        source = open_parquet(handle, metadata=metadata_of(tail))
         _check_columns(
             uri, source.schema_arrow, stored_schema(spec.arrow_schema), int96_columns(source.schema)
         )
@@ -119,6 +127,7 @@ def describe_foreign_file(storage: Storage, path: str, spec: ForeignFileSpec) ->
         min_values=stored[1],
         max_values=stored[2],
         max_event_time_ms=_event_time(read, highs, watermark_index, spec),
+        footer_crc=tail_crc(tail),
     )
 
 
@@ -130,7 +139,9 @@ def _foreign_errors(uri: str) -> Iterator[None]:
         raise ObjectNotFoundError(
             f"staged file {uri} does not exist", path=uri, operation="read"
         ) from exc
-    except pa.ArrowInvalid as exc:
+    except (pa.ArrowInvalid, OSError) as exc:
+        if not is_damage(exc):
+            raise
         raise CorruptDataFileError(
             f"staged file {uri} is not readable Parquet: {exc}", path=uri
         ) from exc

@@ -14,6 +14,7 @@ import time
 import uuid
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +33,13 @@ from appendtable.datafiles.file_columns import (
     int96_columns,
     same_layout,
 )
+from appendtable.datafiles.footer import (
+    TailKeeper,
+    metadata_of,
+    read_tail,
+    tail_crc,
+    verified_tail,
+)
 from appendtable.datafiles.nested_nulls import fill_hidden_nulls
 from appendtable.datafiles.stats import StatsCollector
 from appendtable.errors import CorruptDataFileError, ObjectNotFoundError
@@ -47,6 +55,8 @@ __all__ = [
     "RollingWriter",
     "arrow_filesystem",
     "choose_dictionary_columns",
+    "is_damage",
+    "open_parquet",
     "read_file",
     "read_files",
     "row_group_rows",
@@ -58,9 +68,20 @@ _MAX_ROW_GROUP_ROWS = 1024 * 1024
 _MAX_ROW_GROUP_BYTES = 128 * 1024 * 1024
 _DICTIONARY_SAMPLE_ROWS = 65_536
 _DICTIONARY_MAX_DISTINCT_RATIO = 0.5
+#: How every data file is read: INT96 timestamps in microseconds (see ``file_columns``), and
+#: each page's CRC-32 checked where the writer recorded one (this table's writers always do;
+#: Spark's do by default), so damage inside a page raises instead of returning wrong values.
+_READ_OPTIONS: dict[str, Any] = {
+    "coerce_int96_timestamp_unit": INT96_UNIT,
+    "page_checksum_verification": True,
+}
 _PARQUET = ds.ParquetFileFormat(
-    read_options=ds.ParquetReadOptions(coerce_int96_timestamp_unit=INT96_UNIT)
+    read_options=ds.ParquetReadOptions(coerce_int96_timestamp_unit=INT96_UNIT),
+    default_fragment_scan_options=ds.ParquetFragmentScanOptions(page_checksum_verification=True),
 )
+#: What pyarrow's errors about the storage (not about a file's content) say: its native S3
+#: client's and transport errors. Every other error decoding a data file is damage.
+_STORAGE_MARKERS = ("aws error", "curl", "connection", "timed out", "timeout", "http", "network")
 _ARROW_FILESYSTEMS: weakref.WeakKeyDictionary[Storage, tuple[pafs.FileSystem, str]] = (
     weakref.WeakKeyDictionary()
 )
@@ -279,18 +300,21 @@ class _OpenFile:
         self._rows = 0
         self._arrow_bytes = 0
         self._stats = StatsCollector(spec.fields, spec.stats_mode, spec.stats_truncate)
-        local = storage.local_path(path)
+        self._local = storage.local_path(path)
+        self._keeper: TailKeeper | None = None
         with translated("write", storage.uri(path)):
-            if local is not None:
+            if self._local is not None:
                 storage.ensure_parent(path)
-                self._sink: pa.NativeFile = pa.OSFile(local, "wb")
+                self._sink: pa.NativeFile = pa.OSFile(self._local, "wb")
             else:
-                self._sink = pa.PythonFile(storage.open_output(path), mode="w")
+                self._keeper = TailKeeper(storage.open_output(path))
+                self._sink = pa.PythonFile(self._keeper, mode="w")
             self._writer = pq.ParquetWriter(
                 self._sink,
                 spec.schema,
                 compression=spec.compression,
                 compression_level=spec.compression_level,
+                write_page_checksum=True,  # every page's CRC-32, verified by every read
                 use_dictionary=spec.dictionary_columns
                 if spec.dictionary_columns is not None
                 else True,
@@ -313,10 +337,12 @@ class _OpenFile:
         return int(self._sink.tell())
 
     def close(self, seq_start: int, source: FileSource) -> DataFileMeta:
-        with translated("write", self._storage.uri(self._path)):
+        uri = self._storage.uri(self._path)
+        with translated("write", uri):
             self._writer.close()
             size = int(self._sink.tell())
             self._sink.close()
+            footer_crc = self._footer_crc(size, uri)
         self._storage.sync_file(self._path)
         self._spec.observe_ratio(self._arrow_bytes, size)
         nulls, mins, maxs = self._stats.result()
@@ -332,7 +358,17 @@ class _OpenFile:
             null_counts=nulls,
             min_values=mins,
             max_values=maxs,
+            footer_crc=footer_crc,
         )
+
+    def _footer_crc(self, size: int, uri: str) -> int | None:
+        """The checksum of the tail just written: kept from the stream on object stores, read
+        back (from the page cache) on local disk."""
+        if self._keeper is not None:
+            return self._keeper.tail_crc(uri)
+        assert self._local is not None
+        with pa.OSFile(self._local, "rb") as written:
+            return tail_crc(read_tail(written.read_at, size, uri))
 
     def abandon(self) -> None:
         try:
@@ -385,41 +421,65 @@ def _native_s3(fs: Any) -> pafs.FileSystem | None:
 
 def read_files(
     storage: Storage,
-    paths: Sequence[str],
+    files: Sequence[DataFileMeta],
     *,
     schema: pa.Schema,
     columns: Sequence[str] | None = None,
     row_filter: pc.Expression | None = None,
 ) -> pa.Table:
-    """The rows of several data files as one table, in the order of ``paths`` (Arrow's
-    scanner reads them concurrently and reassembles them in order)."""
+    """The rows of several data files as one table, in the order of ``files`` (Arrow's
+    scanner reads them concurrently and reassembles them in order). Footers are checked
+    against their recorded checksums first (concurrently)."""
     filesystem, root = arrow_filesystem(storage)
+    paths = [file.path for file in files]
     full = [f"{root}/{path}" for path in paths]
 
     def culprit(usable: Callable[[str], bool]) -> str | None:
         """The first file that is not ``usable`` (Arrow's errors do not always say which)."""
         return next((p for p, f in zip(paths, full, strict=True) if not usable(f)), None)
 
+    checked = [f for f in files if f.footer_crc is not None]
+    if checked:
+        with ThreadPoolExecutor(max_workers=min(16, len(checked))) as pool:
+            list(pool.map(lambda f: _check_footer(storage, filesystem, root, f), checked))
     with translated("read", storage.uri(paths[0])):
         try:
             dataset = ds.dataset(full, schema=schema, format=_PARQUET, filesystem=filesystem)
-            return dataset.to_table(
+            result = dataset.to_table(
                 columns=list(columns) if columns is not None else None,
                 filter=row_filter,
                 use_threads=True,
             )
+            written = sum(file.row_count for file in files)
+            if row_filter is None and result.num_rows != written:  # e.g. a page header lost
+                raise pa.ArrowInvalid(f"{result.num_rows} rows read, {written} written")
+            return result
         except FileNotFoundError as exc:
             missing = culprit(lambda f: _exists(filesystem, f)) or paths[0]
             raise _missing(storage.uri(missing)) from exc
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as exc:
             # a file of another shape fails in a cast (invalid) or in a pushed-down filter (no
-            # kernel for its type); when every footer decodes and matches, an invalid read is
-            # damage inside some file's pages, and a missing kernel is not about the files
-            damaged = culprit(lambda f: _footer_matches(filesystem, f, schema))
+            # kernel for its type), a damaged one in its footer or a page checksum; a missing
+            # kernel with every file intact is not about the files, nor is a storage failure
+            if isinstance(exc, OSError) and not is_damage(exc):
+                raise
+            damaged = next((f.path for f in files if not _intact(storage, f, schema)), None)
             if damaged is None and isinstance(exc, pa.ArrowNotImplementedError):
                 raise
             named = f"one of {len(paths)} files" if damaged is None else storage.uri(damaged)
             raise _corrupt(named, exc, path=storage.uri(damaged or paths[0])) from exc
+
+
+def _check_footer(
+    storage: Storage, filesystem: pafs.FileSystem, root: str, file: DataFileMeta
+) -> None:
+    uri = storage.uri(file.path)
+    with (
+        translated("read", uri),
+        _data_file_errors(uri),
+        filesystem.open_input_file(f"{root}/{file.path}") as handle,
+    ):
+        verified_tail(handle, handle.size(), file.footer_crc, uri)
 
 
 def _missing(uri: str) -> ObjectNotFoundError:
@@ -438,26 +498,50 @@ def _corrupt(named: str, exc: BaseException, *, path: str) -> CorruptDataFileErr
     )
 
 
+def open_parquet(
+    source: str | pa.NativeFile,
+    filesystem: pafs.FileSystem | None = None,
+    *,
+    metadata: pq.FileMetaData | None = None,
+) -> pq.ParquetFile:
+    """A Parquet file opened the way every data file is read (``_READ_OPTIONS``); with
+    ``metadata``, on a footer already read."""
+    return pq.ParquetFile(source, filesystem=filesystem, metadata=metadata, **_READ_OPTIONS)
+
+
+def is_damage(exc: BaseException) -> bool:
+    """Whether pyarrow's ``exc`` says a Parquet file is damaged (a bad footer, a failed page
+    checksum, an unknown encoding, a page that does not decompress), as opposed to the storage
+    failing (an errno, or the S3 client's and transport's messages)."""
+    if isinstance(exc, pa.ArrowInvalid):
+        return True
+    if not isinstance(exc, OSError) or isinstance(exc, FileNotFoundError) or exc.errno:
+        return False
+    text = str(exc).lower()
+    return not any(marker in text for marker in _STORAGE_MARKERS)
+
+
 @contextmanager
 def _data_file_errors(uri: str) -> Iterator[None]:
     """Name the data file in what reading it raises: a missing file, or one that is not
-    readable Parquet."""
+    readable Parquet (damaged anywhere: footer, pages, checksums)."""
     try:
         yield
     except FileNotFoundError as exc:
         raise _missing(uri) from exc
-    except pa.ArrowInvalid as exc:
-        raise _corrupt(uri, exc, path=uri) from exc
+    except (pa.ArrowInvalid, OSError) as exc:
+        if is_damage(exc):
+            raise _corrupt(uri, exc, path=uri) from exc
+        raise
 
 
-def _footer_matches(filesystem: pafs.FileSystem, path: str, schema: pa.Schema) -> bool:
-    """Whether a data file's footer decodes and holds the table's columns."""
+def _intact(storage: Storage, file: DataFileMeta, schema: pa.Schema) -> bool:
+    """Whether a data file reads whole on its own, with every check ``read_file`` makes (used
+    only to find the culprit after a failure)."""
     try:
-        with pq.ParquetFile(
-            path, filesystem=filesystem, coerce_int96_timestamp_unit=INT96_UNIT
-        ) as source:
-            _check_columns(path, source, stored_schema(schema))
-    except (pa.ArrowInvalid, OSError, CorruptDataFileError):
+        for _ in read_file(storage, file, schema=schema):
+            pass
+    except (CorruptDataFileError, ObjectNotFoundError):
         return False
     return True
 
@@ -468,7 +552,7 @@ def _exists(filesystem: pafs.FileSystem, path: str) -> bool:
 
 def read_file(
     storage: Storage,
-    path: str,
+    file: DataFileMeta,
     *,
     schema: pa.Schema,
     columns: Sequence[str] | None = None,
@@ -480,34 +564,45 @@ def read_file(
     file stores them in (see ``file_columns``): files written by this table, by its older
     versions, or adopted from another engine (Spark's ``NOT NULL`` columns, INT96 timestamps).
 
-    Every column must fit the table's (checked against the footer before any row is
-    returned), else ``CorruptDataFileError``: a file replaced outside the table never yields
-    rows of another shape. Unfiltered reads go through ``ParquetFile.iter_batches``, which
-    costs about a third of a dataset scanner's set-up per file (what dominates reading many
-    small files: streams catching up, compaction); filtered reads use the scanner for its
-    row-group pruning."""
+    Integrity: the footer is checked against the checksum recorded when the file was written
+    (``footer``), every page against its CRC, and every column must fit the table's (checked
+    against the footer before any row is returned); damage of any kind, or a file replaced
+    outside the table, raises ``CorruptDataFileError`` naming the file. Unfiltered reads go
+    through ``ParquetFile.iter_batches`` on the footer already read and checked, which costs
+    about a third of a dataset scanner's set-up per file (what dominates reading many small
+    files: streams catching up, compaction); filtered reads use the scanner for its row-group
+    pruning."""
     filesystem, root = arrow_filesystem(storage)
-    full = f"{root}/{path}"
+    full = f"{root}/{file.path}"
     selected = list(columns) if columns is not None else None
-    uri = storage.uri(path)
+    uri = storage.uri(file.path)
     expected = stored_schema(schema)
     wanted = schema if selected is None else pa.schema([schema.field(c) for c in selected])
     with translated("read", uri), _data_file_errors(uri):
         if row_filter is None:
-            with pq.ParquetFile(
-                full, filesystem=filesystem, coerce_int96_timestamp_unit=INT96_UNIT
-            ) as source:
-                _check_columns(uri, source, expected)
-                batches = source.iter_batches(
-                    batch_size=batch_size, columns=selected, use_threads=False
-                )
-                found = source.schema_arrow
-                layout_of_file = pa.schema([found.field(c) for c in wanted.names])
-                if same_layout(layout_of_file, wanted):
-                    yield from batches
-                else:
-                    yield from (_as_table_batch(batch, wanted) for batch in batches)
+            with filesystem.open_input_file(full) as handle:
+                tail = verified_tail(handle, handle.size(), file.footer_crc, uri)
+                with open_parquet(handle, metadata=metadata_of(tail)) as source:
+                    _check_columns(uri, source, expected)
+                    batches = source.iter_batches(
+                        batch_size=batch_size, columns=selected, use_threads=False
+                    )
+                    found = source.schema_arrow
+                    layout_of_file = pa.schema([found.field(c) for c in wanted.names])
+                    cast = not same_layout(layout_of_file, wanted)
+                    rows = 0
+                    for batch in batches:
+                        rows += batch.num_rows
+                        yield _as_table_batch(batch, wanted) if cast else batch
+                    if rows != file.row_count:  # a damaged page header can drop a page
+                        raise _corrupt(
+                            uri,
+                            ValueError(f"{rows} rows read, {file.row_count} written"),
+                            path=uri,
+                        )
         else:
+            if file.footer_crc is not None:
+                _check_footer(storage, filesystem, root, file)
             fragment = _PARQUET.make_fragment(full, filesystem=filesystem)
             _check_columns(uri, fragment, expected)
             # scanning with the table's schema casts the file's columns before filtering

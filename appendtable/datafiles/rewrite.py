@@ -25,7 +25,7 @@ def read_tables(
 ) -> Iterator[pa.Table]:
     """The rows of ``files`` in order, a table per record batch."""
     for file in files:
-        for batch in read_file(storage, file.path, schema=schema):
+        for batch in read_file(storage, file, schema=schema):
             yield pa.Table.from_batches([batch])
 
 

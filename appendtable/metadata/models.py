@@ -107,6 +107,8 @@ class DataFileMeta(msgspec.Struct, frozen=True, array_like=True, gc=False):
     null_counts: tuple[int | None, ...] = ()
     min_values: tuple[_Stored, ...] = ()
     max_values: tuple[_Stored, ...] = ()
+    #: CRC-32 of the file's tail (footer, its length, ``PAR1``); None: not recorded.
+    footer_crc: int | None = None
 
 
 class ManifestEntry(msgspec.Struct, frozen=True, array_like=True, gc=False):

@@ -1,0 +1,125 @@
+"""The checksum of a data file's footer.
+
+Parquet protects page contents with per-page CRCs (written and verified on every read path),
+but not its footer: the Thrift metadata that says where each column chunk lies, how many values
+it holds and how it is encoded. A flipped byte there can still decode, into rows that are wrong
+without any error. So every data file's *tail* (the footer, its 4-byte length and the closing
+``PAR1``) has a CRC-32 recorded in its manifest entry (``DataFileMeta.footer_crc``), taken from
+the bytes as written, and every read checks it before trusting the footer; a mismatch is
+``CorruptDataFileError`` naming the file. Files without a recorded checksum (older writers) are
+read as before.
+
+Reading the tail here costs nothing extra where the footer is then parsed from it
+(``metadata_of``); pyarrow would read the same bytes.
+"""
+
+from __future__ import annotations
+
+import io
+import zlib
+from collections.abc import Callable
+from typing import IO
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from appendtable.errors import CorruptDataFileError
+
+__all__ = ["TailKeeper", "metadata_of", "read_tail", "tail_crc", "verified_tail"]
+
+_MAGIC = b"PAR1"
+#: Bytes read from the end of a file at first: most footers fit (one request on object stores).
+_FIRST_READ = 64 * 1024
+#: Bytes a writer keeps of what it wrote last, to checksum the footer without reading it back.
+_KEPT = 1 << 20
+
+
+def tail_crc(tail: bytes | memoryview) -> int:
+    """CRC-32 (zlib's polynomial) of a file's tail."""
+    return zlib.crc32(tail)
+
+
+def _footer_length(end: bytes, uri: str) -> int:
+    if len(end) < 8 or end[-4:] != _MAGIC:
+        raise CorruptDataFileError(
+            f"data file {uri} is not readable Parquet (truncated, overwritten or damaged): it "
+            "does not end with the Parquet magic bytes",
+            path=uri,
+        )
+    return int.from_bytes(end[-8:-4], "little")
+
+
+def read_tail(read_at: Callable[[int, int], bytes], size: int, uri: str) -> bytes:
+    """The tail of a file of ``size`` bytes, read with ``read_at(count, offset)``."""
+    first = min(size, _FIRST_READ)
+    end = read_at(first, size - first)
+    length = _footer_length(end, uri)
+    if length + 8 > size:
+        raise CorruptDataFileError(
+            f"data file {uri} is not readable Parquet (truncated, overwritten or damaged): its "
+            f"footer claims {length} bytes of a {size}-byte file",
+            path=uri,
+        )
+    if length + 8 <= len(end):
+        return end[len(end) - length - 8 :]
+    return read_at(length + 8, size - length - 8)
+
+
+def verified_tail(handle: pa.NativeFile, size: int, expected: int | None, uri: str) -> bytes:
+    """The file's tail, checked against its recorded checksum (when there is one)."""
+    tail = read_tail(handle.read_at, size, uri)
+    if expected is not None and tail_crc(tail) != expected:
+        raise CorruptDataFileError(
+            f"data file {uri} is damaged: its footer does not match the checksum recorded when "
+            "it was written",
+            path=uri,
+        )
+    return tail
+
+
+def metadata_of(tail: bytes) -> pq.FileMetaData:
+    """The footer parsed from a tail (offsets in it stay those of the whole file)."""
+    return pq.read_metadata(pa.BufferReader(tail))
+
+
+class TailKeeper(io.RawIOBase):
+    """A writable file that passes everything to ``raw`` and keeps the last bytes written, so
+    that a writer can checksum the footer it just wrote without reading it back."""
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        super().__init__()
+        self._raw = raw
+        self._kept = bytearray()
+        self._written = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:  # type: ignore[override]
+        count = self._raw.write(data)
+        self._kept += data
+        if len(self._kept) > 2 * _KEPT:
+            del self._kept[: len(self._kept) - _KEPT]
+        self._written += len(data)
+        return len(data) if count is None else int(count)
+
+    def tell(self) -> int:
+        return self._written
+
+    def flush(self) -> None:
+        if not self._raw.closed:
+            self._raw.flush()
+
+    def close(self) -> None:
+        if not self.closed:
+            super().close()  # flushes
+            self._raw.close()
+
+    def tail_crc(self, uri: str) -> int | None:
+        """The checksum of the file's tail, or None if the footer is larger than what was
+        kept (then it is not recorded)."""
+        kept = bytes(self._kept)
+        length = _footer_length(kept, uri)
+        if length + 8 > len(kept):
+            return None
+        return tail_crc(kept[len(kept) - length - 8 :])
