@@ -30,8 +30,8 @@ from appendtable._state import TableState
 from appendtable.commit.changes import CommitRequest, PartitionScope
 from appendtable.commit.discard import DiscardResult
 from appendtable.commit.live_index import LiveIndex, Refresh
-from appendtable.datafiles.parquet_io import FileWriteSpec
 from appendtable.datafiles.rewrite import read_tables, rewrite_files
+from appendtable.datafiles.writing import FileWriteSpec
 from appendtable.errors import CommitConflictError, InvalidOptionError
 from appendtable.metadata import layout
 from appendtable.metadata import options as opt

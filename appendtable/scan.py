@@ -18,7 +18,7 @@ from appendtable import display
 from appendtable._state import TableState
 from appendtable.datafiles.arrow_schema import arrow_type
 from appendtable.datafiles.expressions import to_expression
-from appendtable.datafiles.parquet_io import read_file, read_files
+from appendtable.datafiles.reading import read_file, read_files
 from appendtable.errors import InvalidFilterError
 from appendtable.metadata import options as opt
 from appendtable.metadata.models import ManifestEntry, ManifestFileMeta, Snapshot, Split, StatValue

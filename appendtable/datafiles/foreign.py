@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 
 from appendtable.datafiles.file_columns import column_mismatch, int96_columns
 from appendtable.datafiles.footer import metadata_of, read_tail, tail_crc
-from appendtable.datafiles.parquet_io import (
+from appendtable.datafiles.reading import (
     arrow_filesystem,
     is_damage,
     open_parquet,

@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterator, Sequence
 import msgspec
 import pyarrow as pa
 
-from appendtable.datafiles.parquet_io import FileWriteSpec, read_file, write_files
+from appendtable.datafiles.reading import read_file
+from appendtable.datafiles.writing import FileWriteSpec, write_files
 from appendtable.metadata.models import DataFileMeta, FileSource
 from appendtable.storage import Storage
 

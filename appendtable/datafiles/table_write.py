@@ -33,14 +33,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from appendtable.datafiles.arrow_schema import conform, to_table
-from appendtable.datafiles.parquet_io import (
+from appendtable.datafiles.routing import GroupKey, RoutingSpec, partitions_of, route
+from appendtable.datafiles.spill import SpillArea, SpilledPart
+from appendtable.datafiles.writing import (
     FileWriteSpec,
     RollingWriter,
     choose_dictionary_columns,
     row_group_rows,
 )
-from appendtable.datafiles.routing import GroupKey, RoutingSpec, partitions_of, route
-from appendtable.datafiles.spill import SpillArea, SpilledPart
 from appendtable.errors import AppendTableError
 from appendtable.metadata import layout
 from appendtable.metadata import options as opt

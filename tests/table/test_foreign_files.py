@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import appendtable as at
-from appendtable.datafiles.parquet_io import stored_schema
+from appendtable.datafiles.reading import stored_schema
 from appendtable.planning.bucket import bucket_ids
 
 UTC = dt.UTC

@@ -1,0 +1,360 @@
+"""Reading data files: in order, projected and filtered, checked for integrity.
+
+Every read gives exactly the table's types and nullability, whatever accepted form a file
+stores them in (``file_columns``), and checks the file: its footer against the checksum
+recorded when it was written (``footer``), every page against its CRC, its columns against the
+table's, and (unfiltered) its row count. Damage of any kind raises ``CorruptDataFileError``
+naming the file; a missing file ``ObjectNotFoundError``; a failing storage ``StorageError``.
+"""
+
+from __future__ import annotations
+
+import functools
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import urlsplit
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from appendtable.datafiles.file_columns import (
+    INT96_UNIT,
+    column_mismatch,
+    int96_columns,
+    same_layout,
+)
+from appendtable.datafiles.footer import metadata_of, verified_tail
+from appendtable.errors import CorruptDataFileError, ObjectNotFoundError
+from appendtable.metadata.models import DataFileMeta
+from appendtable.storage import Storage
+from appendtable.storage.translate import translated
+
+__all__ = [
+    "arrow_filesystem",
+    "is_damage",
+    "open_parquet",
+    "read_file",
+    "read_files",
+    "stored_schema",
+]
+
+#: each page's CRC-32 checked where the writer recorded one (this table's writers always do;
+#: Spark's do by default), so damage inside a page raises instead of returning wrong values.
+_READ_OPTIONS: dict[str, Any] = {
+    "coerce_int96_timestamp_unit": INT96_UNIT,
+    "page_checksum_verification": True,
+}
+_PARQUET = ds.ParquetFileFormat(
+    read_options=ds.ParquetReadOptions(coerce_int96_timestamp_unit=INT96_UNIT),
+    default_fragment_scan_options=ds.ParquetFragmentScanOptions(page_checksum_verification=True),
+)
+#: Footers checked at once on object stores (a request each; on local disk one thread).
+_FOOTER_THREADS = 16
+#: What pyarrow's errors about the storage (not about a file's content) say: its native S3
+#: client's and transport errors. Every other error decoding a data file is damage.
+_STORAGE_MARKERS = ("aws error", "curl", "connection", "timed out", "timeout", "http", "network")
+_ARROW_FILESYSTEMS: weakref.WeakKeyDictionary[Storage, tuple[pafs.FileSystem, str]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def arrow_filesystem(storage: Storage) -> tuple[pafs.FileSystem, str]:
+    """A pyarrow file system and the root path in it, for reading data files natively: the
+    local file system, pyarrow's own S3 client for S3 (configured like the table's s3fs), or
+    the fsspec file system bridged into pyarrow. Built once per storage."""
+    cached = _ARROW_FILESYSTEMS.get(storage)
+    if cached is None:
+        probe = storage.local_path("")
+        if probe is not None:
+            cached = (pafs.LocalFileSystem(), probe)
+        else:
+            fs, root = storage.fsspec()
+            native = _native_s3(fs)
+            cached = (native or pafs.PyFileSystem(pafs.FSSpecHandler(fs)), root)
+        _ARROW_FILESYSTEMS[storage] = cached
+    return cached
+
+
+def _native_s3(fs: Any) -> pafs.FileSystem | None:
+    """pyarrow's S3 client with s3fs's settings: the bridge through fsspec costs several extra
+    requests per file (each open is a HEAD), the native client reads with ranged GETs only."""
+    protocols = fs.protocol if isinstance(fs.protocol, tuple | list) else (fs.protocol,)
+    if not {"s3", "s3a"} & set(protocols):
+        return None
+    client = dict(getattr(fs, "client_kwargs", None) or {})
+    options: dict[str, Any] = {
+        "access_key": getattr(fs, "key", None),
+        "secret_key": getattr(fs, "secret", None),
+        "session_token": getattr(fs, "token", None),
+        "region": client.get("region_name") or "us-east-1",
+    }
+    if getattr(fs, "anon", False):
+        options = {"anonymous": True, "region": options["region"]}
+    endpoint = client.get("endpoint_url") or getattr(fs, "endpoint_url", None)
+    if endpoint:
+        parsed = urlsplit(str(endpoint))
+        options["endpoint_override"] = parsed.netloc or parsed.path
+        options["scheme"] = parsed.scheme or "https"
+    return pafs.S3FileSystem(**{k: v for k, v in options.items() if v is not None})
+
+
+def read_files(
+    storage: Storage,
+    files: Sequence[DataFileMeta],
+    *,
+    schema: pa.Schema,
+    columns: Sequence[str] | None = None,
+    row_filter: pc.Expression | None = None,
+) -> pa.Table:
+    """The rows of several data files as one table, in the order of ``files`` (Arrow's
+    scanner reads them concurrently and reassembles them in order), after their footers are
+    checked against their recorded checksums (concurrently on object stores); unfiltered, the
+    row count is checked too."""
+    filesystem, root = arrow_filesystem(storage)
+    paths = [file.path for file in files]
+    full = [f"{root}/{path}" for path in paths]
+
+    def culprit(usable: Callable[[str], bool]) -> str | None:
+        """The first file that is not ``usable`` (Arrow's errors do not always say which)."""
+        return next((p for p, f in zip(paths, full, strict=True) if not usable(f)), None)
+
+    checked = [f for f in files if f.footer_crc is not None]
+    threads = 1 if storage.local_path("") is not None else min(_FOOTER_THREADS, len(checked))
+    if threads == 1:
+        for file in checked:
+            _check_footer(storage, filesystem, root, file)
+    elif checked:
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            list(pool.map(lambda f: _check_footer(storage, filesystem, root, f), checked))
+    with translated("read", storage.uri(paths[0])):
+        try:
+            dataset = ds.dataset(full, schema=schema, format=_PARQUET, filesystem=filesystem)
+            result = dataset.to_table(
+                columns=list(columns) if columns is not None else None,
+                filter=row_filter,
+                use_threads=True,
+            )
+            written = sum(file.row_count for file in files)
+            if row_filter is None and result.num_rows != written:  # e.g. a page header lost
+                raise pa.ArrowInvalid(f"{result.num_rows} rows read, {written} written")
+            return result
+        except FileNotFoundError as exc:
+            missing = culprit(lambda f: _exists(filesystem, f)) or paths[0]
+            raise _missing(storage.uri(missing)) from exc
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as exc:
+            # a file of another shape fails in a cast (invalid) or in a pushed-down filter (no
+            # kernel for its type), a damaged one in its footer or a page checksum; a missing
+            # kernel with every file intact is not about the files, nor is a storage failure
+            if isinstance(exc, OSError) and not is_damage(exc):
+                raise
+            damaged = next((f.path for f in files if not _intact(storage, f, schema)), None)
+            if damaged is None and isinstance(exc, pa.ArrowNotImplementedError):
+                raise
+            named = f"one of {len(paths)} files" if damaged is None else storage.uri(damaged)
+            raise _corrupt(named, exc, path=storage.uri(damaged or paths[0])) from exc
+
+
+def _check_footer(
+    storage: Storage, filesystem: pafs.FileSystem, root: str, file: DataFileMeta
+) -> None:
+    uri = storage.uri(file.path)
+    with (
+        translated("read", uri),
+        _data_file_errors(uri),
+        filesystem.open_input_file(f"{root}/{file.path}") as handle,
+    ):
+        verified_tail(handle, handle.size(), file.footer_crc, uri)
+
+
+def _missing(uri: str) -> ObjectNotFoundError:
+    return ObjectNotFoundError(
+        f"data file {uri} is missing: the table references it but it is gone (deleted outside "
+        "the table?)",
+        path=uri,
+        operation="read",
+    )
+
+
+def _corrupt(named: str, exc: BaseException, *, path: str) -> CorruptDataFileError:
+    return CorruptDataFileError(
+        f"data file {named} is not readable Parquet (truncated, overwritten or damaged): {exc}",
+        path=path,
+    )
+
+
+def open_parquet(
+    source: str | pa.NativeFile,
+    filesystem: pafs.FileSystem | None = None,
+    *,
+    metadata: pq.FileMetaData | None = None,
+) -> pq.ParquetFile:
+    """A Parquet file opened the way every data file is read (``_READ_OPTIONS``); with
+    ``metadata``, on a footer already read."""
+    return pq.ParquetFile(source, filesystem=filesystem, metadata=metadata, **_READ_OPTIONS)
+
+
+def is_damage(exc: BaseException) -> bool:
+    """Whether pyarrow's ``exc`` says a Parquet file is damaged (a bad footer, a failed page
+    checksum, an unknown encoding, a page that does not decompress), as opposed to the storage
+    failing (an errno, or the S3 client's and transport's messages)."""
+    if isinstance(exc, pa.ArrowInvalid):
+        return True
+    if not isinstance(exc, OSError) or isinstance(exc, FileNotFoundError) or exc.errno:
+        return False
+    text = str(exc).lower()
+    return not any(marker in text for marker in _STORAGE_MARKERS)
+
+
+@contextmanager
+def _data_file_errors(uri: str) -> Iterator[None]:
+    """Name the data file in what reading it raises: a missing file, or one that is not
+    readable Parquet (damaged anywhere: footer, pages, checksums)."""
+    try:
+        yield
+    except FileNotFoundError as exc:
+        raise _missing(uri) from exc
+    except (pa.ArrowInvalid, OSError) as exc:
+        if is_damage(exc):
+            raise _corrupt(uri, exc, path=uri) from exc
+        raise
+
+
+def _intact(storage: Storage, file: DataFileMeta, schema: pa.Schema) -> bool:
+    """Whether a data file reads whole on its own, with every check ``read_file`` makes (used
+    only to find the culprit after a failure)."""
+    try:
+        for _ in read_file(storage, file, schema=schema):
+            pass
+    except (CorruptDataFileError, ObjectNotFoundError):
+        return False
+    return True
+
+
+def _exists(filesystem: pafs.FileSystem, path: str) -> bool:
+    return bool(filesystem.get_file_info(path).type != pafs.FileType.NotFound)
+
+
+def read_file(
+    storage: Storage,
+    file: DataFileMeta,
+    *,
+    schema: pa.Schema,
+    columns: Sequence[str] | None = None,
+    row_filter: pc.Expression | None = None,
+    batch_size: int = 65_536,
+) -> Iterator[pa.RecordBatch]:
+    """The rows of one data file in file order, projected and filtered, in exactly the table's
+    types and nullability (``schema``, projected to ``columns``), whatever accepted form the
+    file stores them in (see ``file_columns``): files written by this table, by its older
+    versions, or adopted from another engine (Spark's ``NOT NULL`` columns, INT96 timestamps).
+
+    Integrity: the footer is checked against the checksum recorded when the file was written
+    (``footer``), every page against its CRC, and every column must fit the table's (checked
+    against the footer before any row is returned); damage of any kind, or a file replaced
+    outside the table, raises ``CorruptDataFileError`` naming the file. Unfiltered reads go
+    through ``ParquetFile.iter_batches`` on the footer already read and checked, which costs
+    about a third of a dataset scanner's set-up per file (what dominates reading many small
+    files: streams catching up, compaction); filtered reads use the scanner for its row-group
+    pruning."""
+    filesystem, root = arrow_filesystem(storage)
+    full = f"{root}/{file.path}"
+    selected = list(columns) if columns is not None else None
+    uri = storage.uri(file.path)
+    expected = stored_schema(schema)
+    wanted = schema if selected is None else pa.schema([schema.field(c) for c in selected])
+    with translated("read", uri), _data_file_errors(uri):
+        if row_filter is None:
+            with _opened(filesystem, full, file, uri, expected) as source:
+                batches = source.iter_batches(
+                    batch_size=batch_size, columns=selected, use_threads=False
+                )
+                cast = not _stored_as(source, wanted)
+                rows = 0
+                for batch in batches:
+                    rows += batch.num_rows
+                    yield _as_table_batch(batch, wanted) if cast else batch
+                _check_rows(uri, rows, file.row_count)
+        else:
+            if file.footer_crc is not None:
+                _check_footer(storage, filesystem, root, file)
+            fragment = _PARQUET.make_fragment(full, filesystem=filesystem)
+            _check_columns(uri, fragment, expected)
+            # scanning with the table's schema casts the file's columns before filtering
+            scanner = fragment.scanner(
+                schema=schema,
+                columns=selected,
+                filter=row_filter,
+                batch_size=batch_size,
+                use_threads=False,
+            )
+            yield from (_as_table_batch(batch, wanted) for batch in scanner.to_batches())
+
+
+@contextmanager
+def _opened(
+    filesystem: pafs.FileSystem, full: str, file: DataFileMeta, uri: str, expected: pa.Schema
+) -> Iterator[pq.ParquetFile]:
+    """A data file opened on its footer, read once and checked (checksum, columns)."""
+    with filesystem.open_input_file(full) as handle:
+        tail = verified_tail(handle, handle.size(), file.footer_crc, uri)
+        with open_parquet(handle, metadata=metadata_of(tail)) as source:
+            _check_columns(uri, source, expected)
+            yield source
+
+
+def _stored_as(source: pq.ParquetFile, wanted: pa.Schema) -> bool:
+    """Whether the file's columns read as exactly ``wanted`` (no cast needed)."""
+    found = source.schema_arrow
+    return same_layout(pa.schema([found.field(c) for c in wanted.names]), wanted)
+
+
+def _check_rows(uri: str, read: int, written: int) -> None:
+    if read != written:  # a damaged page header can drop a page
+        raise _corrupt(uri, ValueError(f"{read} rows read, {written} written"), path=uri)
+
+
+def _as_table_batch(batch: pa.RecordBatch, wanted: pa.Schema) -> pa.RecordBatch:
+    """A batch in exactly the table's schema (a safe cast: a changed value raises)."""
+    if same_layout(batch.schema, wanted):
+        return batch
+    return batch.cast(wanted, safe=True)
+
+
+@functools.lru_cache(maxsize=64)
+def stored_schema(schema: pa.Schema) -> pa.Schema:
+    """The schema pyarrow reads back from a data file written with ``schema``: Parquet has no
+    second-resolution times or date64, so those come back as milliseconds and date32 (reads
+    cast them back to the table's types)."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(schema.empty_table(), sink)
+    return pq.read_schema(pa.BufferReader(sink.getvalue()))
+
+
+def _check_columns(
+    uri: str, source: pq.ParquetFile | ds.ParquetFileFragment, expected: pa.Schema
+) -> None:
+    """Every table column is in the file with a type that fits (``file_columns``)."""
+    if isinstance(source, pq.ParquetFile):
+        found, parquet_schema = source.schema_arrow, source.schema
+    else:
+        found, parquet_schema = source.physical_schema, source.metadata.schema
+    int96 = int96_columns(parquet_schema)
+    for column in expected:
+        index = found.get_field_index(column.name)
+        reason = (
+            "is missing"
+            if index < 0
+            else column_mismatch(found.field(index).type, column.type, int96=column.name in int96)
+        )
+        if reason is not None:
+            raise CorruptDataFileError(
+                f"data file {uri} does not match the table: column '{column.name}' {reason} "
+                "(replaced outside the table?)",
+                path=uri,
+            )
