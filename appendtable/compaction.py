@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import msgspec
 import pyarrow as pa
 
-from appendtable import display
+from appendtable import arguments, display
 from appendtable._state import TableState
 from appendtable.commit.changes import CommitRequest, PartitionScope
 from appendtable.commit.discard import DiscardResult
@@ -196,6 +196,7 @@ class Compactor:
         partitions: Sequence[Mapping[str, object]] | None = None,
     ) -> CompactionPlan:
         """One task per partition: rewrite all its files ordered by ``by``."""
+        by = arguments.names(by, "by") or []
         if strategy not in SORT_STRATEGIES:
             raise InvalidOptionError(
                 f"sort strategy {strategy!r} is not one of {', '.join(SORT_STRATEGIES)}"

@@ -10,6 +10,7 @@ at the boundary where they occur and chained with ``raise ... from``::
     ├── InvalidSchemaError            a bad table definition (partition keys, unsupported types)
     ├── InvalidOptionError            unknown option key, bad value, contradictory options
     ├── InvalidFilterError            a filter that names an unknown column or operator
+    ├── InvalidArgumentError          an argument of the wrong type (also a TypeError)
     ├── SchemaMismatchError           input data does not fit the table schema (names the column)
     ├── UnsupportedFormatVersionError table written by a newer format version
     ├── CorruptMetadataError          checksum mismatch or undecodable metadata (names the file)
@@ -36,6 +37,7 @@ __all__ = [
     "CommitStateUnknownError",
     "CorruptDataFileError",
     "CorruptMetadataError",
+    "InvalidArgumentError",
     "InvalidFilterError",
     "InvalidOptionError",
     "InvalidSchemaError",
@@ -74,6 +76,11 @@ class InvalidOptionError(AppendTableError, ValueError):
 
 class InvalidFilterError(AppendTableError, ValueError):
     """A filter names an unknown column, an unknown operator, or a value of the wrong type."""
+
+
+class InvalidArgumentError(AppendTableError, TypeError, ValueError):
+    """An argument of the wrong type or form (a snapshot id that is not an integer, an instant
+    that is neither epoch milliseconds nor a datetime, ...). The message names the argument."""
 
 
 class SchemaMismatchError(AppendTableError, ValueError):

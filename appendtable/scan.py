@@ -14,7 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from appendtable import display
+from appendtable import arguments, display
 from appendtable._state import TableState
 from appendtable.datafiles.arrow_schema import arrow_type
 from appendtable.datafiles.expressions import to_expression
@@ -120,7 +120,8 @@ def splits_of(
     )
 
 
-def check_columns(state: TableState, columns: Sequence[str] | None) -> list[str] | None:
+def check_columns(state: TableState, columns: Sequence[str] | str | None) -> list[str] | None:
+    columns = arguments.names(columns, "columns")
     if columns is None:
         return None
     names = state.schema.field_names()

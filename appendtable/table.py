@@ -11,7 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from appendtable import display
+from appendtable import arguments, display
 from appendtable._state import TableState
 from appendtable.commit.changes import CommitRequest
 from appendtable.commit.consumers import ConsumerStore
@@ -25,8 +25,10 @@ from appendtable.datafiles.arrow_schema import check_compatible, field_specs
 from appendtable.datafiles.table_write import TableWriter
 from appendtable.errors import (
     AtomicCreateUnsupportedError,
+    InvalidArgumentError,
     InvalidSchemaError,
     SnapshotNotFoundError,
+    StorageError,
     TableExistsError,
     TableNotFoundError,
 )
@@ -89,7 +91,7 @@ def create_table(
     fields = field_specs(schema)
     names = [f.name for f in fields]
     kinds = {f.name: f.type.kind for f in fields}
-    partition_keys = tuple(partition_by or ())
+    partition_keys = tuple(arguments.names(partition_by, "partition_by") or ())
     for key in partition_keys:
         if key not in names:
             raise InvalidSchemaError(
@@ -148,10 +150,15 @@ def create_table(
 def open_table(uri: str, *, storage_options: Mapping[str, Any] | None = None) -> Table:
     """Open the table at ``uri``. Raises TableNotFoundError if there is none."""
     storage = open_storage(uri, storage_options)
-    ids = [
-        layout.id_from_name(info.path, layout.SCHEMA_PREFIX)
-        for info in storage.listdir(layout.SCHEMA_DIR)
-    ]
+    try:
+        listed = storage.listdir(layout.SCHEMA_DIR)
+    except StorageError as exc:
+        if isinstance(exc.__cause__, NotADirectoryError):
+            raise TableNotFoundError(
+                f"no table at {storage.root}: it is a file (a table is a directory)"
+            ) from exc
+        raise
+    ids = [layout.id_from_name(info.path, layout.SCHEMA_PREFIX) for info in listed]
     schema_ids = sorted(i for i in ids if i is not None)
     if not schema_ids:
         raise TableNotFoundError(f"no table at {storage.root} (no {layout.SCHEMA_DIR}/ files)")
@@ -265,7 +272,9 @@ class Table:
         """Append ``data`` (pyarrow Table, RecordBatch, iterable of RecordBatches or pandas
         DataFrame) as one snapshot. Atomic: on any error no row becomes visible. Returns the
         new snapshot, or None if ``data`` has no rows (and no watermark to record)."""
-        return self._write_and_commit(data, watermark=watermark, overwrite=None)
+        return self._write_and_commit(
+            data, watermark=arguments.maybe_epoch_ms(watermark, "watermark"), overwrite=None
+        )
 
     def overwrite(
         self,
@@ -276,7 +285,11 @@ class Table:
     ) -> Snapshot | None:
         """Replace all rows (or those of the given static partitions, e.g.
         ``[{"day": date(2024, 1, 2)}]``) with ``data``, atomically."""
-        return self._write_and_commit(data, watermark=watermark, overwrite=partitions or [])
+        return self._write_and_commit(
+            data,
+            watermark=arguments.maybe_epoch_ms(watermark, "watermark"),
+            overwrite=partitions or [],
+        )
 
     def _write_and_commit(
         self,
@@ -355,13 +368,14 @@ class Table:
             filter=filter,
         )
 
-    def _pick_snapshot(self, snapshot_id: int | None, timestamp_ms: int | None) -> Snapshot | None:
+    def _pick_snapshot(self, snapshot_id: object, timestamp_ms: object) -> Snapshot | None:
         snapshots = self._state.snapshots
         if snapshot_id is not None and timestamp_ms is not None:
-            raise ValueError("give snapshot_id or timestamp_ms, not both")
+            raise InvalidArgumentError("give snapshot_id or timestamp_ms, not both")
         if snapshot_id is not None:
-            return snapshots.get(snapshot_id)
+            return snapshots.get(arguments.snapshot_id(snapshot_id))
         if timestamp_ms is not None:
+            timestamp_ms = arguments.epoch_ms(timestamp_ms, "timestamp_ms")
             found = snapshots.find_by_time(timestamp_ms)
             if found is None:
                 raise SnapshotNotFoundError(
@@ -411,11 +425,13 @@ class Table:
             self._state,
             options,
             mode=mode,
-            snapshot_id=snapshot_id,
-            timestamp_ms=timestamp_ms,
-            file_creation_time_ms=file_creation_time_ms,
+            snapshot_id=arguments.maybe_snapshot_id(snapshot_id),
+            timestamp_ms=arguments.maybe_epoch_ms(timestamp_ms, "timestamp_ms"),
+            file_creation_time_ms=arguments.maybe_epoch_ms(
+                file_creation_time_ms, "file_creation_time_ms"
+            ),
             consumer_id=consumer_id,
-            bounded_watermark=bounded_watermark,
+            bounded_watermark=arguments.maybe_epoch_ms(bounded_watermark, "bounded_watermark"),
             buckets=buckets,
             poll_interval=poll_interval,
         )
@@ -448,7 +464,7 @@ class Table:
             self._state,
             retain_min=retain_min,
             retain_max=retain_max,
-            older_than_ms=older_than_ms,
+            older_than_ms=arguments.maybe_epoch_ms(older_than_ms, "older_than_ms"),
             dry_run=dry_run,
         )
 
@@ -500,20 +516,24 @@ class Table:
         return Compactor(self._state, commit_user=commit_user)
 
     def remove_orphan_files(
-        self, *, older_than: dt.timedelta | int = dt.timedelta(days=1), dry_run: bool = True
+        self,
+        *,
+        older_than: dt.timedelta | dt.datetime | int = dt.timedelta(days=1),
+        dry_run: bool = True,
     ) -> OrphanResult:
         """Files no retained snapshot references that are older than ``older_than`` (a
-        timedelta before now, or an epoch-ms cut-off). Only listed unless ``dry_run=False``,
-        which deletes them."""
+        timedelta before now, or a cut-off: a datetime or epoch milliseconds). Only listed
+        unless ``dry_run=False``, which deletes them."""
         if isinstance(older_than, dt.timedelta):
             cut = int((time.time() - older_than.total_seconds()) * 1000)
         else:
-            cut = int(older_than)
+            cut = arguments.epoch_ms(older_than, "older_than")
         return remove_orphan_files(self._state, older_than_ms=cut, dry_run=dry_run)
 
     def rollback_to(self, snapshot_id: int) -> Snapshot:
         """Make the table hold exactly what snapshot ``snapshot_id`` held, as a new OVERWRITE
         snapshot (history is kept: snapshot ids never go back; streams skip it)."""
+        snapshot_id = arguments.snapshot_id(snapshot_id)
         self._state.snapshots.get(snapshot_id)  # exists and is retained, or raise
         snapshot = self._state.committer().commit(
             CommitRequest(
@@ -537,7 +557,7 @@ class Table:
         return None if earliest is None else self._state.snapshots.get(earliest)
 
     def snapshot(self, snapshot_id: int) -> Snapshot:
-        return self._state.snapshots.get(snapshot_id)
+        return self._state.snapshots.get(arguments.snapshot_id(snapshot_id))
 
     def snapshots(self) -> list[Snapshot]:
         """Every retained snapshot, oldest first."""

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 
+from appendtable import arguments
 from appendtable._state import TableState
 from appendtable.commit.changes import CommitRequest
 from appendtable.commit.committer import Committer
@@ -64,9 +65,9 @@ class TableCommit:
     def _committer(self) -> Committer:
         return self._state.committer()
 
-    def _watermark(self, messages: Sequence[CommitMessage], explicit: int | None) -> int | None:
+    def _watermark(self, messages: Sequence[CommitMessage], explicit: object) -> int | None:
         if explicit is not None:
-            return explicit
+            return arguments.epoch_ms(explicit, "watermark")
         event_times = [m.max_event_time_ms for m in messages if m.max_event_time_ms is not None]
         if not event_times:
             return None

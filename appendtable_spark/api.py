@@ -66,7 +66,7 @@ def write_table(
     mode: str = "append",
     options: Mapping[str, object] | None = None,
     storage_options: Mapping[str, Any] | None = None,
-    partition_by: list[str] | None = None,
+    partition_by: list[str] | str | None = None,
     native: bool | None = None,
 ) -> None:
     """Write ``df`` as one snapshot (``mode="overwrite"``: an OVERWRITE of the whole table).
@@ -87,7 +87,8 @@ def write_table(
     for key, value in (storage_options or {}).items():
         writer_options[f"storage.{key}"] = value if isinstance(value, str) else _json(value)
     if partition_by:
-        writer_options["partition-by"] = ",".join(partition_by)
+        keys = [partition_by] if isinstance(partition_by, str) else list(partition_by)
+        writer_options["partition-by"] = ",".join(keys)
     settings = Settings.parse({**writer_options, "path": uri})
     table = open_or_create(settings, df.schema)
     table.check_write_schema(spark_arrow_schema(df.schema))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO
@@ -80,14 +81,82 @@ def _json_type(dtype: pa.DataType) -> pa.DataType:
     return dtype
 
 
-def _from_json(column: pa.ChunkedArray, dtype: pa.DataType) -> pa.ChunkedArray:
+def _from_json(column: pa.ChunkedArray, dtype: pa.DataType, name: str) -> pa.ChunkedArray:
+    """A JSON column (read as text or integers) in the table's type; InputError naming the
+    column and the line of the first value that does not convert."""
     if pa.types.is_time(dtype):  # pyarrow cannot cast text to times
+        values = column.to_pylist()
+        for line, value in enumerate(values, start=1):
+            try:
+                values[line - 1] = None if value is None else dt.time.fromisoformat(value)
+            except ValueError:
+                raise InputError(
+                    f"column '{name}', line {line}: {value!r} is not a time of day"
+                ) from None
+        return pa.chunked_array([pa.array(values, dtype)], dtype)
+    try:
+        return column.cast(dtype)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        row = _first_failing_row(column.combine_chunks(), dtype)
+        value = column[row].as_py()
+        raise InputError(
+            f"column '{name}', line {row + 1}: {value!r} is not a valid {dtype}"
+        ) from None
+
+
+def _first_failing_row(column: pa.Array, dtype: pa.DataType) -> int:
+    """The first row of ``column`` that does not cast to ``dtype`` (a binary search over
+    slices: vectorised casts, never a Python step per row)."""
+    low, high = 0, len(column)  # the failure lies in [low, high)
+    while high - low > 1:
+        middle = (low + high) // 2
         try:
-            times = [None if v is None else dt.time.fromisoformat(v) for v in column.to_pylist()]
-        except ValueError as exc:
-            raise pa.ArrowInvalid(f"not a time of day: {exc}") from exc
-        return pa.chunked_array([pa.array(times, dtype)], dtype)
-    return column.cast(dtype)
+            column.slice(low, middle - low).cast(dtype)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            high = middle
+        else:
+            low = middle
+    return low
+
+
+_CSV_COLUMN = re.compile(r"In CSV column #(\d+): (.*)", re.DOTALL)
+_JSON_COLUMN = re.compile(r"Column\(/([^)]*)\) (.*) in row (\d+)")
+
+
+def _named_csv_problem(path: str, exc: pa.ArrowInvalid) -> InputError | None:
+    """pyarrow's CSV conversion errors by column number, as column name and line."""
+    match = _CSV_COLUMN.search(str(exc))
+    try:
+        with pacsv.open_csv(path) as reader:
+            header = reader.schema.names  # the file's order, which the number counts in
+    except (OSError, pa.ArrowException):
+        return None
+    if match is None or int(match.group(1)) >= len(header):
+        return None
+    name = header[int(match.group(1))]
+    line = _csv_line(path, name, match.group(2))
+    where = f", line {line}" if line is not None else ""
+    detail = " ".join(match.group(2).split())
+    return InputError(f"{path}: column '{name}'{where}: {detail}")
+
+
+def _csv_line(path: str, name: str, detail: str) -> int | None:
+    """The line (1 = the header) of the first value of column ``name`` that does not convert,
+    found by reading that column as text and casting slices."""
+    wanted = re.search(r"conversion error to (\S+):", detail)
+    if wanted is None:
+        return None
+    try:
+        text = pacsv.read_csv(
+            path,
+            convert_options=pacsv.ConvertOptions(
+                include_columns=[name], column_types={name: pa.string()}
+            ),
+        ).column(name)
+        dtype = pa.type_for_alias(wanted.group(1))
+    except (OSError, pa.ArrowException, ValueError):
+        return None
+    return _first_failing_row(text.combine_chunks(), dtype) + 2
 
 
 @dataclass
@@ -112,9 +181,24 @@ class InputFile:
                     item = next(batches)
                 except StopIteration:
                     return
+                except InputError as exc:
+                    raise InputError(f"{self.path}: {exc}") from exc
                 except (OSError, pa.ArrowException) as exc:
-                    raise _problem(self.path, exc) from exc
+                    raise self._named(exc) from exc
                 yield item
+
+    def _named(self, exc: OSError | pa.ArrowException) -> InputError:
+        """The error, naming the column and the line where pyarrow gives their numbers."""
+        if self.fmt == "csv" and isinstance(exc, pa.ArrowInvalid):
+            named = _named_csv_problem(self.path, exc)
+            if named is not None:
+                return named
+        if self.fmt == "jsonl":
+            match = _JSON_COLUMN.search(str(exc))
+            if match is not None:
+                name, problem, row = match.group(1), match.group(2), int(match.group(3))
+                return InputError(f"{self.path}: column '{name}', line {row + 1}: {problem}")
+        return _problem(self.path, exc)
 
     def _parquet(self, handle: IO[bytes]) -> Iterator[tuple[pa.RecordBatch, int]]:
         file = pq.ParquetFile(handle)
@@ -141,9 +225,8 @@ class InputFile:
         for column in self.schema:
             if not parse_schema.field(column.name).type.equals(column.type):
                 index = table.schema.get_field_index(column.name)
-                table = table.set_column(
-                    index, column.name, _from_json(table.column(index), column.type)
-                )
+                converted = _from_json(table.column(index), column.type, column.name)
+                table = table.set_column(index, column.name, converted)
         total = max(1, table.num_rows)
         done = 0
         for batch in table.to_batches(max_chunksize=_BATCH_ROWS):
@@ -173,7 +256,43 @@ def read_schema(path: str, fmt: str | None = None) -> pa.Schema:
             with pacsv.open_csv(path) as reader:
                 schema = reader.schema
         else:
-            schema = pajson.read_json(path).schema
+            schema = _json_schema(path)
     except (OSError, pa.ArrowException) as exc:
         raise _problem(path, exc) from exc
     return schema.remove_metadata()
+
+
+#: What pyarrow's CSV reader infers from text columns, in its order (JSON leaves them text).
+_TEXT_INFERENCE = (pa.date32(), pa.time32("s"), pa.timestamp("s"), pa.timestamp("ns"))
+
+
+def _json_schema(path: str) -> pa.Schema:
+    """JSON lines' schema, inferred as for CSV: pyarrow's JSON reader turns every ISO date into
+    a timestamp, so such columns are read again as text and typed by CSV's rules."""
+    inferred = pajson.read_json(path).schema
+    texts = {f.name: pa.string() for f in inferred if pa.types.is_timestamp(f.type)}
+    if not texts:
+        return _inferred_like_csv(pajson.read_json(path))
+    explicit = pa.schema([f.with_type(texts.get(f.name, f.type)) for f in inferred])
+    options = pajson.ParseOptions(explicit_schema=explicit)
+    return _inferred_like_csv(pajson.read_json(path, parse_options=options))
+
+
+def _inferred_like_csv(table: pa.Table) -> pa.Schema:
+    """The schema of JSON lines, with text columns typed as CSV inference types them: a
+    column whose every value is a date becomes ``date32`` (and so on for times and
+    timestamps), so ``--schema-from`` agrees for both formats."""
+    fields = []
+    for field in table.schema:
+        dtype = field.type
+        if pa.types.is_string(dtype) or pa.types.is_large_string(dtype):
+            column = table.column(field.name)
+            for candidate in _TEXT_INFERENCE:
+                try:
+                    column.cast(candidate)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                    continue
+                dtype = candidate
+                break
+        fields.append(field.with_type(dtype))
+    return pa.schema(fields)

@@ -149,6 +149,10 @@ class SnapshotStore:
         return snapshot
 
     def _missing(self, snapshot_id: int) -> AppendTableError:
+        if snapshot_id < 1:
+            return SnapshotNotFoundError(
+                f"no such snapshot: {snapshot_id} (snapshot ids start at 1)"
+            )
         earliest = self.earliest_id()
         latest = self.latest_id()
         if earliest is not None and snapshot_id < earliest:
@@ -158,7 +162,7 @@ class SnapshotStore:
                 "the snapshots it still needs from expiration"
             )
         return SnapshotNotFoundError(
-            f"snapshot {snapshot_id} does not exist"
+            f"no such snapshot: {snapshot_id}"
             + (f" (snapshots {earliest}..{latest} exist)" if latest else " (the table is empty)")
         )
 

@@ -322,15 +322,20 @@ def _conform_column(column: pa.ChunkedArray, field: pa.Field) -> pa.ChunkedArray
 
 
 def to_table(data: object, schema: pa.Schema) -> pa.Table:
-    """Accept a pyarrow Table, RecordBatch, iterable of RecordBatches or a pandas DataFrame."""
+    """Accept a pyarrow Table, RecordBatch, RecordBatchReader, any object that exports Arrow
+    data through the PyCapsule interface (``__arrow_c_stream__`` or ``__arrow_c_array__``:
+    Polars, DuckDB relations, nanoarrow, ...), a pandas DataFrame, or an iterable of
+    RecordBatches."""
     if isinstance(data, pa.Table):
         return data
     if isinstance(data, pa.RecordBatch):
         return pa.Table.from_batches([data])
     if isinstance(data, pa.RecordBatchReader):
         return data.read_all()
-    if hasattr(data, "__arrow_c_stream__") and not isinstance(data, Iterable):
-        return pa.table(data)
+    if hasattr(data, "__arrow_c_stream__"):  # before iterables: a Polars frame is one too
+        return pa.RecordBatchReader.from_stream(data).read_all()
+    if hasattr(data, "__arrow_c_array__"):
+        return pa.Table.from_batches([pa.record_batch(data)])
     module = type(data).__module__
     if module.startswith("pandas"):
         return _from_pandas(data)
@@ -343,8 +348,9 @@ def to_table(data: object, schema: pa.Schema) -> pa.Table:
         # Batches may differ in (compatible) schemas: conform each one on its own.
         return pa.concat_tables([conform(pa.Table.from_batches([b]), schema) for b in batches])
     raise SchemaMismatchError(
-        f"cannot write {type(data).__name__}: pass a pyarrow Table, RecordBatch, an iterable "
-        "of RecordBatches or a pandas DataFrame"
+        f"cannot write {type(data).__name__}: pass a pyarrow Table, RecordBatch, an object "
+        "with __arrow_c_stream__ (Polars, DuckDB, ...), a pandas DataFrame or an iterable of "
+        "RecordBatches"
     )
 
 

@@ -45,7 +45,7 @@ from appendtable.errors import AppendTableError
 from appendtable.metadata import layout
 from appendtable.metadata import options as opt
 from appendtable.metadata.models import CommitMessage, DataFileMeta, PartitionValues, TableSchema
-from appendtable.planning.partitions import outside_overwrite, partition_path
+from appendtable.planning.partitions import MAX_NAME_BYTES, outside_overwrite, partition_path
 from appendtable.storage import Storage
 
 __all__ = ["TableWriter", "event_time_ms"]
@@ -147,6 +147,9 @@ class TableWriter:
             return
         if self._restriction is not None:
             self._check_partitions(table)
+        elif self._may_be_too_long(table):
+            for partition in partitions_of(table, self._routing):
+                self._partition_name(partition)  # raises for a name that is too long
         if self._file_spec.dictionary_columns is None:
             self._file_spec.dictionary_columns = choose_dictionary_columns(table)
         self._track_event_time(table)
@@ -179,10 +182,22 @@ class TableWriter:
         partition before it writes anything of that data."""
         self._restriction = (allows, described)
 
+    def _may_be_too_long(self, table: pa.Table) -> bool:
+        """Whether a string partition value of ``table`` might exceed a directory name (a
+        cheap bound: the longest value, every byte escaped to three)."""
+        for key in self._schema.partition_keys:
+            column = table.column(key)
+            if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+                longest = pc.max(pc.binary_length(column)).as_py() or 0
+                if 3 * longest + len(key) + 1 > MAX_NAME_BYTES:
+                    return True
+        return False
+
     def _check_partitions(self, table: pa.Table) -> None:
         assert self._restriction is not None
         allows, described = self._restriction
         for partition in partitions_of(table, self._routing):
+            self._partition_name(partition)  # raises for a name that is too long
             if not allows(partition):
                 raise outside_overwrite(
                     self._partition_name(partition), described, self._schema.partition_keys[0]

@@ -18,12 +18,15 @@ from appendtable.metadata.types import TypeSpec
 from appendtable.metadata.values import to_python
 
 __all__ = [
+    "MAX_NAME_BYTES",
     "escape_path_name",
     "outside_overwrite",
     "partition_path",
     "render_partition_value",
 ]
 
+#: The longest directory name (in UTF-8 bytes) most file systems allow.
+MAX_NAME_BYTES = 255
 _ESCAPED = frozenset([chr(c) for c in range(0x01, 0x20)] + list("\"#%'*/:=?\\\x7f{}[]^"))
 
 
@@ -53,12 +56,22 @@ def partition_path(
     types: Sequence[TypeSpec],
     default_name: str,
 ) -> str:
-    """``k1=v1/k2=v2`` for the given stored partition values ('' when unpartitioned)."""
+    """``k1=v1/k2=v2`` for the given stored partition values ('' when unpartitioned). Raises
+    SchemaMismatchError, naming the column, for a value too long for a directory name."""
     parts = []
     for key, value, type_spec in zip(keys, values, types, strict=True):
         text = render_partition_value(value, type_spec)
         rendered = default_name if text is None else escape_path_name(text)
-        parts.append(f"{escape_path_name(key)}={rendered}")
+        part = f"{escape_path_name(key)}={rendered}"
+        size = len(part.encode("utf-8"))
+        if size > MAX_NAME_BYTES:
+            raise SchemaMismatchError(
+                f"a value of partition column '{key}' is too long to name a directory: "
+                f"'{part[:40]}...' takes {size} bytes (escaped), file systems and object stores "
+                f"allow {MAX_NAME_BYTES}; partition by a shorter column (or a hash of this one)",
+                column=key,
+            )
+        parts.append(part)
     return "/".join(parts)
 
 

@@ -7,7 +7,8 @@ Classification (``translated`` raises the first that applies, chained with ``fro
 * throttling (``SlowDown`` …), timeouts, dropped or refused connections, S3 409
   ``ConditionalRequestConflict`` and 5xx → ``TransientStorageError`` (safe to retry an
   idempotent operation);
-* any other ``OSError`` or botocore error → ``StorageError``.
+* any other ``OSError`` or botocore error → ``StorageError`` (worded in the user's terms for
+  mistakes in the location: a path through a file, permissions, a read-only or full disk).
 
 Only ``OSError`` and botocore's own exception types are translated; anything else (a bug,
 ``KeyboardInterrupt``) propagates untouched. s3fs turns most botocore ``ClientError``s into
@@ -157,8 +158,23 @@ def translated(operation: str, path: str) -> Iterator[None]:
         raise _classify(exc, operation, path) from exc
 
 
+#: OS errors that come from a mistake in the location (the user's terms for them).
+_USER_MISTAKES = {
+    errno.ENOTDIR: "a part of the path is a file, not a directory (a table is a directory)",
+    errno.EISDIR: "it is a directory where a file was expected",
+    errno.EACCES: "permission denied (check who owns the location and its mode)",
+    errno.EPERM: "operation not permitted on this location",
+    errno.EROFS: "the location is on a read-only file system",
+    errno.ENOSPC: "no space left on the device",
+    errno.ENAMETOOLONG: "a name in the path is too long for the file system",
+}
+
+
 def _classify(exc: BaseException, operation: str, path: str) -> StorageError:
     code, status = _error_code(exc)
+    mistake = _USER_MISTAKES.get(getattr(exc, "errno", None) or 0)
+    if mistake is not None:
+        return StorageError(f"cannot {operation} {path}: {mistake}", path=path, operation=operation)
     message = f"{operation} failed for {path}: {type(exc).__name__}: {exc}"
     if code in _NOT_FOUND_CODES or status == 404:
         return ObjectNotFoundError(message, path=path, operation=operation)

@@ -1,0 +1,73 @@
+"""Checking and normalising the arguments of the public API (snapshot ids, instants, durations,
+lists of names), so that a wrong type gives one clear error naming the argument instead of a
+failure deep inside (a ``'1'`` read as a corrupt snapshot, a column name split into letters).
+
+Errors: ``InvalidArgumentError`` (a ``TypeError`` and ``ValueError`` too) naming the argument.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+
+from appendtable.errors import InvalidArgumentError
+
+__all__ = ["epoch_ms", "maybe_epoch_ms", "maybe_snapshot_id", "names", "snapshot_id"]
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def _described(value: object) -> str:
+    return f"{type(value).__name__} {value!r}"[:80]
+
+
+def snapshot_id(value: object, name: str = "snapshot_id") -> int:
+    """A snapshot id: an integer (``numpy`` integers too), not a bool or a string."""
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise InvalidArgumentError(
+            f"{name} must be an integer snapshot id, got {_described(value)}"
+        )
+    return int(value.__index__())
+
+
+def maybe_snapshot_id(value: object, name: str = "snapshot_id") -> int | None:
+    return None if value is None else snapshot_id(value, name)
+
+
+def epoch_ms(value: object, name: str) -> int:
+    """An instant as epoch milliseconds: an integer (epoch ms) or a ``datetime`` (naive ones are
+    taken as UTC) or a ``date`` (its midnight, UTC)."""
+    if isinstance(value, dt.datetime):
+        instant = value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
+        delta = instant - _EPOCH
+        return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+    if isinstance(value, dt.date):
+        return (value - _EPOCH.date()).days * 86_400_000
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise InvalidArgumentError(
+            f"{name} must be epoch milliseconds (an integer) or a datetime, got {_described(value)}"
+        )
+    return int(value.__index__())
+
+
+def maybe_epoch_ms(value: object, name: str) -> int | None:
+    return None if value is None else epoch_ms(value, name)
+
+
+def names(value: object, name: str) -> list[str] | None:
+    """Column names: a list of strings, or one string (one name, never split into letters)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, Sequence | set | frozenset) or isinstance(value, bytes):
+        raise InvalidArgumentError(
+            f"{name} must be a list of column names, got {_described(value)}"
+        )
+    listed = list(value)
+    wrong = [item for item in listed if not isinstance(item, str)]
+    if wrong:
+        raise InvalidArgumentError(
+            f"{name} must hold column names (strings), got {_described(wrong[0])}"
+        )
+    return listed
