@@ -15,6 +15,7 @@ import sys
 import textwrap
 import traceback
 from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 import appendtable as at
 from appendtable.cli.arguments import parse_storage_options
@@ -195,7 +196,7 @@ def _formats(parser: argparse.ArgumentParser, default: str = "table") -> None:
 
 
 def _command(
-    subparsers: argparse._SubParsersAction[argparse.ArgumentParser], name: str, run: Command
+    subparsers: argparse._SubParsersAction[_Parser], name: str, run: Command
 ) -> argparse.ArgumentParser:
     summary, description, examples = _COMMANDS[name]
     paragraphs = (textwrap.fill(p, width=88) for p in description.split("\n\n"))
@@ -212,8 +213,16 @@ def _command(
     return parser
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with the command line's error contract: one ``error: ...`` line, exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"error: {self.prog}: {message} (see '{self.prog} --help')\n")
+        raise SystemExit(2)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="appendtable",
         description=_DESCRIPTION,
         epilog=_EPILOG,

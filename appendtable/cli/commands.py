@@ -18,7 +18,7 @@ from appendtable.cli.arguments import (
     parse_filter,
     parse_options,
 )
-from appendtable.cli.ddl import format_schema, format_type, parse_schema
+from appendtable.cli.ddl import format_schema, parse_schema
 from appendtable.cli.errors import InputError, UsageError
 from appendtable.cli.inputs import InputFile, open_input, read_schema
 from appendtable.cli.output import (
@@ -224,10 +224,8 @@ def run_info(args: argparse.Namespace, ctx: Context) -> int:
     ratio = f"{small_count / files.num_rows:.0%}" if files.num_rows else "-"
     pairs.append(("small files", f"{small_count:,} ({ratio}) below {format_bytes(threshold)}"))
     print_pairs(ctx.out, pairs)
-    ctx.say("schema:")
-    for column in table.schema:
-        nullable = "" if column.nullable else " not null"
-        ctx.say(f"  {column.name} {format_type(column.type)}{nullable}")
+    ctx.say("schema (as --schema takes it):")
+    ctx.say("  " + format_schema(table.schema, separator=",\n  "))
     if files.num_rows:
         ctx.say("")
         groups = (

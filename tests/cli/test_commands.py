@@ -216,10 +216,21 @@ def test_info(cli: Any, loaded: str) -> None:
     assert "latest snapshot  3 (APPEND at " in out and "6 rows, 6 files" in out
     assert "snapshots        3 retained (1..3)\n" in out
     assert "small files      6 (100%) below 179.2 MiB\n" in out
-    assert "  user_id int64 not null\n" in out
+    assert "  user_id int64 not null,\n" in out
     assert "day=2024-05-01       0      1      1     1" in out  # partition, bucket, files, ...
     limited = cli("info", loaded, "--max-groups", "1").out
     assert "... 4 more (--max-groups)" in limited
+
+
+def test_info_prints_a_schema_that_create_takes_back(cli: Any, tmp_path: Path) -> None:
+    uri = str(tmp_path / "odd")
+    ddl = '`my col` int64 not null, "not" string, "a`b" struct<`x y`: int32>, d date32'
+    assert cli("create", uri, "--schema", ddl).code == 0
+    out = cli("info", uri).out
+    printed = out.split("schema (as --schema takes it):\n", 1)[1].split("\n\n", 1)[0]
+    again = str(tmp_path / "again")
+    assert cli("create", again, "--schema", printed).code == 0, printed
+    assert at.open_table(again).schema == at.open_table(uri).schema
 
 
 def test_small_file_threshold_uses_the_effective_options(tmp_path: Any) -> None:
@@ -408,6 +419,18 @@ def test_errors_are_one_line(cli: Any, tmp_path: Path) -> None:
     assert usage.code == 2 and "one of the arguments --schema --schema-from is required" in (
         usage.err
     )
+    for wrong in (
+        [],
+        ["scan"],
+        ["scan", str(tmp_path / "t"), "--bogus"],
+        ["scan", str(tmp_path / "t"), "--limit", "many"],
+        ["frobnicate", str(tmp_path / "t")],
+        ["tail", str(tmp_path / "t"), "--from", "yesterday"],
+    ):
+        result = cli(*wrong)
+        assert result.code == 2, wrong
+        assert result.err.count("\n") == 1 and result.err.startswith("error: appendtable"), wrong
+        assert "usage:" not in result.err and "--help" in result.err
 
 
 def test_debug_adds_the_traceback(cli: Any, tmp_path: Path) -> None:
