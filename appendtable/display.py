@@ -48,6 +48,11 @@ __all__ = [
 
 #: Lists in HTML cards (files of a result, tasks of a plan) show at most this many items.
 MAX_LISTED = 20
+#: Columns shown in a table's HTML card (a thousand-column table stays a small card).
+MAX_COLUMNS = 50
+#: Values of an ``in`` list (and OR clauses) shown in a filter's text, and the characters of one.
+MAX_VALUES = 10
+MAX_VALUE_CHARS = 60
 _STYLE = "border-collapse:collapse;margin:2px 0"
 _TH = "text-align:left;padding:1px 8px 1px 0;vertical-align:top;font-weight:600"
 _TD = "text-align:left;padding:1px 8px 1px 0;vertical-align:top"
@@ -88,17 +93,24 @@ def _range(ids: Sequence[int]) -> str:
     return ", ".join(str(i) for i in ids)
 
 
+def _cut(text: str, limit: int = MAX_VALUE_CHARS * 2) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def _plural(count: int, word: str) -> str:
     return f"{count:,} {word}" if count == 1 else f"{count:,} {word}s"
 
 
 def _value_text(value: object) -> str:
-    """Strings and bytes quoted, everything else as people write it (dates in ISO form)."""
+    """Strings and bytes quoted, everything else as people write it (dates in ISO form); cut
+    at ``MAX_VALUE_CHARS``."""
     if isinstance(value, str | bytes):
-        return repr(value)
-    if isinstance(value, dt.datetime):
-        return value.isoformat(sep=" ")
-    return str(value)
+        text = repr(value)
+    elif isinstance(value, dt.datetime):
+        text = value.isoformat(sep=" ")
+    else:
+        text = str(value)
+    return text if len(text) <= MAX_VALUE_CHARS else text[: MAX_VALUE_CHARS - 1] + "…"
 
 
 def _python(value: object, predicate: Predicate) -> object:
@@ -112,9 +124,12 @@ def _predicate_text(predicate: Predicate) -> str:
     op = predicate.op
     if op in ("is null", "is not null"):
         return f"{predicate.column} {op}"
-    values = [_value_text(_python(v, predicate)) for v in predicate.values]
+    shown = predicate.values[:MAX_VALUES]
+    values = [_value_text(_python(v, predicate)) for v in shown]
     if op in ("in", "not in"):
-        return f"{predicate.column} {op} ({', '.join(values)})"
+        more = len(predicate.values) - len(shown)
+        listed = ", ".join(values) + (f", … {more:,} more" if more else "")
+        return f"{predicate.column} {op} ({listed})"
     return f"{predicate.column} {op} {values[0]}"
 
 
@@ -122,10 +137,14 @@ def filter_text(row_filter: Filter | None) -> str:
     """A parsed filter as ``a = 1 AND b > 2 OR c is null`` (values in Python form)."""
     if row_filter is None:
         return "none"
-    clauses = [" AND ".join(_predicate_text(p) for p in clause) for clause in row_filter.clauses]
+    shown = row_filter.clauses[:MAX_VALUES]
+    clauses = [" AND ".join(_predicate_text(p) for p in clause) for clause in shown]
     if len(clauses) == 1:
         return clauses[0]
-    return " OR ".join(f"({clause})" for clause in clauses)
+    more = len(row_filter.clauses) - len(shown)
+    return " OR ".join(f"({clause})" for clause in clauses) + (
+        f" OR … {more:,} more clauses" if more else ""
+    )
 
 
 def _snapshot_text(snapshot: Snapshot) -> str:
@@ -167,7 +186,7 @@ def table_repr(table: Table) -> str:
         )
     return (
         f"Table({table.uri!r}, {_plural(len(table.schema), 'column')}, "
-        f"partition_by={table.partition_by}, {_layout_text(table)}, {latest})"
+        f"partition_by={_cut(str(table.partition_by))}, {_layout_text(table)}, {latest})"
     )
 
 
@@ -178,7 +197,8 @@ def scan_repr(
     splits: Sequence[Split] | None,
 ) -> str:
     text = (
-        f"Scan(snapshot={snapshot.id if snapshot else None}, columns={columns}, "
+        f"Scan(snapshot={snapshot.id if snapshot else None}, "
+        f"columns={_cut(str(columns), MAX_VALUE_CHARS * 2)}, "
         f"filter={filter_text(row_filter)}"
     )
     if splits is not None:
@@ -286,10 +306,16 @@ def table_html(table: Table) -> str:
             return "partition key"
         return "bucket key" if name in bucket_keys else ""
 
+    fields = list(table.schema)
     schema = _grid(
         ["column", "type", "nullable", ""],
-        ((f.name, f.type, "yes" if f.nullable else "no", role(f.name)) for f in table.schema),
+        (
+            (f.name, _cut(str(f.type)), "yes" if f.nullable else "no", role(f.name))
+            for f in fields[:MAX_COLUMNS]
+        ),
     )
+    if len(fields) > MAX_COLUMNS:
+        schema += f"<div>… {len(fields) - MAX_COLUMNS:,} more columns</div>"
     options = table.options
     snapshot, problem = _latest(table)
     if problem is not None:
@@ -322,7 +348,7 @@ def scan_html(
 ) -> str:
     rows = [
         ("snapshot", _e(_snapshot_text(snapshot)) if snapshot else "none (empty table)"),
-        ("columns", _e(", ".join(columns)) if columns is not None else "all"),
+        ("columns", _e(_cut(", ".join(columns))) if columns is not None else "all"),
         ("filter", f"<code>{_e(filter_text(row_filter))}</code>"),
     ]
     if splits is None:

@@ -586,7 +586,11 @@ class Table:
         )
 
     def files(self, snapshot_id: int | None = None) -> pa.Table:
-        """One row per live data file of a snapshot (default: the latest)."""
+        """One row per live data file of a snapshot (default: the latest): ``partition``,
+        ``bucket``, ``path`` (relative to the table), ``uri`` (absolute: a local path or a URL
+        such as ``s3://...``, what another engine opens), ``rows``, ``bytes``, sequence range,
+        ``created`` and ``source``. These are exactly the files of that snapshot: give them to
+        another engine instead of globbing the table's directory (see docs/python.md)."""
         snapshot = self._pick_snapshot(snapshot_id, None)
         entries = [] if snapshot is None else self._state.manifests.live_files(snapshot)
         state = self._state
@@ -599,6 +603,7 @@ class Table:
                 "partition": [state.partition_name(e.partition) for e in entries],
                 "bucket": pa.array([e.bucket for e in entries], pa.int32()),
                 "path": [e.file.path for e in entries],
+                "uri": [state.storage.uri(e.file.path) for e in entries],
                 "rows": pa.array([e.file.row_count for e in entries], pa.int64()),
                 "bytes": pa.array([e.file.file_size for e in entries], pa.int64()),
                 "min_sequence": pa.array([e.file.min_seq for e in entries], pa.int64()),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import io
 import re
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 
 import appendtable as at
 from appendtable import display
+from appendtable.cli.output import TextTable, display_width
 
 SCHEMA = pa.schema([("day", pa.date32()), ("user_id", pa.int64()), ("name", pa.string())])
 DAY = dt.date(2024, 5, 1)
@@ -196,3 +198,32 @@ def test_format_helpers() -> None:
     assert display.format_ms(0) == "1970-01-01 00:00:00.000 UTC"
     assert display.format_ms(2**62) == str(2**62)  # out of range: the number itself
     assert display.format_ms(None) == "-"
+
+
+def test_reprs_stay_small_for_wide_tables_and_long_filters(tmp_path: Path) -> None:
+    wide = pa.schema([(f"column_{i:04d}", pa.int64()) for i in range(1000)])
+    table = at.create_table(str(tmp_path / "wide"), wide)
+    html_card = table._repr_html_()
+    assert len(html_card) < 20_000  # 352 KB before
+    assert "950 more columns" in html_card
+    assert len(repr(table)) < 300
+    values = list(range(5000))
+    scan = table.scan(filter=[("column_0001", "in", values), ("column_0002", "=", 1)])
+    text = repr(scan)
+    assert len(text) < 600 and "4,990 more" in text
+    strings = at.create_table(str(tmp_path / "s"), pa.schema([("s", pa.string())]))
+    long_value = "x" * 10_000
+    assert len(repr(strings.scan(filter=[("s", "=", long_value)]))) < 300
+    assert len(strings.scan(filter=[("s", "=", long_value)])._repr_html_()) < 2_000
+
+
+def test_text_tables_align_wide_characters() -> None:
+    out = io.StringIO()
+    writer = TextTable(out, pa.schema([("name", pa.string()), ("n", pa.int64())]))
+    writer.write(pa.table({"name": ["日本語", "abc", "école", "🙂"], "n": [1, 22, 333, 4]}))
+    writer.close()
+    lines = out.getvalue().splitlines()
+    rows = lines[2:6]
+    assert len({display_width(line) for line in rows}) == 1  # the numbers end in one column
+    assert lines[2].startswith("日本語   ")  # 6 columns wide, padded like "école "
+    assert lines[-1] == "(4 rows)"

@@ -29,10 +29,17 @@ from appendtable.cli.commands import (
     run_scan,
     run_snapshots,
 )
-from appendtable.cli.errors import CliError
+from appendtable.cli.errors import CliError, UsageError
 from appendtable.cli.follow import run_tail
 from appendtable.cli.inputs import INPUT_FORMATS
-from appendtable.cli.maintain import run_compact, run_expire, run_remove_orphans, run_rollback
+from appendtable.cli.maintain import (
+    run_compact,
+    run_consumers,
+    run_delete_consumer,
+    run_expire,
+    run_remove_orphans,
+    run_rollback,
+)
 from appendtable.cli.output import FORMATS
 
 __all__ = ["build_parser", "main"]
@@ -160,6 +167,19 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
   appendtable remove-orphans /data/events
   appendtable remove-orphans /data/events --older-than 3d --force""",
     ),
+    "consumers": (
+        "list the named stream consumers and their progress",
+        "List the consumers that tail the table (tail --consumer-id, or streams with a consumer "
+        "id) with the next snapshot each one needs. Snapshots a consumer still needs are never "
+        "expired, so delete consumers that are gone.",
+        "  appendtable consumers /data/events",
+    ),
+    "delete-consumer": (
+        "forget a consumer (its snapshots may then expire)",
+        "Delete a named consumer's progress. Its snapshots are no longer protected from "
+        "expiration; a reader that comes back under that id starts afresh.",
+        "  appendtable delete-consumer /data/events billing",
+    ),
     "rollback": (
         "make the table hold an older snapshot's rows again",
         "Commit a new OVERWRITE snapshot that holds exactly the rows of SNAPSHOT_ID. History is "
@@ -244,7 +264,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     append = _command(commands, "append", run_append)
-    append.add_argument("files", nargs="+", metavar="FILE", help="input files")
+    append.add_argument(
+        "files", nargs="+", metavar="FILE", help="input files ('-': standard input, with --format)"
+    )
     append.add_argument("--format", choices=INPUT_FORMATS, help="input format (default: by name)")
     append.add_argument("--one-commit", action="store_true", help="one snapshot for all files")
     append.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
@@ -321,6 +343,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     orphans.add_argument("--force", action="store_true", help="delete (default: a dry run)")
 
+    _formats(_command(commands, "consumers", run_consumers))
+    delete_consumer = _command(commands, "delete-consumer", run_delete_consumer)
+    delete_consumer.add_argument("consumer_id", metavar="CONSUMER_ID")
+
     rollback = _command(commands, "rollback", run_rollback)
     rollback.add_argument("snapshot_id", type=int, metavar="SNAPSHOT_ID")
     return parser
@@ -340,6 +366,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(levelname)s %(name)s: %(message)s",
     )
     try:
+        if str(args.uri).startswith("memory://"):
+            raise UsageError(
+                f"{args.uri}: a memory:// table lives only as long as the process that made it, "
+                "and every appendtable command is a new process; use a directory or an object "
+                "store (s3://...)"
+            )
         context = Context(
             storage_options=parse_storage_options([*args.storage_option, *args.storage_option_sub])
         )

@@ -219,6 +219,63 @@ def _split_list(text: str, what: str) -> list[str]:
     return items
 
 
+#: The most OR clauses several --filter options may multiply out to.
+_MAX_CLAUSES = 1024
+
+
+def parse_filters(texts: Sequence[str] | None, schema: pa.Schema) -> list[list[object]] | None:
+    """``--filter`` options as appendtable's filter form (a list of OR'ed clauses of AND'ed
+    terms). Within one option, ``and`` binds tighter than ``or`` (``a = 1 or b = 2 and c = 3``
+    is ``a = 1`` or both of the others); several options must all hold."""
+    if not texts:
+        return None
+    result: list[list[object]] = [[]]
+    for text in texts:
+        alternatives = [
+            [parse_filter(term, schema) for term in _split_top(clause, "and", text)]
+            for clause in _split_top(text, "or", text)
+        ]
+        result = [done + more for done in result for more in alternatives]
+        if len(result) > _MAX_CLAUSES:
+            raise UsageError(
+                f"--filter: the options multiply out to more than {_MAX_CLAUSES} alternatives"
+            )
+    return result
+
+
+def _split_top(text: str, keyword: str, whole: str) -> list[str]:
+    """``text`` split at the word ``keyword`` (any case) outside quotes and parentheses."""
+    parts: list[str] = []
+    start, depth, quote = 0, 0, ""
+    index = 0
+    lowered = text.lower()
+    while index < len(text):
+        char = text[index]
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"`":
+            quote = char
+        elif char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        elif (
+            depth == 0
+            and char.isspace()
+            and lowered.startswith(keyword, index + 1)
+            and text[index + 1 + len(keyword) : index + 2 + len(keyword)] in ("", " ", "\t")
+        ):
+            parts.append(text[start:index])
+            index += 1 + len(keyword)
+            start = index
+            continue
+        index += 1
+    parts.append(text[start:])
+    if any(not part.strip() for part in parts):
+        raise UsageError(f"--filter {whole!r}: '{keyword}' needs a condition on each side")
+    return parts
+
+
 def parse_filter(text: str, schema: pa.Schema) -> tuple[object, ...]:
     """``"col op value"`` as a filter term ``(column, op, value)`` of appendtable's filter
     form. Ops: = == != <> < <= > >= in, not in, is null, is not null."""

@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 import appendtable as at
 from appendtable.cli.arguments import (
     parse_columns,
-    parse_filter,
+    parse_filters,
     parse_options,
 )
 from appendtable.cli.ddl import format_schema, parse_schema
@@ -25,6 +25,7 @@ from appendtable.cli.output import (
     Progress,
     cell_text,
     format_bytes,
+    plural,
     print_pairs,
     progress_bar,
     write_rows,
@@ -58,10 +59,6 @@ class Context:
 
     def say(self, text: str) -> None:
         self.out.write(text + "\n")
-
-
-def _plural(count: int, word: str) -> str:
-    return f"{count:,} {word}" if count == 1 else f"{count:,} {word}s"
 
 
 # ---- create -------------------------------------------------------------------------------------
@@ -111,10 +108,10 @@ class _Feed:
             rows += batch.num_rows
             fraction = consumed / source.size if source.size else 1.0
             self.progress.update(
-                f"{label} {progress_bar(fraction)}  {rows:,} rows  "
+                f"{label} {progress_bar(fraction)}  {plural(rows, 'row')}  "
                 f"{format_bytes(consumed)} / {format_bytes(source.size)}"
             )
-        self.progress.done(f"{label}  {rows:,} rows  {format_bytes(source.size)}  read")
+        self.progress.done(f"{label}  {plural(rows, 'row')}  {format_bytes(source.size)}  read")
         return rows
 
 
@@ -136,9 +133,9 @@ def _landed(snapshot: at.Snapshot | None, rows: int) -> str:
     if snapshot is None:
         return "no rows, nothing committed"
     return (
-        f"{_plural(rows, 'row')} -> snapshot {snapshot.id} "
-        f"(table: {_plural(snapshot.total_record_count, 'row')}, "
-        f"{_plural(snapshot.total_file_count, 'file')})"
+        f"{plural(rows, 'row')} -> snapshot {snapshot.id} "
+        f"(table: {plural(snapshot.total_record_count, 'row')}, "
+        f"{plural(snapshot.total_file_count, 'file')})"
     )
 
 
@@ -153,7 +150,7 @@ def run_append(args: argparse.Namespace, ctx: Context) -> int:
             rows = sum(feed.write(writer, i) for i in range(len(inputs)))
             messages = writer.prepare_commit()
         snapshot = _commit(committer, messages)
-        ctx.say(f"{_plural(len(inputs), 'file')}: {_landed(snapshot, rows)}")
+        ctx.say(f"{plural(len(inputs), 'file')}: {_landed(snapshot, rows)}")
         return 0
     for index, source in enumerate(inputs):
         with table.writer() as writer:
@@ -179,8 +176,8 @@ def small_file_threshold(table: at.Table) -> int:
 def _snapshot_line(snapshot: at.Snapshot) -> str:
     history = f"{snapshot.kind.value} at {cell_text(_utc(snapshot.time_ms))}"
     text = (
-        f"{snapshot.id} ({history}), {_plural(snapshot.total_record_count, 'row')}, "
-        f"{_plural(snapshot.total_file_count, 'file')}"
+        f"{snapshot.id} ({history}), {plural(snapshot.total_record_count, 'row')}, "
+        f"{plural(snapshot.total_file_count, 'file')}"
     )
     if snapshot.watermark is not None:
         text += f", watermark {cell_text(_utc(snapshot.watermark))}"
@@ -220,7 +217,7 @@ def run_info(args: argparse.Namespace, ctx: Context) -> int:
     total = int(pc.sum(files["bytes"]).as_py() or 0)
     small = pc.less(files["bytes"], threshold)
     small_count = int(pc.sum(small).as_py() or 0)
-    pairs.append(("data files", f"{_plural(files.num_rows, 'file')}, {format_bytes(total)}"))
+    pairs.append(("data files", f"{plural(files.num_rows, 'file')}, {format_bytes(total)}"))
     ratio = f"{small_count / files.num_rows:.0%}" if files.num_rows else "-"
     pairs.append(("small files", f"{small_count:,} ({ratio}) below {format_bytes(threshold)}"))
     print_pairs(ctx.out, pairs)
@@ -272,10 +269,10 @@ def run_head(args: argparse.Namespace, ctx: Context) -> int:
 
 def run_scan(args: argparse.Namespace, ctx: Context) -> int:
     table = ctx.open(args.uri)
-    filters = [parse_filter(text, table.schema) for text in args.filter or ()]
+    filters = parse_filters(args.filter, table.schema)
     scan = table.scan(
         columns=parse_columns(args.columns, "--columns") if args.columns else None,
-        filter=filters or None,
+        filter=filters,
         snapshot_id=args.snapshot,
     )
     if args.count:

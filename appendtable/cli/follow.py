@@ -13,10 +13,10 @@ import time
 import pyarrow as pa
 
 import appendtable as at
-from appendtable.cli.arguments import parse_buckets, parse_columns, parse_duration, parse_filter
+from appendtable.cli.arguments import parse_buckets, parse_columns, parse_duration, parse_filters
 from appendtable.cli.commands import Context
 from appendtable.cli.errors import UsageError
-from appendtable.cli.output import make_writer
+from appendtable.cli.output import make_writer, plural
 
 __all__ = ["run_tail"]
 
@@ -32,14 +32,14 @@ def _reader(args: argparse.Namespace, table: at.Table, poll: float) -> at.Stream
             mode = "latest-full"  # empty: everything from the first snapshot on
     elif args.start is not None:
         mode = args.start
-    filters = [parse_filter(text, table.schema) for text in args.filter or ()]
+    filters = parse_filters(args.filter, table.schema)
     return table.stream(
         mode=mode,
         snapshot_id=snapshot_id,
         consumer_id=args.consumer_id,
         buckets=parse_buckets(args.buckets) if args.buckets else None,
         columns=parse_columns(args.columns, "--columns") if args.columns else None,
-        filter=filters or None,
+        filter=filters,
         poll_interval=poll,
     )
 
@@ -70,7 +70,7 @@ def run_tail(args: argparse.Namespace, ctx: Context) -> int:
                 if args.format == "table":
                     ctx.say(
                         f"-- snapshot {unit.snapshot_id} ({unit.commit_kind.value}"
-                        f"{', full' if unit.full else ''}): {unit.row_count:,} rows"
+                        f"{', full' if unit.full else ''}): {plural(unit.row_count, 'row')}"
                     )
                 writer = make_writer(args.format, ctx.out, schema, header=header, footer=False)
                 header = False

@@ -7,9 +7,12 @@ Errors name the file and become :class:`InputError`.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import io
 import os
 import re
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO
@@ -21,7 +24,7 @@ import pyarrow.parquet as pq
 
 from appendtable.cli.errors import InputError, UsageError
 
-__all__ = ["INPUT_FORMATS", "InputFile", "format_of", "open_input", "read_schema"]
+__all__ = ["INPUT_FORMATS", "STDIN", "InputFile", "format_of", "open_input", "read_schema"]
 
 INPUT_FORMATS = ("parquet", "csv", "jsonl")
 _EXTENSIONS = {
@@ -34,6 +37,8 @@ _EXTENSIONS = {
     ".json": "jsonl",
 }
 _BATCH_ROWS = 65_536
+#: The file name that stands for standard input.
+STDIN = "-"
 
 
 def format_of(path: str, explicit: str | None) -> str:
@@ -169,11 +174,16 @@ class InputFile:
     schema: pa.Schema
 
     def batches(self) -> Iterator[tuple[pa.RecordBatch, int]]:
-        try:
-            handle = open(self.path, "rb")  # noqa: SIM115 - closed below, also on errors
-        except OSError as exc:
-            raise _problem(self.path, exc) from exc
-        with handle:
+        if self.path == STDIN:
+            handle: IO[bytes] = sys.stdin.buffer
+            if self.fmt == "parquet":  # Parquet is read from its end: not from a pipe
+                handle = io.BytesIO(handle.read())
+        else:
+            try:
+                handle = open(self.path, "rb")  # noqa: SIM115 - closed below, also on errors
+            except OSError as exc:
+                raise _problem(self.path, exc) from exc
+        with contextlib.nullcontext(handle) if self.path == STDIN else handle:
             reader = {"parquet": self._parquet, "csv": self._csv, "jsonl": self._jsonl}[self.fmt]
             batches = reader(handle)
             while True:
@@ -213,7 +223,7 @@ class InputFile:
             handle, convert_options=pacsv.ConvertOptions(column_types=_csv_types(self.schema))
         )
         for batch in present:
-            yield batch, min(self.size, handle.tell())
+            yield batch, min(self.size, handle.tell()) if handle.seekable() else 0
 
     def _jsonl(self, handle: IO[bytes]) -> Iterator[tuple[pa.RecordBatch, int]]:
         parse_schema = pa.schema([f.with_type(_json_type(f.type)) for f in self.schema])
@@ -235,7 +245,12 @@ class InputFile:
 
 
 def open_input(path: str, fmt: str | None, schema: pa.Schema) -> InputFile:
-    """An input file to append to a table of ``schema``. Raises InputError if it is missing."""
+    """An input file to append to a table of ``schema`` (``-``: standard input, which needs
+    an explicit format). Raises InputError if it is missing."""
+    if path == STDIN:
+        if fmt is None:
+            raise UsageError("reading standard input ('-') needs --format (parquet, csv, jsonl)")
+        return InputFile(path, fmt, 0, schema)
     chosen = format_of(path, fmt)
     try:
         size = os.stat(path).st_size

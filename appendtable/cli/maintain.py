@@ -1,4 +1,4 @@
-"""Maintenance commands: compact, expire, remove-orphans, rollback."""
+"""Maintenance commands: compact, expire, remove-orphans, rollback, consumers."""
 
 from __future__ import annotations
 
@@ -6,17 +6,22 @@ import argparse
 import datetime as dt
 import time
 
+import pyarrow as pa
+
 import appendtable as at
 from appendtable.cli.arguments import parse_columns, parse_duration, parse_partition
 from appendtable.cli.commands import Context
-from appendtable.cli.errors import UsageError
-from appendtable.cli.output import Progress, format_bytes, progress_bar
+from appendtable.cli.errors import InputError, UsageError
+from appendtable.cli.output import Progress, format_bytes, plural, progress_bar, write_rows
 
-__all__ = ["run_compact", "run_expire", "run_remove_orphans", "run_rollback"]
-
-
-def _plural(count: int, word: str) -> str:
-    return f"{count:,} {word}" if count == 1 else f"{count:,} {word}s"
+__all__ = [
+    "run_compact",
+    "run_consumers",
+    "run_delete_consumer",
+    "run_expire",
+    "run_remove_orphans",
+    "run_rollback",
+]
 
 
 def _ids(ids: list[int]) -> str:
@@ -30,8 +35,8 @@ def _ids(ids: list[int]) -> str:
 def _progress_text(progress: at.CompactionProgress) -> str:
     return (
         f"{progress.tasks_done}/{progress.tasks_total} tasks: "
-        f"{_plural(progress.files_read, 'file')} ({format_bytes(progress.bytes_read)}) -> "
-        f"{_plural(progress.files_written, 'file')} ({format_bytes(progress.bytes_written)})"
+        f"{plural(progress.files_read, 'file')} ({format_bytes(progress.bytes_read)}) -> "
+        f"{plural(progress.files_written, 'file')} ({format_bytes(progress.bytes_written)})"
     )
 
 
@@ -73,7 +78,7 @@ def run_compact(args: argparse.Namespace, ctx: Context) -> int:
     moved = f": {_progress_text(last[0])}" if last else ""
     ctx.say(
         f"snapshot {snapshot.id} ({snapshot.kind.value}){moved}; the table has "
-        f"{_plural(snapshot.total_file_count, 'data file')}"
+        f"{plural(snapshot.total_file_count, 'data file')}"
     )
     return 0
 
@@ -107,8 +112,8 @@ def run_expire(args: argparse.Namespace, ctx: Context) -> int:
     deleted = "would delete" if args.dry_run else "deleted"
     ctx.say(f"{verb} snapshots: {_ids(result.expired_snapshots)}")
     ctx.say(
-        f"{deleted} {_plural(len(result.deleted_data_files), 'data file')} and "
-        f"{_plural(len(result.deleted_metadata_files), 'metadata file')}"
+        f"{deleted} {plural(len(result.deleted_data_files), 'data file')} and "
+        f"{plural(len(result.deleted_metadata_files), 'metadata file')}"
     )
     if result.expired_consumers:
         ctx.say(f"{verb} consumers: {', '.join(result.expired_consumers)}")
@@ -126,7 +131,7 @@ def run_remove_orphans(args: argparse.Namespace, ctx: Context) -> int:
     )
     for path in result.files:
         ctx.say(path)
-    found = f"{_plural(len(result.files), 'orphan file')} ({format_bytes(result.bytes)})"
+    found = f"{plural(len(result.files), 'orphan file')} ({format_bytes(result.bytes)})"
     if args.force:
         ctx.say(f"deleted {found} older than {args.older_than}")
     else:
@@ -142,7 +147,28 @@ def run_rollback(args: argparse.Namespace, ctx: Context) -> int:
     snapshot = table.rollback_to(args.snapshot_id)
     ctx.say(
         f"rolled back to snapshot {args.snapshot_id}: new snapshot {snapshot.id} "
-        f"({snapshot.kind.value}) holds {_plural(snapshot.total_record_count, 'row')} in "
-        f"{_plural(snapshot.total_file_count, 'file')}"
+        f"({snapshot.kind.value}) holds {plural(snapshot.total_record_count, 'row')} in "
+        f"{plural(snapshot.total_file_count, 'file')}"
     )
+    return 0
+
+
+def run_consumers(args: argparse.Namespace, ctx: Context) -> int:
+    consumers = ctx.open(args.uri).consumers()
+    rows = pa.table(
+        {
+            "consumer": pa.array(list(consumers), pa.string()),
+            "next_snapshot": pa.array(list(consumers.values()), pa.int64()),
+        }
+    )
+    write_rows(args.format, ctx.out, rows.schema, [rows])
+    return 0
+
+
+def run_delete_consumer(args: argparse.Namespace, ctx: Context) -> int:
+    table = ctx.open(args.uri)
+    if args.consumer_id not in table.consumers():
+        raise InputError(f"{args.uri} has no consumer {args.consumer_id!r}")
+    table.delete_consumer(args.consumer_id)
+    ctx.say(f"deleted consumer {args.consumer_id}")
     return 0

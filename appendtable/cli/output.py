@@ -11,12 +11,14 @@ import datetime as dt
 import decimal
 import json
 import time
+import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import IO, Protocol
 
 import pyarrow as pa
 
 __all__ = [
+    "plural",
     "FORMATS",
     "Progress",
     "RowWriter",
@@ -96,6 +98,24 @@ class RowWriter(Protocol):
     def close(self) -> None: ...
 
 
+def plural(count: int, word: str) -> str:
+    """``1 row``, ``400,052 rows``: counts everywhere in one form."""
+    return f"{count:,} {word}" if count == 1 else f"{count:,} {word}s"
+
+
+def display_width(text: str) -> int:
+    """Terminal columns ``text`` takes: wide (CJK, emoji) characters two, combining marks and
+    zero-width characters none."""
+    if text.isascii():
+        return len(text)
+    width = 0
+    for char in text:
+        if unicodedata.combining(char) or unicodedata.category(char) in ("Mn", "Me", "Cf"):
+            continue
+        width += 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
+    return width
+
+
 def _is_numeric(dtype: pa.DataType) -> bool:
     return bool(
         pa.types.is_integer(dtype) or pa.types.is_floating(dtype) or pa.types.is_decimal(dtype)
@@ -124,20 +144,30 @@ class TextTable:
 
     def _cut(self, text: str, width: int) -> str:
         text = text.replace("\n", "\\n").replace("\r", "\\r").replace("\t", " ")
-        return text if len(text) <= width else text[: width - 1] + "…"
+        if display_width(text) <= width:
+            return text
+        kept, used = [], 0
+        for char in text:
+            wide = display_width(char)
+            if used + wide > width - 1:
+                break
+            kept.append(char)
+            used += wide
+        return "".join(kept) + "…"
 
     def _line(self, cells: Sequence[str]) -> str:
         assert self._widths is not None
-        parts = [
-            (self._cut(c, w).rjust(w) if right else self._cut(c, w).ljust(w))
-            for c, w, right in zip(cells, self._widths, self._right, strict=True)
-        ]
+        parts = []
+        for cell, width, right in zip(cells, self._widths, self._right, strict=True):
+            cut = self._cut(cell, width)
+            padding = " " * (width - display_width(cut))
+            parts.append(padding + cut if right else cut + padding)
         return "  ".join(parts).rstrip()
 
     def _start(self) -> None:
-        widths = [len(name) for name in self._names]
+        widths = [display_width(name) for name in self._names]
         for row in self._pending:
-            widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
+            widths = [max(w, display_width(c)) for w, c in zip(widths, row, strict=True)]
         self._widths = [min(w, self._max) for w in widths]
         right = self._right
         self._right = [False] * len(self._names)

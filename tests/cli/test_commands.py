@@ -463,12 +463,70 @@ def test_storage_options_reach_the_table(
     assert seen == [{"anon": True, "n": 3}]
 
 
-def test_memory_urls(cli: Any) -> None:
-    uri = "memory://cli-tests/events"
-    options = ("--storage-option", "skip_instance_cache=false")
-    assert cli("create", uri, "--schema", "id int64", *options).code == 0
-    assert cli("info", uri, *options).code == 0
-    assert at.open_table(uri).schema == pa.schema([("id", pa.int64())])
+def test_memory_urls_are_refused_with_the_reason(cli: Any) -> None:
+    """Every command is a new process, in which a memory:// table would not exist."""
+    for command in (["create", "memory://cli/t", "--schema", "id int64"], ["info", "memory://t"]):
+        result = cli(*command)
+        assert result.code == 2
+        assert "lives only as long as the process" in result.err
+        assert result.err.count("\n") == 1
+
+
+def test_standard_input(cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    uri = str(tmp_path / "t")
+    cli("create", uri, "--schema", "id int64, name string")
+    feeds = {
+        "csv": b"id,name\n1,a\n2,b\n",
+        "jsonl": b'{"id": 3, "name": "c"}\n',
+        "parquet": _parquet_bytes(pa.table({"id": [4], "name": ["d"]})),
+    }
+    for fmt, data in feeds.items():
+        monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(data)))
+        result = cli("append", uri, "-", "--format", fmt, "-q")
+        assert result.code == 0, result.err
+        assert result.out.startswith("-: ")
+    assert sorted(at.open_table(uri).scan().to_arrow().column("id").to_pylist()) == [1, 2, 3, 4]
+    missing = cli("append", uri, "-")
+    assert missing.code == 2 and "needs --format" in missing.err
+
+
+def _parquet_bytes(data: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    pq.write_table(data, sink)
+    return bytes(sink.getvalue())
+
+
+def test_or_in_filters(cli: Any, tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    cli("create", uri, "--schema", "id int64, name string")
+    table = at.open_table(uri)
+    table.append(pa.table({"id": [1, 2, 3, 4], "name": ["a", "b and c", "c", "or"]}))
+
+    def ids(*filters: str) -> list[int]:
+        args = [x for f in filters for x in ("--filter", f)]
+        result = cli("scan", uri, *args, "--format", "jsonl")
+        assert result.code == 0, result.err
+        return sorted(json.loads(line)["id"] for line in result.out.splitlines())
+
+    assert ids("id = 1 or name = 'b and c'") == [1, 2]
+    assert ids("id = 1 OR id = 3", "id >= 2") == [3]  # several options: all hold
+    assert ids("name in ('or', 'x') or id = 3 and name = 'c'") == [3, 4]  # and binds tighter
+    assert ids("id = 4 or id = 1", "name = 'or' or id < 2") == [1, 4]
+    broken = cli("scan", uri, "--filter", "id = 1 or")
+    assert broken.code == 2 and "needs a condition on each side" in broken.err
+
+
+def test_consumers_and_delete_consumer(cli: Any, queue: tuple[str, at.Table]) -> None:
+    uri, table = queue
+    assert "(0 rows)" in cli("consumers", uri).out
+    table.stream(consumer_id="billing").commit(table.stream().checkpoint())
+    listed = cli("consumers", uri, "--format", "jsonl")
+    expected = at.open_table(uri).consumers()["billing"]
+    assert json.loads(listed.out) == {"consumer": "billing", "next_snapshot": expected}
+    assert cli("delete-consumer", uri, "billing").out == "deleted consumer billing\n"
+    assert at.open_table(uri).consumers() == {}
+    again = cli("delete-consumer", uri, "billing")
+    assert again.code == 1 and "has no consumer 'billing'" in again.err
 
 
 def test_result_type_is_used() -> None:

@@ -233,6 +233,7 @@ def test_files_table_lists_live_files(uri: str) -> None:
         "partition",
         "bucket",
         "path",
+        "uri",
         "rows",
         "bytes",
         "min_sequence",
