@@ -68,8 +68,11 @@ def write_table(
     storage_options: Mapping[str, Any] | None = None,
     partition_by: list[str] | str | None = None,
     native: bool | None = None,
+    partitions: list[dict[str, object]] | None = None,
 ) -> None:
-    """Write ``df`` as one snapshot (``mode="overwrite"``: an OVERWRITE of the whole table).
+    """Write ``df`` as one snapshot (``mode="overwrite"``: an OVERWRITE of the whole table, or
+    with ``partitions=[{"day": date(2024, 5, 1)}]`` of those static partitions only: a row of
+    any other partition fails the write with SchemaMismatchError naming it, and nothing lands).
     A table that does not exist is created from ``df``'s schema with ``options``.
 
     ``native`` picks the data path. Spark's own Parquet writer (True) writes the files into a
@@ -83,12 +86,18 @@ def write_table(
     ``commitIdentifier`` make the write idempotent."""
     if mode not in ("append", "overwrite"):
         raise at.InvalidOptionError(f"mode must be 'append' or 'overwrite', not {mode!r}")
+    if partitions is not None and mode != "overwrite":
+        raise at.InvalidOptionError(
+            "partitions= names what an overwrite replaces: mode='overwrite'"
+        )
     writer_options = {str(k): str(v) for k, v in (options or {}).items()}
     for key, value in (storage_options or {}).items():
         writer_options[f"storage.{key}"] = value if isinstance(value, str) else _json(value)
     if partition_by:
         keys = [partition_by] if isinstance(partition_by, str) else list(partition_by)
         writer_options["partition-by"] = ",".join(keys)
+    if partitions:
+        writer_options["overwritePartitions"] = json.dumps(partitions, default=str)
     settings = Settings.parse({**writer_options, "path": uri})
     table = open_or_create(settings, df.schema)
     table.check_write_schema(spark_arrow_schema(df.schema))
@@ -110,6 +119,7 @@ def write_table(
         overwrite=mode == "overwrite",
         commit_user=user or f"spark-write-{uuid.uuid4().hex}",
         identifier=identifier,
+        partitions=settings.overwrite_partitions(),
     )
 
 

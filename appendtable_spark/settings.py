@@ -34,6 +34,7 @@ ADAPTER_OPTIONS = frozenset(
         "maxrowspertrigger",
         "splittargetbytes",
         "checkpointlocation",
+        "overwritepartitions",
     }
 )
 
@@ -101,6 +102,25 @@ class Settings:
                 "option 'commitIdentifier' needs 'commitUser' (a name stable across retries)"
             )
         return user, int(text) if text is not None else None
+
+    def overwrite_partitions(self) -> list[dict[str, object]] | None:
+        """Option ``overwritePartitions``: the static partitions an overwrite replaces, as JSON
+        (``[{"day": "2024-05-01"}]``; dates, timestamps and decimals as text)."""
+        text = self.adapter.get("overwritepartitions")
+        if not text:
+            return None
+        try:
+            specs = json.loads(text)
+        except ValueError as exc:
+            raise at.InvalidOptionError(
+                f"option 'overwritePartitions' is not JSON: {text!r} ({exc})"
+            ) from exc
+        if not isinstance(specs, list) or not all(isinstance(s, dict) for s in specs):
+            raise at.InvalidOptionError(
+                "option 'overwritePartitions' must be a JSON list of objects such as "
+                '[{"day": "2024-05-01"}]'
+            )
+        return specs
 
     def integer(self, key: str) -> int | None:
         value = self.adapter.get(key)

@@ -135,10 +135,11 @@ def write_staged(
     overwrite: bool,
     commit_user: str,
     identifier: int | None,
+    partitions: list[dict[str, object]] | None = None,
 ) -> at.Snapshot | None:
     """Write ``df`` with Spark's Parquet writer and commit it as one snapshot (an OVERWRITE of
-    the whole table with ``overwrite``). Returns the snapshot, or None when nothing was
-    committed (no rows, or this identifier had already landed)."""
+    the whole table with ``overwrite``, or of the static ``partitions``). Returns the snapshot,
+    or None when nothing was committed (no rows, or this identifier had already landed)."""
     frame, hidden = _shaped(df, table)
     with table.staging_area() as area:
         base = area.since_snapshot_id  # the latest snapshot before anything was written
@@ -148,7 +149,9 @@ def write_staged(
         committer = table.committer(commit_user)
         with committer.discarding(messages, since_snapshot_id=base):
             if overwrite:
-                landed = committer.overwrite(messages, base_snapshot_id=base, identifier=identifier)
+                landed = committer.overwrite(
+                    messages, partitions=partitions, base_snapshot_id=base, identifier=identifier
+                )
             else:
                 landed = committer.commit(messages, identifier=identifier)
         if landed is None and messages:

@@ -76,9 +76,12 @@ def commit_staged(
     identifier: int | None,
     overwrite: bool,
     base_snapshot_id: int | None,
+    partitions: list[dict[str, object]] | None = None,
 ) -> at.Snapshot | None:
     """Move the files of ``messages`` out of ``area`` and commit them as one snapshot (an
-    OVERWRITE of the whole table with ``overwrite``); the area is removed afterwards. Files
+    OVERWRITE of the whole table with ``overwrite``, or of the static ``partitions``: rows of
+    any other partition then fail the commit with SchemaMismatchError and nothing lands); the
+    area is removed afterwards. Files
     of a commit that definitely failed, or of a replay whose identifier had landed, are
     discarded."""
     committer = table.committer(commit_user)
@@ -88,7 +91,10 @@ def commit_staged(
         with committer.discarding(moved, since_snapshot_id=since):
             if overwrite:
                 landed = committer.overwrite(
-                    moved, base_snapshot_id=base_snapshot_id, identifier=identifier
+                    moved,
+                    partitions=partitions,
+                    base_snapshot_id=base_snapshot_id,
+                    identifier=identifier,
                 )
             else:
                 landed = committer.commit(moved, identifier=identifier)
@@ -143,6 +149,7 @@ class BatchWriter(DataSourceArrowWriter):  # type: ignore[misc]
             identifier=self._identifier,
             overwrite=self._overwrite,
             base_snapshot_id=self._base,
+            partitions=self._settings.overwrite_partitions(),
         )
 
     def abort(self, messages: list[FilesMessage | None]) -> None:

@@ -8,11 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 import appendtable as at
 from appendtable.planning.bucket import bucket_ids
 from tests.helpers.clock import past_every_file_ms
+from tests.helpers.data import sorted_rows
 
 pytestmark = pytest.mark.spark
 
@@ -526,3 +528,32 @@ def test_native_write_deletes_its_files_only_when_the_commit_did_not_land(
     appendtable_spark.write_table(df, uri, options=ids, native=True)
     assert at.open_table(uri).scan().count() == 60
     assert on_disk() == referenced() | kept
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "python-writer"])
+def test_overwrite_of_given_partitions_refuses_rows_of_other_partitions(
+    spark_at: Any, tmp_path: Path, native: bool
+) -> None:
+    uri = str(tmp_path / f"p-{native}")
+    table = at.create_table(uri, EVENTS, partition_by=["day"])
+    table.append(_events(0, 10))  # days 2024-01-01 and 2024-01-02
+    day1, day2 = dt.date(2024, 1, 1), dt.date(2024, 1, 2)
+    before = sorted_rows(table.scan().to_arrow())
+    rows = _events(100, 4)
+    wrong = spark_at.createDataFrame(rows.filter(pc.equal(rows["day"], day2)).to_pandas())
+    with pytest.raises(Exception, match="partition day=2024-01-02 are outside"):
+        appendtable_spark.write_table(
+            wrong, uri, mode="overwrite", partitions=[{"day": day1}], native=native
+        )
+    assert sorted_rows(at.open_table(uri).scan().to_arrow()) == before
+    right = _events(200, 6).filter(pc.equal(_events(200, 6)["day"], day1))
+    appendtable_spark.write_table(
+        spark_at.createDataFrame(right.to_pandas()),
+        uri,
+        mode="overwrite",
+        partitions=[{"day": day1}],
+        native=native,
+    )
+    after = at.open_table(uri).scan().to_arrow()
+    kept = [r for r in before if r["day"] == day2]
+    assert sorted_rows(after) == sorted(kept + right.to_pylist(), key=lambda r: r["seq"])
