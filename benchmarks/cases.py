@@ -18,6 +18,7 @@ import appendtable as at
 from benchmarks.compaction import bench_compaction
 from benchmarks.data import SCHEMA, make_table
 from benchmarks.harness import Case, Result, Timing, cycle_setup, measure, sync_then, timed
+from benchmarks.integrity import bench_integrity
 from benchmarks.memory import bench_memory
 from benchmarks.peers import bench_peers
 from benchmarks.rows import limit_row, speed_row
@@ -464,6 +465,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "point-query": bench_point_query,
     "commit": bench_commit,
     "plan": bench_plan,
+    "integrity": bench_integrity,
     "compaction": bench_compaction,
     "scaling": bench_scaling,
     "memory": bench_memory,
