@@ -69,11 +69,14 @@ def _predicate(predicate: Predicate) -> pc.Expression:
         return field > scalars[0]
     if op == ">=":
         return field >= scalars[0]
+    member = field
     if predicate.type.kind in ("float16", "float32", "float64"):
         scalars = _float_set(scalars)
+        # compared in float64, as = compares: isin would round 1e300 to a float32 infinity
+        member = field.cast(pa.float64())
     if not scalars:  # nothing is in an empty list; every non-null value is not in it
         return pc.scalar(False) if op == "in" else field.is_valid()
     values = pa.array([s.as_py() for s in scalars], type=scalars[0].type)
-    membership = field.isin(values)
+    membership = member.isin(values)
     # SQL semantics, as in pruning: a null is neither in nor not in a list.
     return membership if op == "in" else ~membership & field.is_valid()

@@ -127,6 +127,16 @@ KINDS: dict[str, tuple[pa.DataType, st.SearchStrategy[Any], st.SearchStrategy[An
         TIMES.map(lambda t: t.replace(tzinfo=UTC)),
         TIMES.map(lambda t: t.replace(tzinfo=UTC)),
     ),
+    "time64[us]": (pa.time64("us"), st.times(), st.times()),
+    "time32[s]": (
+        pa.time32("s"),
+        st.times().map(lambda t: t.replace(microsecond=0)),
+        st.times(),  # finer than the unit
+    ),
+    "large_string": (pa.large_string(), st.text(max_size=5), st.sampled_from(["", "zz"])),
+    "large_binary": (pa.large_binary(), st.binary(max_size=4), st.sampled_from([b"", b"\xff"])),
+    "int16": (pa.int16(), _ints(16, True), st.sampled_from([2**15, -(2**15) - 1, 0.25])),
+    "uint32": (pa.uint32(), _ints(32, False), st.sampled_from([-1, 2**32, 1.5])),
 }
 
 
