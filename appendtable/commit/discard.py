@@ -87,8 +87,10 @@ def referenced_files(
     if not wanted or latest is None:
         return set()
     earliest = snapshots.earliest_id() or 1
-    whole = since_snapshot_id is None or since_snapshot_id < earliest
-    first = earliest if whole else since_snapshot_id + 1  # type: ignore[operator]
+    if since_snapshot_id is None or since_snapshot_id < earliest:
+        whole, first = True, earliest  # every retained snapshot, the earliest with all it holds
+    else:
+        whole, first = False, since_snapshot_id + 1
     found: set[str] = set()
     for snapshot_id in range(first, latest + 1):
         snapshot = snapshots.get(snapshot_id)
