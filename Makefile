@@ -20,8 +20,16 @@ $(VENV)/.core-installed: pyproject.toml | $(BIN)/python
 	touch $@
 
 $(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -e '.[dev,spark,s3]'
+	$(BIN)/python -m pip install -e '.[dev,spark,s3,gcs,azure]'
 	touch $@ $(VENV)/.core-installed
+
+# Azurite (Azure Blob Storage emulator) for the azure tests, from npm into .emulators/; where
+# npm is absent the azure tests skip and say why.
+AZURITE_VERSION := 3.37.0
+.emulators/.azurite-$(AZURITE_VERSION):
+	@if command -v npm >/dev/null 2>&1; then \
+		npm install --prefix .emulators azurite@$(AZURITE_VERSION) --no-audit --no-fund --loglevel=error && touch $@; \
+	else echo "npm not found: the azure tests will be skipped"; fi
 
 demo: $(VENV)/.core-installed ## run the demo pipeline on a local table
 	$(BIN)/python -m appendtable.demo
@@ -36,7 +44,7 @@ lint: $(VENV)/.dev-installed ## ruff
 typecheck: $(VENV)/.dev-installed ## mypy --strict on the core
 	$(BIN)/mypy
 
-test: $(VENV)/.dev-installed lint typecheck ## lint, type-check and run the whole test suite
+test: $(VENV)/.dev-installed .emulators/.azurite-$(AZURITE_VERSION) lint typecheck ## lint, type-check and run the whole test suite
 	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 unit: $(VENV)/.dev-installed ## the fast tests only (no spark, s3, slow)
@@ -48,5 +56,5 @@ bench: $(VENV)/.dev-installed ## run the benchmarks and write benchmarks/README.
 bench-quick: $(VENV)/.dev-installed ## a quick benchmark run (small sizes)
 	$(BIN)/python -m benchmarks.run --quick
 
-clean: ## remove the virtualenv and caches
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+clean: ## remove the virtualenv, the emulators and caches
+	rm -rf $(VENV) .emulators .pytest_cache .mypy_cache .ruff_cache

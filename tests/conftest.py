@@ -1,9 +1,14 @@
 """Shared fixtures: storage URIs for every backend, one session-scoped local Spark, and one
-session-scoped SeaweedFS (a real S3 server) shared by tests/storage and tests/s3."""
+session-scoped server per object store, started on first use: SeaweedFS (S3), fake-gcs-server
+(GCS) and Azurite (Azure Blob Storage), shared by tests/storage, tests/s3 and tests/cloud."""
 
 from __future__ import annotations
 
 import os
+
+# gcsfs's experimental layer probes every bucket over gRPC (60 s per try against an emulator)
+os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+import shutil
 import sys
 import tempfile
 import uuid
@@ -14,6 +19,7 @@ import fsspec
 import pytest
 
 from appendtable.commit.snapshots import flush_hints
+from tests.emulators import Emulator, EmulatorUnavailable, start_azurite, start_fake_gcs
 
 if TYPE_CHECKING:
     from tests.s3.seaweedfs import SeaweedFS
@@ -74,6 +80,38 @@ def seaweedfs() -> Iterator[SeaweedFS]:
     try:
         server = start_seaweedfs()
     except SeaweedFSUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def fake_gcs() -> Iterator[Emulator]:
+    """One fake-gcs-server (Google Cloud Storage's JSON API) for the whole run, started on
+    first use. A missing server fails the requesting tests: it is a dev dependency, and the
+    gcs tests run in CI (deselect them explicitly with ``-m "not gcs"``)."""
+    try:
+        server = start_fake_gcs()
+    except EmulatorUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def azurite() -> Iterator[Emulator]:
+    """One Azurite blob service for the whole run, started on first use. Skipped (with the
+    reason) only where node is absent; a node without the Azurite that ``make test`` installs
+    fails the requesting tests."""
+    if shutil.which("node") is None:
+        pytest.skip("node is not installed: the Azure tests need Azurite (an npm package)")
+    try:
+        server = start_azurite()
+    except EmulatorUnavailable as exc:
         pytest.fail(str(exc), pytrace=False)
     try:
         yield server

@@ -1,17 +1,25 @@
-"""A table root on any fsspec file system: ``memory://``, S3 (s3fs) and others.
+"""A table root on any fsspec file system: ``memory://``, S3 (s3fs), GCS (gcsfs), Azure Blob
+Storage and ADLS Gen2 (adlfs), and others.
 
 Atomic publish (``put_if_absent``) per backend:
 
 * ``memory://``: a process-wide lock around check-and-create (the store lives in one process).
 * S3: a conditional PUT (``If-None-Match: *``, s3fs ``pipe_file(mode="create")``); the server
   creates the object only if the key is absent, atomically, with its complete content. A 412
-  means the key exists. botocore and s3fs retry a PUT whose response was lost, and a retry
-  whose first attempt landed gets a 412 for *our own* object, so a 412 is followed by a read-back:
-  True if the stored bytes equal ours (the caller makes its content unique: every snapshot
-  carries a nonce), False otherwise. 409 ``ConditionalRequestConflict``, throttling, timeouts
-  and 5xx are retried with capped exponential backoff and jitter; if they persist, a
-  ``TransientStorageError`` is raised and the outcome is unknown (the committer then reads the
-  snapshot back).
+  means the key exists.
+* GCS (gcsfs, ``gs://``): an upload with ``ifGenerationMatch=0`` through the JSON API (gcsfs
+  ``pipe_file(mode="create")``), which succeeds only if no live object has the name; 412 means
+  it exists. Never the S3-interoperability endpoint, which ignores create-only preconditions.
+* Azure Blob / ADLS Gen2 (adlfs, ``az://``, ``abfs://``): an upload with ``If-None-Match: *``
+  (adlfs ``pipe_file(overwrite=False)``); 409 ``BlobAlreadyExists`` means it exists.
+
+On every object store a client retries a PUT whose response was lost, and a retry whose first
+attempt landed finds *our own* object, so "exists" is followed by a read-back: True if the
+stored bytes equal ours (the caller makes its content unique: every snapshot carries a nonce),
+False otherwise. Conflicts (S3 409 ``ConditionalRequestConflict``), throttling (S3 503, GCS
+429, Azure 503 ``ServerBusy``), timeouts and 5xx are retried with capped exponential backoff
+and jitter; if they persist, a ``TransientStorageError`` is raised and the outcome is unknown
+(the committer then reads the snapshot back).
 * anything else (e.g. ``local://`` through fsspec's LocalFileSystem, whose ``mode="create"`` is
   check-then-write): no atomic create (``atomic_create = False``); the committer refuses to
   publish unless the user opts into single-writer mode.
@@ -21,9 +29,10 @@ On S3, ``exists`` and ``info`` are one raw ``HeadObject`` each (s3fs's own ``exi
 to a LIST on a miss and consults its listing cache), and listings bypass and invalidate the cache.
 
 Retries: idempotent operations (read, write, list, delete, head) are retried a few times on
-transient errors, on top of botocore's and s3fs's own retries; the last failure is raised as a
-``TransientStorageError``. Streamed output (``open_output``) is not retried here. Only ``OSError``
-and botocore errors are ever caught; nothing is swallowed broadly.
+transient errors, on top of the client libraries' own retries; the last failure is raised as a
+``TransientStorageError``. Streamed output (``open_output``) is not retried here. Only storage
+failures (``translate.is_io_error``: ``OSError`` and the client libraries' errors) are caught;
+anything else is re-raised untouched.
 """
 
 from __future__ import annotations
@@ -37,7 +46,7 @@ from typing import IO, Any, TypeVar
 from appendtable.errors import ObjectNotFoundError
 from appendtable.storage.base import FileInfo, Storage
 from appendtable.storage.translate import (
-    IO_ERRORS,
+    is_io_error,
     is_not_found,
     is_precondition_failed,
     is_transient,
@@ -50,6 +59,8 @@ _T = TypeVar("_T")
 
 _MEMORY_LOCK = threading.Lock()
 _S3_PROTOCOLS = frozenset({"s3", "s3a"})
+_GCS_PROTOCOLS = frozenset({"gs", "gcs"})
+_AZURE_PROTOCOLS = frozenset({"az", "abfs", "abfss", "adl"})
 #: Attempts of an idempotent operation (read, write, list, delete, head) on transient errors.
 _IO_ATTEMPTS = 4
 #: Attempts of a conditional create on 409 / throttling / 5xx / timeouts before giving up.
@@ -66,9 +77,10 @@ def _backoff(attempt: int) -> float:
 class FsspecStorage(Storage):
     """Files under ``root_path`` of the fsspec file system ``fs``.
 
-    ``atomic_create`` is True for ``memory://`` (within one process) and S3 (across processes
-    and hosts, on servers whose conditional PUT is atomic: AWS S3, and SeaweedFS 4.48 as raced
-    in tests/s3; run that race test against any other S3-compatible server before trusting
+    ``atomic_create`` is True for ``memory://`` (within one process) and the object stores
+    (across processes and hosts, on servers whose conditional create is atomic: AWS S3, GCS
+    and Azure Blob Storage, and the SeaweedFS, fake-gcs-server and Azurite emulators as raced
+    in tests/storage; run that race test against any other compatible server before trusting
     it)."""
 
     def __init__(
@@ -86,16 +98,28 @@ class FsspecStorage(Storage):
         protocols = fs.protocol if isinstance(fs.protocol, tuple | list) else (fs.protocol,)
         self._is_memory = "memory" in protocols
         self._is_s3 = bool(_S3_PROTOCOLS.intersection(protocols))
-        self.backend = "memory" if self._is_memory else "s3" if self._is_s3 else str(protocols[0])
-        self.atomic_create = self._is_memory or self._is_s3
+        self._is_gcs = bool(_GCS_PROTOCOLS.intersection(protocols))
+        self._is_azure = bool(_AZURE_PROTOCOLS.intersection(protocols))
+        self._is_object_store = self._is_s3 or self._is_gcs or self._is_azure
+        if self._is_memory:
+            self.backend = "memory"
+        elif self._is_s3:
+            self.backend = "s3"
+        elif self._is_gcs:
+            self.backend = "gcs"
+        elif self._is_azure:
+            self.backend = "azure"
+        else:
+            self.backend = str(protocols[0])
+        self.atomic_create = self._is_memory or self._is_object_store
 
     def _full(self, path: str) -> str:
         return f"{self.root_path}/{path}" if path else self.root_path
 
     def _make_parent(self, full: str) -> None:
         """Directory-based file systems need the parent; object stores have no directories
-        (and s3fs.makedirs could try to create a bucket)."""
-        if not self._is_s3:
+        (and their makedirs could try to create a bucket or container)."""
+        if not self._is_object_store:
             self.fs.makedirs(full.rsplit("/", 1)[0], exist_ok=True)
 
     def _retrying(self, call: Callable[[], _T], attempts: int = _IO_ATTEMPTS) -> _T:
@@ -106,9 +130,9 @@ class FsspecStorage(Storage):
         while True:
             try:
                 return call()
-            except IO_ERRORS as exc:
+            except Exception as exc:  # storage failures only (is_io_error); the rest re-raised
                 attempt += 1
-                if attempt >= attempts or not is_transient(exc):
+                if not is_io_error(exc) or attempt >= attempts or not is_transient(exc):
                     raise
             self._sleep(_backoff(attempt))
 
@@ -166,8 +190,8 @@ class FsspecStorage(Storage):
         def head() -> dict[str, Any] | None:
             try:
                 response: dict[str, Any] = self.fs.call_s3("head_object", Bucket=bucket, Key=key)
-            except IO_ERRORS as exc:
-                if is_not_found(exc):
+            except Exception as exc:  # storage failures only (is_io_error); the rest re-raised
+                if is_io_error(exc) and is_not_found(exc):
                     return None
                 raise
             return response
@@ -177,7 +201,7 @@ class FsspecStorage(Storage):
     def listdir(self, directory: str) -> list[FileInfo]:
         full = self._full(directory)
         prefix = f"{directory}/" if directory else ""
-        extra = {"refresh": True} if self._is_s3 else {}
+        extra = {"refresh": True} if self._is_s3 or self._is_gcs else {}
 
         def listing() -> list[dict[str, Any]]:
             self.fs.invalidate_cache(full)
@@ -245,8 +269,14 @@ class FsspecStorage(Storage):
                     self._make_parent(full)
                     self.fs.pipe_file(full, data)
                     return True
-            if self._is_s3:
-                return self._s3_create(full, data)
+            if self._is_s3 or self._is_gcs:  # If-None-Match: * / ifGenerationMatch=0
+                return self._create(
+                    full, data, lambda: self.fs.pipe_file(full, data, mode="create")
+                )
+            if self._is_azure:  # If-None-Match: *
+                return self._create(
+                    full, data, lambda: self.fs.pipe_file(full, data, overwrite=False)
+                )
             # No atomic primitive: best effort, for single-writer mode only.
             self.fs.invalidate_cache(full)
             if self.fs.exists(full):
@@ -255,15 +285,18 @@ class FsspecStorage(Storage):
             self.fs.pipe_file(full, data)
             return True
 
-    def _s3_create(self, full: str, data: bytes) -> bool:
-        """PUT ``If-None-Match: *``; on 412 compare the stored bytes; retry transient failures."""
+    def _create(self, full: str, data: bytes, create: Callable[[], object]) -> bool:
+        """``create()`` (a conditional upload); when the name is taken compare the stored bytes;
+        retry transient failures."""
         attempt = 0
         while True:
             taken = False
             try:
-                self.fs.pipe_file(full, data, mode="create")
+                create()
                 return True
-            except IO_ERRORS as exc:
+            except Exception as exc:  # storage failures only (is_io_error); the rest re-raised
+                if not is_io_error(exc):
+                    raise
                 taken = is_precondition_failed(exc)
                 if not taken:
                     attempt += 1

@@ -4,16 +4,19 @@ Classification (``translated`` raises the first that applies, chained with ``fro
 
 * ``FileNotFoundError``, S3 ``NoSuchKey`` / ``NotFound`` / HTTP 404 → ``ObjectNotFoundError``;
 * ``FileExistsError`` → ``ObjectExistsError``;
-* throttling (``SlowDown`` …), timeouts, dropped or refused connections, S3 409
-  ``ConditionalRequestConflict`` and 5xx → ``TransientStorageError`` (safe to retry an
-  idempotent operation);
-* any other ``OSError`` or botocore error → ``StorageError`` (worded in the user's terms for
-  mistakes in the location: a path through a file, permissions, a read-only or full disk).
+* throttling (S3 ``SlowDown``, Azure ``ServerBusy``, GCS 429 …), timeouts, dropped or refused
+  connections, S3 409 ``ConditionalRequestConflict`` and 5xx → ``TransientStorageError`` (safe
+  to retry an idempotent operation);
+* any other ``OSError`` or storage library error → ``StorageError`` (worded in the user's terms
+  for mistakes in the location: a path through a file, permissions, a read-only or full disk).
 
-Only ``OSError`` and botocore's own exception types are translated; anything else (a bug,
-``KeyboardInterrupt``) propagates untouched. s3fs turns most botocore ``ClientError``s into
-``OSError``s whose ``__cause__`` is the ``ClientError``, so the S3 error code and HTTP status are
-looked up along the ``__cause__`` chain.
+Only ``OSError`` and the storage libraries' own exception types (botocore; gcsfs, aiohttp and
+google-auth; azure-core) are translated; anything else (a bug, ``KeyboardInterrupt``) propagates
+untouched. s3fs turns most botocore ``ClientError``s into ``OSError``s whose ``__cause__`` is
+the ``ClientError``, so error codes and HTTP statuses are looked up along the ``__cause__``
+chain: botocore's ``response``, azure-core's ``status_code`` and ``error_code``, gcsfs's
+``code``. A conditional create that finds the name taken is a 412 (S3, GCS
+``ifGenerationMatch=0``) or Azure's 409 ``BlobAlreadyExists``.
 """
 
 from __future__ import annotations
@@ -31,35 +34,63 @@ from appendtable.errors import (
 )
 
 __all__ = [
-    "FOREIGN_IO_ERRORS",
-    "IO_ERRORS",
+    "is_io_error",
     "is_not_found",
     "is_precondition_failed",
     "is_transient",
     "translated",
 ]
 
-try:  # botocore is present only with the s3 extra; its errors are not all OSErrors.
-    from botocore.exceptions import BotoCoreError, ClientError, SSLError
-    from botocore.exceptions import ConnectionError as BotoConnectionError
-    from botocore.exceptions import HTTPClientError as BotoHTTPClientError
 
-    FOREIGN_IO_ERRORS: tuple[type[BaseException], ...] = (BotoCoreError, ClientError)
-    _TRANSIENT_TYPES: tuple[type[BaseException], ...] = (
-        TimeoutError,
-        ConnectionError,
-        BotoConnectionError,
-        BotoHTTPClientError,
-    )
-    _NEVER_TRANSIENT: tuple[type[BaseException], ...] = (SSLError,)
-except ImportError:  # pragma: no cover - depends on the installed extras
-    FOREIGN_IO_ERRORS = ()
-    _TRANSIENT_TYPES = (TimeoutError, ConnectionError)
-    _NEVER_TRANSIENT = ()
+#: Modules whose exceptions are storage failures: the stores' client libraries (botocore for
+#: S3; gcsfs and the HTTP and auth libraries under it for GCS; azure-core and azure-storage for
+#: Azure). They are recognised by module name, so that none is imported here: gcsfs alone takes
+#: 0.4 s to import, which every ``import appendtable`` would pay.
+_FOREIGN_MODULES = (
+    "botocore.",
+    "gcsfs.",
+    "aiohttp.",
+    "google.auth.",
+    "google.api_core.",
+    "azure.core.",
+    "azure.storage.",
+)
+#: Exception classes (by name, of those libraries or the standard library) of a dropped,
+#: refused or timed-out connection: transient.
+_TRANSIENT_NAMES = frozenset(
+    {
+        "ConnectionError",
+        "EndpointConnectionError",
+        "ConnectTimeoutError",
+        "ReadTimeoutError",
+        "HTTPClientError",
+        "ClientConnectionError",
+        "ClientConnectorError",
+        "ClientOSError",
+        "ServerDisconnectedError",
+        "ServerTimeoutError",
+        "ServiceRequestError",
+        "ServiceResponseError",
+        "ServiceRequestTimeoutError",
+        "ServiceResponseTimeoutError",
+    }
+)
 
-#: Every exception type the storage layer may catch (to retry or translate): ``OSError`` and
-#: botocore's. Nothing broader is ever caught.
-IO_ERRORS: tuple[type[BaseException], ...] = (OSError, *FOREIGN_IO_ERRORS)
+
+def is_io_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is a storage failure the storage layer may retry or translate: an
+    ``OSError`` or an exception of a store's client library (see ``_FOREIGN_MODULES``)."""
+    if isinstance(exc, OSError):
+        return True
+    return any(cls.__module__.startswith(_FOREIGN_MODULES) for cls in type(exc).__mro__)
+
+
+def _transient_type(exc: BaseException) -> bool:
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    if "SSLError" in names:  # a certificate problem does not go away by retrying
+        return False
+    return isinstance(exc, TimeoutError | ConnectionError) or bool(names & _TRANSIENT_NAMES)
+
 
 _TRANSIENT_ERRNOS = frozenset(
     {
@@ -84,40 +115,52 @@ _TRANSIENT_CODES = frozenset(
         "ServiceUnavailable",
         "ConditionalRequestConflict",
         "OperationAborted",
+        "ServerBusy",  # Azure
+        "OperationTimedOut",  # Azure
     }
 )
+#: Codes (S3, Azure) that say a conditional create found the name taken.
+_TAKEN_CODES = frozenset({"PreconditionFailed", "BlobAlreadyExists", "ConditionNotMet"})
 _TRANSIENT_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
 _NOT_FOUND_CODES = frozenset({"NoSuchKey", "NotFound", "404"})
 
 
 def _error_code(exc: BaseException) -> tuple[str, int]:
-    """The S3 error code and HTTP status found on ``exc`` or its causes (a botocore
-    ``ClientError`` carries them in ``.response``); ``("", 0)`` if there is none."""
+    """The error code and HTTP status found on ``exc`` or its causes (botocore's
+    ``.response``, azure-core's ``.status_code`` / ``.error_code``, gcsfs's ``.code``);
+    ``("", 0)`` if there is none."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         response = getattr(current, "response", None)
-        if isinstance(response, dict):
+        if isinstance(response, dict):  # botocore
             error = response.get("Error") or {}
             meta = response.get("ResponseMetadata") or {}
             code = str(error.get("Code", ""))
             status = int(meta.get("HTTPStatusCode", 0) or 0)
             if code or status:
                 return code, status
+        azure_status: object = getattr(current, "status_code", None)  # azure-core
+        if isinstance(azure_status, int) and azure_status:
+            return str(getattr(current, "error_code", "") or ""), azure_status
+        gcs_status: object = getattr(current, "code", None)  # gcsfs's HttpError
+        if isinstance(gcs_status, int) and gcs_status and not isinstance(current, OSError):
+            return "", gcs_status
         current = current.__cause__ or current.__context__
     return "", 0
 
 
 def is_precondition_failed(exc: BaseException) -> bool:
-    """True when ``exc`` is an S3 412: a conditional create (``If-None-Match: *``) found the key
-    taken. s3fs raises ``FileExistsError`` only when the server names the condition (AWS, moto);
-    SeaweedFS and others answer without it and s3fs raises ``OSError(EINVAL)``, so the
-    botocore cause is inspected as well."""
+    """True when a conditional create found the name taken: a 412 (S3 ``If-None-Match: *``,
+    GCS ``ifGenerationMatch=0``) or Azure's 409 ``BlobAlreadyExists``. s3fs raises
+    ``FileExistsError`` only when the server names the condition (AWS, moto); SeaweedFS and
+    others answer without it and s3fs raises ``OSError(EINVAL)``, so the causes are inspected
+    as well. (gcsfs and adlfs raise ``FileExistsError``.)"""
     if isinstance(exc, FileExistsError):
         return True
     code, status = _error_code(exc)
-    return code == "PreconditionFailed" or status == 412
+    return code in _TAKEN_CODES or status == 412
 
 
 def is_not_found(exc: BaseException) -> bool:
@@ -154,7 +197,9 @@ def translated(operation: str, path: str) -> Iterator[None]:
         raise ObjectExistsError(
             f"{operation}: file exists: {path}", path=path, operation=operation
         ) from exc
-    except IO_ERRORS as exc:
+    except Exception as exc:  # a storage library's own error types, recognised by module
+        if not is_io_error(exc):
+            raise  # a bug, not a storage failure: untouched
         raise _classify(exc, operation, path) from exc
 
 
@@ -178,8 +223,8 @@ def _classify(exc: BaseException, operation: str, path: str) -> StorageError:
     message = f"{operation} failed for {path}: {type(exc).__name__}: {exc}"
     if code in _NOT_FOUND_CODES or status == 404:
         return ObjectNotFoundError(message, path=path, operation=operation)
-    transient = not isinstance(exc, _NEVER_TRANSIENT) and (
-        isinstance(exc, _TRANSIENT_TYPES)
+    transient = (
+        _transient_type(exc)
         or getattr(exc, "errno", None) in _TRANSIENT_ERRNOS
         or code in _TRANSIENT_CODES
         or status in _TRANSIENT_STATUSES

@@ -1,5 +1,7 @@
-"""The storage backends every contract test runs against: local disk, fsspec's memory:// and S3
-(the session's SeaweedFS server, marked ``s3``; it is started only if an s3 test is selected)."""
+"""The storage backends every contract test runs against: local disk, fsspec's memory://, S3
+(the session's SeaweedFS server, marked ``s3``), GCS (fake-gcs-server, marked ``gcs``) and
+Azure Blob Storage (Azurite, marked ``azure``); each server is started only if a test that
+needs it is selected."""
 
 from __future__ import annotations
 
@@ -13,10 +15,22 @@ import pytest
 from appendtable.storage import Storage, open_storage
 
 
-@pytest.fixture(params=["local", "memory", pytest.param("s3", marks=pytest.mark.s3)])
+@pytest.fixture(
+    params=[
+        "local",
+        "memory",
+        pytest.param("s3", marks=pytest.mark.s3),
+        pytest.param("gcs", marks=pytest.mark.gcs),
+        pytest.param("azure", marks=pytest.mark.azure),
+    ]
+)
 def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Storage]:
     if request.param == "local":
         yield open_storage(str(tmp_path / "root"))
+        return
+    if request.param in ("gcs", "azure"):
+        emulator = request.getfixturevalue("fake_gcs" if request.param == "gcs" else "azurite")
+        yield open_storage(emulator.fresh_uri(), emulator.storage_options)
         return
     if request.param == "s3":
         # a fresh prefix in the session's bucket (the server's data goes at session end)

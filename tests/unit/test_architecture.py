@@ -36,7 +36,7 @@ THIRD_PARTY = {
     0: set(),
     1: {"msgspec", "crcmod"},
     2: {"numpy", "pyarrow"},  # pyarrow/numpy only for the vectorised bucket hash
-    3: {"fsspec", "botocore"},
+    3: {"fsspec", "botocore"},  # and, optionally and by name, the other stores' libraries
     4: {"pyarrow", "numpy", "msgspec"},
     5: {"msgspec"},
     6: {"pyarrow", "numpy", "msgspec"},
