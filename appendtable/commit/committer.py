@@ -8,9 +8,11 @@
    did not plan to replace appeared in its partitions since it started.
 3. Write the delta manifest, merge small manifests by size tier, write both manifest lists.
 4. Publish ``snapshot-<latest + 1>`` with put-if-absent. If the id is taken, delete this
-   attempt's manifests, back off (capped exponential with jitter) and go to 1. If the publish
-   fails ambiguously, read the snapshot back and compare its nonce; if that cannot settle it,
-   raise ``CommitStateUnknownError`` and delete nothing.
+   attempt's manifests, back off (capped exponential with jitter) and go to 1, for as long as
+   ``commit.timeout`` allows (5 minutes by default: appends never conflict, so contention alone
+   never fails one sooner). If the publish fails ambiguously, read the snapshot back and
+   compare its nonce; if that cannot settle it, raise ``CommitStateUnknownError`` and delete
+   nothing.
 """
 
 from __future__ import annotations
@@ -91,7 +93,8 @@ class Committer:
             return None
         max_retries = self._options.get(opt.COMMIT_MAX_RETRIES)
         timeout_ms = self._options.get(opt.COMMIT_TIMEOUT)
-        deadline = time.monotonic() + timeout_ms / 1000 if timeout_ms else None
+        started = time.monotonic()
+        deadline = started + timeout_ms / 1000 if timeout_ms else None
         planned_overwrite: set[str] | None = None
         attempt = 0
         while True:
@@ -118,10 +121,12 @@ class Committer:
                     self._snapshots.unpublish(snapshot)
                 self._delete_quietly(written)
             attempt += 1
-            if attempt > max_retries or (deadline is not None and time.monotonic() > deadline):
+            out_of_tries = 0 <= max_retries < attempt
+            if out_of_tries or (deadline is not None and time.monotonic() > deadline):
                 raise CommitConflictError(
-                    f"gave up committing after {attempt} attempts: other commits kept taking the "
-                    "next snapshot id (raise 'commit.max-retries' or 'commit.timeout')"
+                    f"gave up committing after {attempt} attempts in "
+                    f"{time.monotonic() - started:.1f} s: other commits kept taking the next "
+                    "snapshot id (raise 'commit.timeout' or 'commit.max-retries')"
                 )
             self._sleep(self._backoff(attempt))
 
@@ -419,10 +424,13 @@ class Committer:
             ) from exc
 
     def _backoff(self, attempt: int) -> float:
+        """Seconds to wait after lost race number ``attempt``: exponential from
+        ``commit.min-retry-wait``, capped at ``commit.max-retry-wait``, jittered by half either
+        way so that writers that lost together do not come back together."""
         low = self._options.get(opt.COMMIT_MIN_RETRY_WAIT)
         high = self._options.get(opt.COMMIT_MAX_RETRY_WAIT)
-        wait_ms = min(high, low * (1 << (attempt - 1)))
-        return wait_ms * (1 + 0.2 * random.random()) / 1000
+        wait_ms = min(high, low * (1 << min(attempt - 1, 30)))
+        return min(high, wait_ms * random.uniform(0.5, 1.5)) / 1000
 
     def _delete_quietly(self, paths: Sequence[str]) -> None:
         for path in paths:

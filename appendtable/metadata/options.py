@@ -232,15 +232,21 @@ WATERMARK_DELAY = _define(
 COMMIT_MAX_RETRIES = _define(
     "commit.max-retries",
     _parse_int,
-    10,
-    "retries after losing the race for the next snapshot id (raise it for many writers "
-    "committing back to back: a loser re-reads what the winner has cached, so it can lose "
-    "several times in a row)",
+    -1,
+    "retries after losing the race for the next snapshot id; -1: no count, only "
+    "'commit.timeout' bounds them (appends never conflict, so they keep trying while other "
+    "writers win the races)",
 )
 COMMIT_MIN_RETRY_WAIT = _define("commit.min-retry-wait", parse_duration_ms, 10, "backoff base")
-COMMIT_MAX_RETRY_WAIT = _define("commit.max-retry-wait", parse_duration_ms, 10_000, "backoff cap")
+COMMIT_MAX_RETRY_WAIT = _define(
+    "commit.max-retry-wait", parse_duration_ms, 2_000, "backoff cap (waits are jittered)"
+)
 COMMIT_TIMEOUT = _define(
-    "commit.timeout", parse_duration_ms, 0, "overall deadline for a commit's retries (0: none)"
+    "commit.timeout",
+    parse_duration_ms,
+    300_000,
+    "how long a commit keeps retrying after lost races before it gives up with "
+    "CommitConflictError (0: no limit)",
 )
 COMMIT_FSYNC = _define(
     "commit.fsync", parse_bool, True, "fsync data and metadata files on local disk before publish"

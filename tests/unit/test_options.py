@@ -267,9 +267,11 @@ def test_defaults_of_the_design() -> None:
     assert options.target_file_size == 256 * MiB
     assert options.get(opt.FILE_COMPRESSION) == "zstd"
     assert options.get(opt.WRITE_BUFFER_SPILLABLE) is True
-    assert options.get(opt.COMMIT_MAX_RETRIES) == 10
+    # a time budget, not a count: appends never fail from contention alone (issue 17)
+    assert options.get(opt.COMMIT_MAX_RETRIES) == -1
+    assert options.get(opt.COMMIT_TIMEOUT) == 300_000
     assert options.get(opt.COMMIT_MIN_RETRY_WAIT) == 10
-    assert options.get(opt.COMMIT_MAX_RETRY_WAIT) == 10_000
+    assert options.get(opt.COMMIT_MAX_RETRY_WAIT) == 2_000
     assert options.get(opt.MANIFEST_TARGET_SIZE) == 8 * MiB
     assert options.get(opt.MANIFEST_MERGE_MIN_COUNT) == 30
     assert options.get(opt.COMPACTION_MIN_FILE_NUM) == 5

@@ -1,6 +1,7 @@
-"""The table API end to end on a real S3 server (SeaweedFS): a table at ``s3://bucket/prefix``
-opened with ``storage_options``. The full table suites run on local disk and memory:// (the
-``uri`` fixture); these tests cover each feature once over S3, where every listing, existence
+"""The table API end to end on every object store (``cloud``: S3 on SeaweedFS, GCS on
+fake-gcs-server, Azure Blob Storage on Azurite): a table at ``<scheme>://bucket/prefix`` opened
+with ``storage_options``. The full table suites run on local disk and memory:// (the ``uri``
+fixture); these tests cover each feature once over each store, where every listing, existence
 probe and publish goes over the wire."""
 
 from __future__ import annotations
@@ -12,12 +13,10 @@ import pyarrow.parquet as pq
 import pytest
 
 import appendtable as at
+from tests.cloud.conftest import CloudStore
 from tests.helpers.clock import past_every_file_ms
 from tests.helpers.data import EVENTS, events
-from tests.s3.seaweedfs import SeaweedFS
 from tests.streaming.helpers import drain, rows_of, seqs
-
-pytestmark = pytest.mark.s3
 
 FUTURE = 10**15  # an older-than cut-off after every snapshot
 
@@ -26,29 +25,21 @@ def _seqs(table: at.Table, **scan: Any) -> list[int]:
     return sorted(table.scan(**scan).to_arrow().column("seq").to_pylist())
 
 
-def _objects(seaweedfs: SeaweedFS, uri: str) -> set[str]:
-    """Every object below the table root, relative to it (read with a fresh listing)."""
-    fs = seaweedfs.filesystem()
-    root = uri.removeprefix("s3://")
-    fs.invalidate_cache()
-    return {name[len(root) + 1 :] for name in fs.find(root)}
-
-
-def test_create_open_append_scan_and_time_travel(s3_uri: str, s3_options: dict[str, Any]) -> None:
+def test_create_open_append_scan_and_time_travel(cloud: CloudStore) -> None:
     table = at.create_table(
-        s3_uri,
+        cloud.uri,
         EVENTS,
         partition_by=["day"],
         options={"bucket": 2, "bucket-key": "key"},
-        storage_options=s3_options,
+        storage_options=cloud.storage_options,
     )
     with pytest.raises(at.TableExistsError):
-        at.create_table(s3_uri, EVENTS, storage_options=s3_options)
+        at.create_table(cloud.uri, EVENTS, storage_options=cloud.storage_options)
     with pytest.raises(at.TableNotFoundError):
-        at.open_table(s3_uri + "-absent", storage_options=s3_options)
+        at.open_table(cloud.uri + "-absent", storage_options=cloud.storage_options)
     first = table.append(events(0, 40))
     assert first is not None and first.id == 1
-    reopened = at.open_table(s3_uri, storage_options=s3_options)
+    reopened = at.open_table(cloud.uri, storage_options=cloud.storage_options)
     assert reopened.partition_by == ["day"] and reopened.bucket == 2
     second = reopened.append(events(40, 40))
     assert second is not None and second.id == 2
@@ -61,11 +52,13 @@ def test_create_open_append_scan_and_time_travel(s3_uri: str, s3_options: dict[s
     assert [s.id for s in table.snapshots()] == [1, 2]
 
 
-def test_appends_from_threads_all_land(s3_uri: str, s3_options: dict[str, Any]) -> None:
-    at.create_table(s3_uri, EVENTS, options={"write-only": True}, storage_options=s3_options)
+def test_appends_from_threads_all_land(cloud: CloudStore) -> None:
+    at.create_table(
+        cloud.uri, EVENTS, options={"write-only": True}, storage_options=cloud.storage_options
+    )
 
     def work(index: int) -> None:
-        table = at.open_table(s3_uri, storage_options=s3_options)
+        table = at.open_table(cloud.uri, storage_options=cloud.storage_options)
         for n in range(5):
             table.append(events(index * 100 + n * 10, 10))
 
@@ -74,15 +67,13 @@ def test_appends_from_threads_all_land(s3_uri: str, s3_options: dict[str, Any]) 
         thread.start()
     for thread in threads:
         thread.join()
-    table = at.open_table(s3_uri, storage_options=s3_options)
+    table = at.open_table(cloud.uri, storage_options=cloud.storage_options)
     assert [s.id for s in table.snapshots()] == list(range(1, 16))
     assert _seqs(table) == sorted(i * 100 + j for i in range(3) for j in range(50))
 
 
-def test_stream_with_a_consumer_resumes_where_it_committed(
-    s3_uri: str, s3_options: dict[str, Any]
-) -> None:
-    table = at.create_table(s3_uri, EVENTS, storage_options=s3_options)
+def test_stream_with_a_consumer_resumes_where_it_committed(cloud: CloudStore) -> None:
+    table = at.create_table(cloud.uri, EVENTS, storage_options=cloud.storage_options)
     reader = table.stream(mode="latest", consumer_id="billing")
     for i in range(3):
         table.append(events(i * 10, 10))
@@ -90,18 +81,18 @@ def test_stream_with_a_consumer_resumes_where_it_committed(
     assert first is not None
     got = seqs(rows_of(reader, [first]))
     reader.commit()
-    restarted = at.open_table(s3_uri, storage_options=s3_options).stream(consumer_id="billing")
+    restarted = at.open_table(cloud.uri, storage_options=cloud.storage_options).stream(
+        consumer_id="billing"
+    )
     got += seqs(rows_of(restarted, drain(restarted)))
     assert sorted(got) == list(range(30))
     restarted.commit()
     assert table.consumers() == {"billing": 4}
 
 
-def test_compact_expire_and_remove_orphans(
-    s3_uri: str, s3_options: dict[str, Any], seaweedfs: SeaweedFS
-) -> None:
+def test_compact_expire_and_remove_orphans(cloud: CloudStore) -> None:
     table = at.create_table(
-        s3_uri, EVENTS, options={"write-only": True}, storage_options=s3_options
+        cloud.uri, EVENTS, options={"write-only": True}, storage_options=cloud.storage_options
     )
     for i in range(6):
         table.append(events(i * 10, 10))
@@ -116,7 +107,7 @@ def test_compact_expire_and_remove_orphans(
     result = table.expire_snapshots(retain_min=1, older_than_ms=FUTURE)
     assert result.expired_snapshots == [1, 2, 3, 4, 5, 6]
     assert set(result.deleted_data_files) == originals
-    objects = _objects(seaweedfs, s3_uri)
+    objects = cloud.objects(cloud.uri)
     assert not originals & objects  # the replaced files are gone from the bucket
     assert [s.id for s in table.snapshots()] == [7]
     with pytest.raises(at.SnapshotExpiredError):
@@ -126,28 +117,28 @@ def test_compact_expire_and_remove_orphans(
     writer = table.writer()  # a writer that died before committing
     writer.write(events(100, 10))
     abandoned = {f.path for m in writer.prepare_commit() for f in m.new_files}
-    fs = seaweedfs.filesystem()
-    fs.pipe_file(f"{s3_uri.removeprefix('s3://')}/manifest/manifest-stray", b"x")
+    fs = cloud.filesystem()
+    fs.pipe_file(f"{cloud.path(cloud.uri)}/manifest/manifest-stray", b"x")
     stray = abandoned | {"manifest/manifest-stray"}
     assert table.remove_orphan_files().files == []  # everything is younger than a day
     listed = table.remove_orphan_files(older_than=past_every_file_ms(), dry_run=True)
     assert set(listed.files) == stray and listed.dry_run
     removed = table.remove_orphan_files(older_than=past_every_file_ms(), dry_run=False)
     assert set(removed.files) == stray and removed.bytes > 0
-    assert not stray & _objects(seaweedfs, s3_uri)
+    assert not stray & cloud.objects(cloud.uri)
     assert _seqs(table) == list(range(60))
-    assert "schema/schema-0" in _objects(seaweedfs, s3_uri)
+    assert "schema/schema-0" in cloud.objects(cloud.uri)
 
 
-def test_staged_files_are_adopted_by_server_side_moves(
-    s3_uri: str, s3_options: dict[str, Any], seaweedfs: SeaweedFS
-) -> None:
-    table = at.create_table(s3_uri, EVENTS, partition_by=["day"], storage_options=s3_options)
-    fs = seaweedfs.filesystem()
+def test_staged_files_are_adopted_by_server_side_moves(cloud: CloudStore) -> None:
+    table = at.create_table(
+        cloud.uri, EVENTS, partition_by=["day"], storage_options=cloud.storage_options
+    )
+    fs = cloud.filesystem()
     data = events(0, 90, days=1)
     with table.staging_area() as area:
-        assert area.uri.startswith("s3://")
-        root = area.uri.removeprefix("s3://")
+        assert area.uri.startswith(cloud.uri.split("://")[0] + "://")
+        root = cloud.path(area.uri)
         for part in range(3):
             with fs.open(f"{root}/part-{part}.parquet", "wb") as out:
                 pq.write_table(data.slice(part * 30, 30), out)
@@ -159,6 +150,6 @@ def test_staged_files_are_adopted_by_server_side_moves(
     assert _seqs(table) == list(range(90))
     (message,) = messages
     assert [f.min_seq for f in message.new_files] == [0, 30, 60]
-    objects = _objects(seaweedfs, s3_uri)
+    objects = cloud.objects(cloud.uri)
     assert not [name for name in objects if name.startswith("_staging/")]  # moved, then removed
     assert {f.path for f in message.new_files} <= objects
