@@ -22,6 +22,7 @@ chain: botocore's ``response``, azure-core's ``status_code`` and ``error_code``,
 from __future__ import annotations
 
 import errno
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -38,6 +39,7 @@ __all__ = [
     "is_not_found",
     "is_precondition_failed",
     "is_transient",
+    "redacted",
     "translated",
 ]
 
@@ -215,12 +217,33 @@ _USER_MISTAKES = {
 }
 
 
+#: Secrets that storage libraries' messages can carry (SAS signatures in URLs, account keys in
+#: connection strings, bearer tokens): never repeated in our errors or logs.
+_SECRETS = re.compile(
+    r"\b(sig|signature|accountkey|sharedaccesssignature|access_token|x-amz-security-token|"
+    r"x-amz-signature|token|password)=([^&;\s'\"]+)"
+    r"|(authorization:\s*\w+\s+)(\S+)",
+    re.IGNORECASE,
+)
+
+
+def redacted(text: str) -> str:
+    """``text`` with the values of secret-looking parameters replaced by ``***``."""
+
+    def hide(match: re.Match[str]) -> str:
+        if match.group(1) is not None:
+            return f"{match.group(1)}=***"
+        return f"{match.group(3)}***"
+
+    return _SECRETS.sub(hide, text)
+
+
 def _classify(exc: BaseException, operation: str, path: str) -> StorageError:
     code, status = _error_code(exc)
     mistake = _USER_MISTAKES.get(getattr(exc, "errno", None) or 0)
     if mistake is not None:
         return StorageError(f"cannot {operation} {path}: {mistake}", path=path, operation=operation)
-    message = f"{operation} failed for {path}: {type(exc).__name__}: {exc}"
+    message = f"{operation} failed for {path}: {type(exc).__name__}: {redacted(str(exc))}"
     if code in _NOT_FOUND_CODES or status == 404:
         return ObjectNotFoundError(message, path=path, operation=operation)
     transient = (
