@@ -24,6 +24,7 @@ from benchmarks.peers import bench_peers
 from benchmarks.rows import limit_row, speed_row
 from benchmarks.scaling import bench_scaling
 from benchmarks.spark import bench_spark
+from benchmarks.stores import bench_stores
 from benchmarks.workspace import (
     Workspace,
     commit_samples,
@@ -464,6 +465,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "read": bench_read,
     "point-query": bench_point_query,
     "commit": bench_commit,
+    "stores": bench_stores,
     "plan": bench_plan,
     "integrity": bench_integrity,
     "compaction": bench_compaction,
