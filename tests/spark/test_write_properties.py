@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 appendtable_spark = pytest.importorskip("appendtable_spark")
 
-CASES = int(os.environ.get("APPENDTABLE_SPARK_CASES", "200"))
+CASES = int(os.environ.get("APPENDTABLE_SPARK_CASES", "150"))
 
 
 @pytest.fixture(scope="module")
