@@ -12,8 +12,8 @@ import shutil
 import sys
 import tempfile
 import uuid
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import fsspec
 import pytest
@@ -77,14 +77,7 @@ def seaweedfs() -> Iterator[SeaweedFS]:
     the S3 tests must run in CI (deselect them explicitly with ``-m "not s3"``)."""
     from tests.s3.seaweedfs import SeaweedFSUnavailable, start_seaweedfs
 
-    try:
-        server = start_seaweedfs()
-    except SeaweedFSUnavailable as exc:
-        pytest.fail(str(exc), pytrace=False)
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from _serving(start_seaweedfs, SeaweedFSUnavailable)
 
 
 @pytest.fixture(scope="session")
@@ -92,14 +85,7 @@ def fake_gcs() -> Iterator[Emulator]:
     """One fake-gcs-server (Google Cloud Storage's JSON API) for the whole run, started on
     first use. A missing server fails the requesting tests: it is a dev dependency, and the
     gcs tests run in CI (deselect them explicitly with ``-m "not gcs"``)."""
-    try:
-        server = start_fake_gcs()
-    except EmulatorUnavailable as exc:
-        pytest.fail(str(exc), pytrace=False)
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from _serving(start_fake_gcs, EmulatorUnavailable)
 
 
 @pytest.fixture(scope="session")
@@ -109,9 +95,22 @@ def azurite() -> Iterator[Emulator]:
     fails the requesting tests."""
     if shutil.which("node") is None:
         pytest.skip("node is not installed: the Azure tests need Azurite (an npm package)")
+    yield from _serving(start_azurite, EmulatorUnavailable)
+
+
+class _Server(Protocol):
+    def stop(self) -> None: ...
+
+
+_S = TypeVar("_S", bound=_Server)
+
+
+def _serving(start: Callable[[], _S], unavailable: type[Exception]) -> Iterator[_S]:
+    """A session's server: started (a failure fails the requesting tests, with the reason),
+    yielded, and stopped at the end."""
     try:
-        server = start_azurite()
-    except EmulatorUnavailable as exc:
+        server = start()
+    except unavailable as exc:
         pytest.fail(str(exc), pytrace=False)
     try:
         yield server
