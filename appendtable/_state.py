@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pyarrow as pa
 
@@ -11,35 +11,32 @@ from appendtable.commit.changes import PartitionScope
 from appendtable.commit.committer import Committer
 from appendtable.commit.discard import DiscardResult, discard_files, discard_tree
 from appendtable.commit.manifests import ManifestStore
+from appendtable.commit.schemas import SchemaStore
 from appendtable.commit.snapshots import SnapshotStore
 from appendtable.datafiles.arrow_schema import arrow_schema
+from appendtable.datafiles.projection import Projection
 from appendtable.errors import InvalidFilterError
 from appendtable.metadata import options as opt
-from appendtable.metadata.models import PartitionValues, TableSchema
+from appendtable.metadata.models import PartitionValues, Snapshot, TableSchema
 from appendtable.metadata.types import TypeSpec
 from appendtable.planning.filters import to_stored
 from appendtable.planning.partitions import partition_path
 from appendtable.storage import Storage
 
-__all__ = ["TableState"]
+__all__ = ["SchemaView", "TableState"]
 
 
-@dataclass
-class TableState:
-    storage: Storage
+@dataclass(frozen=True)
+class SchemaView:
+    """One schema version of a table, with what is derived from it."""
+
     schema: TableSchema
-    options: opt.Options = field(init=False)
-    arrow_schema: pa.Schema = field(init=False)
-    snapshots: SnapshotStore = field(init=False)
-    manifests: ManifestStore = field(init=False)
+    options: opt.Options
+    arrow_schema: pa.Schema
 
-    def __post_init__(self) -> None:
-        self.options = opt.Options(self.schema.options)
-        self.arrow_schema = arrow_schema(self.schema.fields)
-        self.snapshots = SnapshotStore(self.storage)
-        self.manifests = ManifestStore(
-            self.storage, target_size=self.options.get(opt.MANIFEST_TARGET_SIZE)
-        )
+    @staticmethod
+    def of(schema: TableSchema) -> SchemaView:
+        return SchemaView(schema, opt.Options(schema.options), arrow_schema(schema.fields))
 
     @property
     def column_types(self) -> dict[str, TypeSpec]:
@@ -50,14 +47,81 @@ class TableState:
         types = self.column_types
         return tuple(types[key] for key in self.schema.partition_keys)
 
+
+class TableState:
+    """The storage, stores and current schema of one open table, shared by its facade
+    objects. The current schema follows the snapshot log: ``refresh`` adopts the schema of
+    the latest snapshot (each view is immutable, and replaced whole)."""
+
+    def __init__(self, storage: Storage, schema: TableSchema) -> None:
+        self.storage = storage
+        self.schemas = SchemaStore(storage)
+        self.view = SchemaView.of(self.schemas.remember(schema))
+        self.snapshots = SnapshotStore(storage)
+        self.manifests = ManifestStore(
+            storage, target_size=self.options.get(opt.MANIFEST_TARGET_SIZE)
+        )
+        self._views: dict[int, SchemaView] = {self.view.schema.id: self.view}
+        self._projections: dict[int, Projection] = {}
+
+    @property
+    def schema(self) -> TableSchema:
+        return self.view.schema
+
+    @property
+    def options(self) -> opt.Options:
+        return self.view.options
+
+    @property
+    def arrow_schema(self) -> pa.Schema:
+        return self.view.arrow_schema
+
+    @property
+    def column_types(self) -> dict[str, TypeSpec]:
+        return self.view.column_types
+
+    @property
+    def partition_types(self) -> tuple[TypeSpec, ...]:
+        return self.view.partition_types
+
+    def view_of(self, schema_id: int) -> SchemaView:
+        """Schema version ``schema_id`` (cached: schema files never change)."""
+        view = self._views.get(schema_id)
+        if view is None:
+            view = SchemaView.of(self.schemas.get(schema_id))
+            self._views[schema_id] = view
+        return view
+
+    def view_at(self, snapshot: Snapshot | None) -> SchemaView:
+        """The schema a snapshot has (schema 0 without one)."""
+        return self.view_of(snapshot.schema_id if snapshot is not None else 0)
+
+    def refresh(self, latest: Snapshot | None = None) -> SchemaView:
+        """Adopt the schema of the latest snapshot (``latest``, when the caller just read it)
+        as the current one, and return it."""
+        if latest is None:
+            latest = self.snapshots.latest()
+        if latest is not None and latest.schema_id != self.view.schema.id:
+            self.view = self.view_of(latest.schema_id)
+        return self.view
+
+    def projection(self, view: SchemaView | None = None) -> Projection:
+        """How files of any schema version read as ``view`` (default: the current schema);
+        one per schema version, so its layouts are computed once."""
+        schema = (view or self.view).schema
+        found = self._projections.get(schema.id)
+        if found is None:
+            found = self._projections[schema.id] = Projection(schema, self.schemas.get)
+        return found
+
     def committer(self) -> Committer:
         """A committer of this table (without the facade's pre- and post-commit hooks)."""
         return Committer(
             self.storage,
             self.snapshots,
             self.manifests,
+            self.schemas,
             self.options,
-            schema_id=self.schema.id,
             partition_keys=self.schema.partition_keys,
         )
 

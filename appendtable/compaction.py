@@ -106,12 +106,26 @@ class Compactor:
     def __init__(self, state: TableState, *, commit_user: str | None = None) -> None:
         self._state = state
         self._commit_user = commit_user or f"compaction-{uuid.uuid4().hex}"
-        options = state.options
-        self._target = options.target_file_size
-        self._small = int(self._target * options.get(opt.COMPACTION_SMALL_FILE_RATIO))
-        self._min_files = options.get(opt.COMPACTION_MIN_FILE_NUM)
-        self._max_files = options.get(opt.COMPACTION_MAX_FILE_NUM)
-        self._ordered = options.bucket > 0
+        self._ordered = state.options.bucket > 0
+
+    # The thresholds are read at each use: an option change applies to the next round.
+
+    @property
+    def _target(self) -> int:
+        return self._state.options.target_file_size
+
+    @property
+    def _small(self) -> int:
+        options = self._state.options
+        return int(options.target_file_size * options.get(opt.COMPACTION_SMALL_FILE_RATIO))
+
+    @property
+    def _min_files(self) -> int:
+        return self._state.options.get(opt.COMPACTION_MIN_FILE_NUM)
+
+    @property
+    def _max_files(self) -> int:
+        return self._state.options.get(opt.COMPACTION_MAX_FILE_NUM)
 
     # ---- planning ------------------------------------------------------------------------------
 
@@ -124,6 +138,7 @@ class Compactor:
         """Tasks for the latest snapshot. ``full`` rewrites every run of small files (queue
         mode) or every partition's small files (scalable mode), not only ripe windows."""
         snapshot = self._state.snapshots.latest()
+        self._state.refresh(snapshot)
         if snapshot is None:
             return CompactionPlan(None, [])
         scope = self._state.partition_scope(partitions)
@@ -206,13 +221,14 @@ class Compactor:
                 "sort compaction reorders rows, so it applies to bucket = -1 tables only; a "
                 "bucketed table keeps each bucket in write order"
             )
+        snapshot = self._state.snapshots.latest()
+        self._state.refresh(snapshot)
         names = self._state.schema.field_names()
         unknown = [column for column in by if column not in names]
         if not by or unknown:
             raise InvalidOptionError(
                 f"sort compaction needs existing columns to sort by (unknown: {unknown or by})"
             )
-        snapshot = self._state.snapshots.latest()
         if snapshot is None:
             return CompactionPlan(None, [])
         scope = self._state.partition_scope(partitions)
@@ -233,13 +249,15 @@ class Compactor:
         staging area (a distributed run's, which moves them into the table with
         ``adopt_written`` before committing, and removes whatever failed tasks left)."""
         state = self._state
-        spec = FileWriteSpec.for_table(state.schema, state.arrow_schema, state.options)
+        view = state.view_of(task.schema_id)  # the outputs' schema: files of older ones convert
+        spec = FileWriteSpec.for_table(view.schema, view.arrow_schema, view.options)
+        projection = state.projection(view)
         directory = self.directory(task.partition, task.bucket)
         if staging is not None:
             directory = f"{staging.path}/{directory}"
         chunks: Iterator[pa.Table] | None = None
         if task.sort_by:
-            everything = pa.concat_tables(read_tables(state.storage, task.files, spec.schema))
+            everything = pa.concat_tables(read_tables(state.storage, task.files, projection))
             order = sort_indices(everything, task.sort_by, task.strategy)
             chunks = iter([everything.take(order)])
         created: list[str] = []
@@ -249,6 +267,7 @@ class Compactor:
                 directory,
                 task.files,
                 spec,
+                projection=projection,
                 source=FileSource.COMPACT,
                 keep_sequence=task.ordered,
                 chunks=chunks,
@@ -377,6 +396,8 @@ class AutoCompaction:
         self._compactor = Compactor(state)
         self._index = LiveIndex(state.snapshots, state.manifests)
         options = state.options
+        #: The options it was configured with (a change of options makes a new one).
+        self.options = options
         self._coordinator = UnawareCoordinator(
             target=options.target_file_size,
             open_cost=options.get(opt.SPLIT_OPEN_FILE_COST),
@@ -453,13 +474,17 @@ def merge_new_files(
     for message in messages:
         groups.setdefault((message.partition, message.bucket), []).extend(message.new_files)
     compactor = Compactor(state)
-    spec = FileWriteSpec.for_table(state.schema, state.arrow_schema, options)
     created: list[str] = []
     replaced: list[str] = []
     merged_messages = []
     event_times = [m.max_event_time_ms for m in messages if m.max_event_time_ms is not None]
     try:
         for (partition, bucket), files in groups.items():
+            if not files:
+                continue
+            # the writer's schema (a writer opened before a schema change keeps its own)
+            view = state.view_of(max(f.schema_id for f in files))
+            spec = FileWriteSpec.for_table(view.schema, view.arrow_schema, view.options)
             if ordered:
                 runs = full_runs(files, small=small)
             else:
@@ -475,7 +500,7 @@ def merge_new_files(
                     partition=partition,
                     bucket=bucket,
                     total_buckets=options.bucket,
-                    schema_id=state.schema.id,
+                    schema_id=view.schema.id,
                     new_files=tuple(_renumber(result)),
                     max_event_time_ms=max(event_times) if event_times else None,
                 )
@@ -513,6 +538,7 @@ def _replace_runs(
                     directory,
                     run,
                     spec,
+                    projection=state.projection(state.view_of(spec.schema_id)),
                     source=FileSource.APPEND,
                     keep_sequence=False,
                     on_file=created.append,

@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING
 
 from appendtable.errors import AppendTableError
 from appendtable.metadata.models import Snapshot, Split
+from appendtable.metadata.types import FieldSpec
 from appendtable.metadata.values import to_python
+from appendtable.planning.evolution import describe_type
 from appendtable.planning.filters import Filter, Predicate
 
 if TYPE_CHECKING:
@@ -95,6 +97,13 @@ def _range(ids: Sequence[int]) -> str:
 
 def _cut(text: str, limit: int = MAX_VALUE_CHARS * 2) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def columns_text(fields: Sequence[FieldSpec]) -> str:
+    """Columns as ``name type [not null]``, comma-separated (schema history, ``info``)."""
+    return ", ".join(
+        f"{f.name} {describe_type(f.type)}{'' if f.nullable else ' not null'}" for f in fields
+    )
 
 
 def _plural(count: int, word: str) -> str:

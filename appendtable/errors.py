@@ -8,6 +8,7 @@ at the boundary where they occur and chained with ``raise ... from``::
     ├── TableNotFoundError            the URI holds no table
     ├── TableExistsError              create_table on an existing table
     ├── InvalidSchemaError            a bad table definition (partition keys, unsupported types)
+    │   └── SchemaChangeError         a refused schema change (names the column and the reason)
     ├── InvalidOptionError            unknown option key, bad value, contradictory options
     ├── InvalidFilterError            a filter that names an unknown column or operator
     ├── InvalidArgumentError          an argument of the wrong type (also a TypeError)
@@ -17,6 +18,8 @@ at the boundary where they occur and chained with ``raise ... from``::
     ├── CorruptDataFileError          a data file that is not readable Parquet (names the file)
     ├── SnapshotNotFoundError         a snapshot id or timestamp that does not exist
     │   └── SnapshotExpiredError      the snapshot existed but was expired
+    ├── TagNotFoundError              no tag of that name (also a LookupError)
+    ├── TagExistsError                create_tag on a name already taken
     ├── StorageError                  an I/O failure (carries .path and .operation)
     │   ├── ObjectNotFoundError       a file that should exist does not (e.g. a lost data file)
     │   ├── ObjectExistsError         put-if-absent found the name taken
@@ -43,11 +46,14 @@ __all__ = [
     "InvalidSchemaError",
     "ObjectExistsError",
     "ObjectNotFoundError",
+    "SchemaChangeError",
     "SchemaMismatchError",
     "SnapshotExpiredError",
     "SnapshotNotFoundError",
     "StorageError",
     "TableExistsError",
+    "TagExistsError",
+    "TagNotFoundError",
     "TableNotFoundError",
     "TransientStorageError",
     "UnsupportedFormatVersionError",
@@ -68,6 +74,16 @@ class TableExistsError(AppendTableError):
 
 class InvalidSchemaError(AppendTableError, ValueError):
     """The table definition is not valid (partition keys, unsupported column types)."""
+
+
+class SchemaChangeError(InvalidSchemaError):
+    """A schema change that is not allowed (narrowing, dropping a partition column, a name
+    taken, ...) or no longer applies after a concurrent change. ``column`` names the column;
+    nothing of the change (or of the write that needed it) landed."""
+
+    def __init__(self, message: str, *, column: str | None = None) -> None:
+        super().__init__(message)
+        self.column = column
 
 
 class InvalidOptionError(AppendTableError, ValueError):
@@ -118,6 +134,14 @@ class SnapshotNotFoundError(AppendTableError, LookupError):
 
 class SnapshotExpiredError(SnapshotNotFoundError):
     """The requested snapshot existed but has been expired."""
+
+
+class TagNotFoundError(AppendTableError, LookupError):
+    """No tag of the requested name."""
+
+
+class TagExistsError(AppendTableError):
+    """A tag of that name already exists (tags are never moved: delete it first)."""
 
 
 class StorageError(AppendTableError, OSError):

@@ -10,7 +10,14 @@ from appendtable import display
 from appendtable._state import TableState
 from appendtable.commit.consumers import ConsumerStore
 from appendtable.commit.discard import files_referenced_by
-from appendtable.commit.expire import execute_expiration, plan_expiration
+from appendtable.commit.expire import (
+    ExpirePlan,
+    execute_expiration,
+    plan_expiration,
+    plan_releases,
+    tag_references,
+)
+from appendtable.commit.tags import TagStore
 from appendtable.errors import InvalidOptionError, SnapshotNotFoundError
 from appendtable.metadata import layout
 from appendtable.metadata import options as opt
@@ -45,13 +52,17 @@ def expire_snapshots(
     older_than_ms: int | None = None,
     limit: int | None = None,
     dry_run: bool = False,
+    release_tags: bool = True,
 ) -> ExpireResult:
-    """Expire old snapshots (defaults from the table options) and idle consumers.
+    """Expire old snapshots (defaults from the table options) and idle consumers, and free
+    the files of deleted tags.
 
     Guarantees: at least ``retain_min`` snapshots stay; no snapshot a consumer still needs is
-    expired; a data file is deleted only when no retained snapshot references it; the last
-    identifier of every commit user survives (it is carried forward by each snapshot). When
-    nothing is old enough this reads a handful of small files and lists nothing.
+    expired; a data file is deleted only when no retained snapshot and no tag references it;
+    the last identifier of every commit user survives (it is carried forward by each
+    snapshot). When nothing is old enough and ``release_tags`` is false (the post-commit
+    run) this reads a handful of small files and lists nothing; deleted tags are then
+    released by the next run that expires a snapshot.
     """
     options = state.options
     now = int(time.time() * 1000)
@@ -82,6 +93,8 @@ def expire_snapshots(
         )
 
     if window(None) <= earliest:  # nothing old enough, whatever the consumers need
+        if release_tags:
+            return _release_only(state, earliest, dry_run=dry_run)
         return ExpireResult(earliest_snapshot=earliest, dry_run=dry_run)
     consumers = ConsumerStore(state.storage)
     ttl = options.get(opt.CONSUMER_EXPIRATION_TIME)
@@ -89,18 +102,49 @@ def expire_snapshots(
     live = [s for cid, s in consumers.all().items() if cid not in expired_consumers]
     end = window(min((s.next_snapshot for s in live), default=None))
     if end <= earliest:
+        if release_tags:
+            released = _release_only(state, earliest, dry_run=dry_run)
+            return ExpireResult(
+                deleted_data_files=released.deleted_data_files,
+                deleted_metadata_files=released.deleted_metadata_files,
+                expired_consumers=expired_consumers,
+                earliest_snapshot=earliest,
+                dry_run=dry_run,
+            )
         return ExpireResult(
             expired_consumers=expired_consumers, earliest_snapshot=earliest, dry_run=dry_run
         )
-    plan = plan_expiration(snapshots, state.manifests, earliest, end)
+    tag_store = TagStore(state.storage)
+    tags = tag_references(state.manifests, tag_store.all().values())
+    plan = plan_expiration(snapshots, state.manifests, earliest, end, tags)
+    plan_releases(snapshots, state.manifests, plan, tag_store.released(), tags)
     if not dry_run:
-        execute_expiration(state.storage, snapshots, plan)
+        execute_expiration(state.storage, snapshots, state.manifests, plan)
     return ExpireResult(
         expired_snapshots=plan.snapshot_ids,
         deleted_data_files=plan.data_files,
         deleted_metadata_files=plan.metadata_files,
         expired_consumers=expired_consumers,
         earliest_snapshot=end,
+        dry_run=dry_run,
+    )
+
+
+def _release_only(state: TableState, earliest: int, *, dry_run: bool) -> ExpireResult:
+    """Free the files of deleted tags when no snapshot expires."""
+    tag_store = TagStore(state.storage)
+    released = tag_store.released()
+    if not released:
+        return ExpireResult(earliest_snapshot=earliest, dry_run=dry_run)
+    tags = tag_references(state.manifests, tag_store.all().values())
+    plan = ExpirePlan(new_earliest=earliest)
+    plan_releases(state.snapshots, state.manifests, plan, released, tags)
+    if not dry_run:
+        execute_expiration(state.storage, state.snapshots, state.manifests, plan)
+    return ExpireResult(
+        deleted_data_files=plan.data_files,
+        deleted_metadata_files=plan.metadata_files,
+        earliest_snapshot=earliest,
         dry_run=dry_run,
     )
 
@@ -126,6 +170,7 @@ _NEVER_ORPHANS = (
     f"{layout.SCHEMA_DIR}/",
     f"{layout.CONSUMER_DIR}/",
     f"{layout.WATERMARK_DIR}/",
+    f"{layout.TAG_DIR}/",
     layout.LATEST_HINT,
     layout.EARLIEST_HINT,
 )
@@ -177,9 +222,10 @@ def _referenced(state: TableState) -> tuple[set[str], set[str]]:
     """(data files, metadata file names) referenced by some retained snapshot.
 
     Data files: those live in the earliest retained snapshot, those added by any later one,
-    and those live in a retained rollback (which re-adds files). Files only named by DELETE
-    entries, or added and removed before the earliest retained snapshot, are not referenced
-    even if a retained manifest still names them (e.g. after an interrupted expiration)."""
+    those live in a retained rollback (which re-adds files), and those of tags (deleted tags
+    too, until an expiration releases them). Files only named by DELETE entries, or added
+    and removed before the earliest retained snapshot, are not referenced even if a retained
+    manifest still names them (e.g. after an interrupted expiration)."""
     snapshots, manifests = state.snapshots, state.manifests
     metadata: set[str] = set()
     data: set[str] = set()
@@ -195,4 +241,9 @@ def _referenced(state: TableState) -> tuple[set[str], set[str]]:
         metadata.update(m.file_name for m in manifests.all_manifests(snapshot))
         data.update(e.file.path for e in files_referenced_by(manifests, snapshot, first=first))
         first = False
+    # Tags (and deleted tags not yet released) keep their snapshot's files and manifests.
+    tag_store = TagStore(state.storage)
+    tags = tag_references(manifests, [*tag_store.all().values(), *tag_store.released().values()])
+    data |= tags.data
+    metadata |= tags.metadata
     return data, metadata

@@ -15,10 +15,10 @@ from typing import Any
 import pyarrow as pa
 
 from appendtable import arguments, display
-from appendtable._state import TableState
+from appendtable._state import SchemaView, TableState
 from appendtable.datafiles.arrow_schema import arrow_type
-from appendtable.datafiles.expressions import to_expression
-from appendtable.datafiles.reading import read_file, read_files
+from appendtable.datafiles.projection import Projection
+from appendtable.datafiles.reading import read_as, read_files_as
 from appendtable.errors import InvalidFilterError
 from appendtable.metadata import options as opt
 from appendtable.metadata.models import ManifestEntry, ManifestFileMeta, Snapshot, Split, StatValue
@@ -29,11 +29,11 @@ from appendtable.planning.splits import group_files, pack_splits
 __all__ = ["Scan", "plan_entries", "read_split"]
 
 
-def _bucket_function(state: TableState) -> Callable[[tuple[StatValue, ...]], int | None]:
-    types = state.column_types
-    key = state.options.bucket_key
+def _bucket_function(view: SchemaView) -> Callable[[tuple[StatValue, ...]], int | None]:
+    types = view.column_types
+    key = view.options.bucket_key
     key_types = [types[column] for column in key]
-    buckets = state.options.bucket
+    buckets = view.options.bucket
 
     def bucket_of(values: tuple[StatValue, ...]) -> int | None:
         arrays = []
@@ -55,16 +55,19 @@ def plan_entries(
     snapshot: Snapshot,
     row_filter: Filter | None,
     *,
+    projection: Projection,
+    view: SchemaView,
     buckets: set[int] | None = None,
 ) -> list[ManifestEntry]:
-    """Live entries of ``snapshot`` that may hold rows matching ``row_filter``, restricted to
-    ``buckets`` when given."""
-    keys = state.schema.partition_keys
-    positions = {name: i for i, name in enumerate(state.schema.field_names())}
-    truncate = state.options.stats_truncate
+    """Live entries of ``snapshot`` that may hold rows matching ``row_filter`` (on the columns
+    of ``view``), restricted to ``buckets`` when given. File statistics are matched to the
+    filter's columns by field id (``projection``): a file written before a column was added
+    holds only nulls in it."""
+    keys = view.schema.partition_keys
+    truncate = view.options.stats_truncate
     wanted = buckets
-    if row_filter is not None and state.options.bucket > 0:
-        pinned = row_filter.buckets(state.options.bucket_key, _bucket_function(state))
+    if row_filter is not None and view.options.bucket > 0:
+        pinned = row_filter.buckets(view.options.bucket_key, _bucket_function(view))
         if pinned is not None:
             wanted = pinned if wanted is None else wanted & pinned
 
@@ -96,35 +99,37 @@ def plan_entries(
         if row_filter is None:
             return True
         return row_filter.matches_partition(keys, entry.partition) and row_filter.may_match_file(
-            entry.file, positions, truncate
+            entry.file, projection.layout(entry.file.schema_id).stats_positions, truncate
         )
 
     return state.manifests.live_files(snapshot, manifest_ok, entry_ok)
 
 
 def splits_of(
-    state: TableState, snapshot: Snapshot, entries: Sequence[ManifestEntry]
+    view: SchemaView, snapshot: Snapshot, entries: Sequence[ManifestEntry]
 ) -> list[Split]:
+    """The entries packed into splits that read as ``view``'s schema."""
     groups = group_files(
         entries,
-        sort_partitions=state.options.get(opt.SCAN_PLAN_SORT_PARTITION),
-        partition_types=state.partition_types,
+        sort_partitions=view.options.get(opt.SCAN_PLAN_SORT_PARTITION),
+        partition_types=view.partition_types,
     )
     return pack_splits(
         groups,
         snapshot_id=snapshot.id,
-        partition_keys=state.schema.partition_keys,
-        partition_types=state.partition_types,
-        target_size=state.options.get(opt.SPLIT_TARGET_SIZE),
-        open_file_cost=state.options.get(opt.SPLIT_OPEN_FILE_COST),
+        partition_keys=view.schema.partition_keys,
+        partition_types=view.partition_types,
+        target_size=view.options.get(opt.SPLIT_TARGET_SIZE),
+        open_file_cost=view.options.get(opt.SPLIT_OPEN_FILE_COST),
+        schema_id=view.schema.id,
     )
 
 
-def check_columns(state: TableState, columns: Sequence[str] | str | None) -> list[str] | None:
+def check_columns(view: SchemaView, columns: Sequence[str] | str | None) -> list[str] | None:
     columns = arguments.names(columns, "columns")
     if columns is None:
         return None
-    names = state.schema.field_names()
+    names = view.schema.field_names()
     unknown = [c for c in columns if c not in names]
     if unknown:
         raise InvalidFilterError(
@@ -136,24 +141,21 @@ def check_columns(state: TableState, columns: Sequence[str] | str | None) -> lis
 def read_split(
     state: TableState,
     split: Split,
+    projection: Projection,
     *,
     columns: Sequence[str] | None = None,
     row_filter: Filter | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """The rows of one split, file by file in order (so in write order within a bucket)."""
-    expression = to_expression(row_filter)
+    """The rows of one split, file by file in order (so in write order within a bucket), as
+    the projection's schema."""
     for file in split.files:
-        yield from read_file(
-            state.storage,
-            file,
-            schema=state.arrow_schema,
-            columns=columns,
-            row_filter=expression,
-        )
+        yield from read_as(state.storage, file, projection, columns=columns, row_filter=row_filter)
 
 
 class Scan:
-    """A read of one snapshot, fixed when the scan is created.
+    """A read of one snapshot, fixed when the scan is created, in the schema that snapshot
+    has (time travel returns the columns of its time; files written under other schema
+    versions are read by field id).
 
     ``plan()`` lists the splits; ``to_arrow()`` / ``to_batches()`` / ``to_pandas()`` read them;
     ``count()`` answers from metadata alone when the filter allows it.
@@ -169,8 +171,10 @@ class Scan:
     ) -> None:
         self._state = state
         self.snapshot = snapshot
-        self.columns = check_columns(state, columns)
-        self.filter = parse_filter(filter, state.column_types)
+        self.view = state.view_at(snapshot) if snapshot is not None else state.view
+        self._projection = state.projection(self.view)
+        self.columns = check_columns(self.view, columns)
+        self.filter = parse_filter(filter, self.view.column_types)
         self._splits: list[Split] | None = None
 
     def plan(self) -> list[Split]:
@@ -179,13 +183,19 @@ class Scan:
             if self.snapshot is None:
                 self._splits = []
             else:
-                entries = plan_entries(self._state, self.snapshot, self.filter)
-                self._splits = splits_of(self._state, self.snapshot, entries)
+                entries = plan_entries(
+                    self._state,
+                    self.snapshot,
+                    self.filter,
+                    projection=self._projection,
+                    view=self.view,
+                )
+                self._splits = splits_of(self.view, self.snapshot, entries)
         return self._splits
 
     @property
     def output_schema(self) -> pa.Schema:
-        schema = self._state.arrow_schema
+        schema = self.view.arrow_schema
         if self.columns is None:
             return schema
         return pa.schema([schema.field(name) for name in self.columns])
@@ -193,7 +203,13 @@ class Scan:
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         """Record batches split by split, in read order."""
         for split in self.plan():
-            yield from read_split(self._state, split, columns=self.columns, row_filter=self.filter)
+            yield from read_split(
+                self._state,
+                split,
+                self._projection,
+                columns=self.columns,
+                row_filter=self.filter,
+            )
 
     def to_arrow(self) -> pa.Table:
         """All matching rows as one table, in read order (a multi-threaded scan of the planned
@@ -201,12 +217,12 @@ class Scan:
         files = [file for split in self.plan() for file in split.files]
         if not files:
             return self.output_schema.empty_table()
-        return read_files(
+        return read_files_as(
             self._state.storage,
             files,
-            schema=self._state.arrow_schema,
+            self._projection,
             columns=self.columns,
-            row_filter=to_expression(self.filter),
+            row_filter=self.filter,
         )
 
     def to_pandas(self) -> Any:
@@ -216,19 +232,18 @@ class Scan:
         """The number of matching rows. Without a filter, or with one on partition keys only,
         this reads no data file."""
         splits = self.plan()
-        keys = set(self._state.schema.partition_keys)
+        keys = set(self.view.schema.partition_keys)
         if self.filter is None or self.filter.columns <= keys:
             return sum(split.row_count for split in splits)
-        expression = to_expression(self.filter)
         total = 0
         for split in splits:
             for file in split.files:
-                for batch in read_file(
+                for batch in read_as(
                     self._state.storage,
                     file,
-                    schema=self._state.arrow_schema,
+                    self._projection,
                     columns=[],
-                    row_filter=expression,
+                    row_filter=self.filter,
                 ):
                     total += batch.num_rows
         return total

@@ -15,6 +15,11 @@ Guarantees:
   restarted with the same ``consumer_id`` resumes there: nothing lost, and nothing repeated past
   the last committed position. Snapshots a consumer still needs are never expired.
 * **Never silently skips.** A position on an expired snapshot raises SnapshotExpiredError.
+* **Stable schema.** A reader keeps the schema that was current when it was opened, across
+  later schema changes (ALTER snapshots carry no rows and are skipped): files written under
+  any schema version are read as that schema by field id, so added columns are absent, a
+  renamed column keeps its old name, a widened one its old type, and a dropped one reads as
+  null. A reader opened after a change has the new columns, null in older rows.
 * **Cheap polling.** When nothing changed, a poll costs one existence check of the next snapshot
   file, whatever the table's history.
 """
@@ -220,8 +225,10 @@ class StreamReader:
     ) -> None:
         self._state = state
         self._config = config
-        self.columns = check_columns(state, columns)
-        self._filter: Filter | None = parse_filter(filter, state.column_types)
+        self.view = state.refresh()
+        self._projection = state.projection(self.view)
+        self.columns = check_columns(self.view, columns)
+        self._filter: Filter | None = parse_filter(filter, self.view.column_types)
         self._consumers = ConsumerStore(state.storage)
         mode = resolve_mode(_start_request(config))
         self._creation_floor = (
@@ -313,7 +320,14 @@ class StreamReader:
             return END_OF_STREAM
         following = StreamPosition(snapshot_id + 1, full=False)
         if position.full:
-            entries = plan_entries(self._state, snapshot, self._filter, buckets=self._buckets())
+            entries = plan_entries(
+                self._state,
+                snapshot,
+                self._filter,
+                projection=self._projection,
+                view=self.view,
+                buckets=self._buckets(),
+            )
             if self._creation_floor is not None:
                 floor = self._creation_floor
                 entries = [e for e in entries if e.file.creation_time_ms >= floor]
@@ -326,8 +340,8 @@ class StreamReader:
         return set(self._config.buckets) if self._config.buckets is not None else None
 
     def _delta_entries(self, snapshot: Snapshot) -> list[ManifestEntry]:
-        keys = self._state.schema.partition_keys
-        positions = {name: i for i, name in enumerate(self._state.schema.field_names())}
+        keys = self.view.schema.partition_keys
+        truncate = self.view.options.stats_truncate
         buckets = self._config.buckets
         row_filter = self._filter
         selected = []
@@ -339,7 +353,9 @@ class StreamReader:
             if row_filter is not None and not (
                 row_filter.matches_partition(keys, entry.partition)
                 and row_filter.may_match_file(
-                    entry.file, positions, self._state.options.stats_truncate
+                    entry.file,
+                    self._projection.layout(entry.file.schema_id).stats_positions,
+                    truncate,
                 )
             ):
                 continue
@@ -358,7 +374,7 @@ class StreamReader:
             snapshot_id=snapshot.id,
             full=full,
             commit_kind=snapshot.kind,
-            splits=splits_of(self._state, snapshot, entries) if entries else [],
+            splits=splits_of(self.view, snapshot, entries) if entries else [],
             watermark=snapshot.watermark,
             next_position=following,
         )
@@ -406,7 +422,9 @@ class StreamReader:
     def read(self, unit: StreamUnit) -> Iterator[pa.RecordBatch]:
         """The rows of a unit, in order."""
         for split in unit.splits:
-            yield from read_split(self._state, split, columns=self.columns, row_filter=self._filter)
+            yield from read_split(
+                self._state, split, self._projection, columns=self.columns, row_filter=self._filter
+            )
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
         """Record batches in stream order, blocking while there is nothing new; ends when a

@@ -15,13 +15,16 @@ from appendtable import arguments, display
 from appendtable._state import TableState
 from appendtable.commit.changes import CommitRequest
 from appendtable.commit.consumers import ConsumerStore
+from appendtable.commit.schemas import SchemaStore
+from appendtable.commit.snapshots import SnapshotStore
+from appendtable.commit.tags import TagStore
 from appendtable.compaction import (
     AutoCompaction,
     Compactor,
     ProgressCallback,
     merge_new_files,
 )
-from appendtable.datafiles.arrow_schema import check_compatible, field_specs
+from appendtable.datafiles.arrow_schema import check_compatible, field_specs, to_table
 from appendtable.datafiles.table_write import TableWriter
 from appendtable.errors import (
     AtomicCreateUnsupportedError,
@@ -32,6 +35,7 @@ from appendtable.errors import (
     TableExistsError,
     TableNotFoundError,
 )
+from appendtable.evolution import UpdateSchema, check_table_schema, commit_schema_change
 from appendtable.maintenance import (
     ExpireResult,
     OrphanResult,
@@ -40,9 +44,16 @@ from appendtable.maintenance import (
 )
 from appendtable.metadata import codec, layout
 from appendtable.metadata import options as opt
-from appendtable.metadata.models import CommitKind, CommitMessage, Snapshot, Split, TableSchema
-from appendtable.metadata.types import NESTED_KINDS
+from appendtable.metadata.models import (
+    FORMAT_VERSION,
+    CommitKind,
+    CommitMessage,
+    Snapshot,
+    Split,
+    TableSchema,
+)
 from appendtable.planning.bucket import unsupported_bucket_key_reason
+from appendtable.planning.evolution import merge_changes, with_field_ids
 from appendtable.planning.filters import parse_filter
 from appendtable.planning.splits import partition_sort_key
 from appendtable.scan import Scan, check_columns, read_split
@@ -55,16 +66,7 @@ __all__ = ["Table", "create_table", "open_table"]
 
 log = logging.getLogger("appendtable")
 
-_PARTITION_KIND_REJECTED = {
-    "float16": "floating-point",
-    "float32": "floating-point",
-    "float64": "floating-point",
-    "binary": "binary",
-    "large_binary": "binary",
-    "fixed_size_binary": "binary",
-    "duration": "duration",
-}
-_WATERMARK_KINDS = frozenset({"timestamp", "date32", "date64", "int8", "int16", "int32", "int64"})
+_SCHEMA_MODES = ("strict", "merge")
 
 
 def _storage_for(
@@ -90,18 +92,11 @@ def create_table(
         raise InvalidSchemaError(f"schema must be a pyarrow.Schema, got {type(schema).__name__}")
     fields = field_specs(schema)
     names = [f.name for f in fields]
-    kinds = {f.name: f.type.kind for f in fields}
     partition_keys = tuple(arguments.names(partition_by, "partition_by") or ())
     for key in partition_keys:
         if key not in names:
             raise InvalidSchemaError(
                 f"partition column '{key}' is not in the schema (columns: {', '.join(names)})"
-            )
-        kind = kinds[key]
-        if kind in NESTED_KINDS or kind in _PARTITION_KIND_REJECTED:
-            raise InvalidSchemaError(
-                f"partition column '{key}' has a {_PARTITION_KIND_REJECTED.get(kind, kind)} "
-                "type, which cannot be a partition key"
             )
     if len(set(partition_keys)) != len(partition_keys):
         raise InvalidSchemaError("a partition column is listed twice")
@@ -110,16 +105,11 @@ def create_table(
     raw_options = opt.parse_options(options)
     parsed = opt.Options(raw_options)
     opt.validate_table_options(parsed, columns=names, partition_keys=partition_keys)
+    check_table_schema(fields, partition_keys, parsed)
     for key in parsed.bucket_key:
         reason = unsupported_bucket_key_reason(schema.field(key).type)
         if reason is not None:
             raise InvalidSchemaError(f"bucket key column '{key}' cannot be hashed: {reason}")
-    watermark_column = parsed.get(opt.WATERMARK_COLUMN)
-    if watermark_column and kinds[watermark_column] not in _WATERMARK_KINDS:
-        raise InvalidSchemaError(
-            f"watermark column '{watermark_column}' has type {kinds[watermark_column]}; use a "
-            "timestamp, a date, or an integer holding epoch milliseconds"
-        )
 
     storage = _storage_for(uri, parsed, storage_options)
     if not storage.atomic_create and not parsed.get(opt.COMMIT_SINGLE_WRITER):
@@ -132,12 +122,14 @@ def create_table(
         )
     if storage.listdir(layout.SCHEMA_DIR):
         raise TableExistsError(f"a table already exists at {storage.root}")
-    table_schema = TableSchema(
-        id=0,
-        fields=fields,
-        partition_keys=partition_keys,
-        options=raw_options,
-        time_ms=int(time.time() * 1000),
+    table_schema = with_field_ids(
+        TableSchema(
+            id=0,
+            fields=fields,
+            partition_keys=partition_keys,
+            options=raw_options,
+            time_ms=int(time.time() * 1000),
+        )
     )
     created = storage.put_if_absent(
         layout.schema_path(0), codec.encode(table_schema, codec.Kind.SCHEMA)
@@ -159,17 +151,22 @@ def open_table(uri: str, *, storage_options: Mapping[str, Any] | None = None) ->
             ) from exc
         raise
     ids = [layout.id_from_name(info.path, layout.SCHEMA_PREFIX) for info in listed]
-    schema_ids = sorted(i for i in ids if i is not None)
-    if not schema_ids:
+    if not any(i is not None for i in ids):
         raise TableNotFoundError(f"no table at {storage.root} (no {layout.SCHEMA_DIR}/ files)")
-    path = layout.schema_path(schema_ids[-1])
-    table_schema = codec.decode(
-        storage.read(path), TableSchema, codec.Kind.SCHEMA, storage.uri(path)
-    )
+    # The current schema is the latest snapshot's (a newer schema file may be a change that
+    # lost its race and never landed).
+    table_schema = SchemaStore(storage).current(SnapshotStore(storage).latest())
     options = opt.Options(table_schema.options)
     if not options.get(opt.COMMIT_FSYNC):
         storage = _storage_for(uri, options, storage_options)
     return Table(TableState(storage, table_schema))
+
+
+def _check_schema_mode(mode: object) -> None:
+    if mode not in _SCHEMA_MODES:
+        raise InvalidArgumentError(
+            f"schema_mode must be one of {', '.join(_SCHEMA_MODES)}, got {mode!r}"
+        )
 
 
 class Table:
@@ -188,7 +185,38 @@ class Table:
 
     @property
     def schema(self) -> pa.Schema:
-        return self._state.arrow_schema
+        """The current schema (that of the latest snapshot; read again on each access)."""
+        return self._state.refresh().arrow_schema
+
+    @property
+    def schema_id(self) -> int:
+        """The id of the current schema version."""
+        return self._state.refresh().schema.id
+
+    def schemas(self) -> dict[int, pa.Schema]:
+        """Every schema version written, by id, oldest first (a version no snapshot names is
+        a change that lost a race or crashed: listed, but never current)."""
+        state = self._state
+        return {i: state.view_of(i).arrow_schema for i in state.schemas.list_ids()}
+
+    def schema_history(self) -> pa.Table:
+        """One row per schema version: ``schema_id``, ``time`` (UTC), ``columns`` (a
+        compact DDL of the columns), ``options`` (``k=v`` pairs), ``current``."""
+        state = self._state
+        current = state.refresh().schema.id
+        ids = state.schemas.list_ids()
+        schemas = [state.schemas.get(i) for i in ids]
+        return pa.table(
+            {
+                "schema_id": pa.array(ids, pa.int64()),
+                "time": pa.array([s.time_ms for s in schemas], pa.timestamp("ms", tz="UTC")),
+                "columns": [display.columns_text(s.fields) for s in schemas],
+                "options": [
+                    ", ".join(f"{k}={v}" for k, v in sorted(s.options.items())) for s in schemas
+                ],
+                "current": [i == current for i in ids],
+            }
+        )
 
     @property
     def partition_by(self) -> list[str]:
@@ -196,8 +224,8 @@ class Table:
 
     @property
     def options(self) -> dict[str, str]:
-        """The options set on the table (defaults are not listed)."""
-        return self._state.options.as_dict()
+        """The options set on the table (defaults are not listed), as of the latest schema."""
+        return self._state.refresh().options.as_dict()
 
     def option(self, key: str) -> object:
         """The effective value of an option (the table's, else the default), parsed: sizes in
@@ -206,7 +234,7 @@ class Table:
         definition = opt.OPTIONS.get(key)
         if definition is None:
             opt.parse_options({key: ""})  # raises, with a suggestion
-        return self._state.options.get(opt.OPTIONS[key])
+        return self._state.refresh().options.get(opt.OPTIONS[key])
 
     @property
     def bucket(self) -> int:
@@ -222,13 +250,51 @@ class Table:
     def _repr_html_(self) -> str:
         return display.table_html(self)
 
+    # ---- evolution --------------------------------------------------------------------------
+
+    def update_schema(self) -> UpdateSchema:
+        """Changes to the schema, committed together as one new schema version (an ALTER
+        snapshot) when the ``with`` block ends, or none of them::
+
+            with table.update_schema() as update:
+                update.add_column("country", pa.string(), after="action")
+                update.rename_column("amount", "amount_eur")
+
+        Data files are never rewritten: they are read by field id. See ``UpdateSchema``."""
+        return UpdateSchema(self._state, self._commit_user)
+
+    def set_options(self, options: Mapping[str, object]) -> Snapshot | None:
+        """Change table options, as a new schema version (validated as at creation; options
+        that define the layout, such as ``bucket``, are refused). Every writer applies them
+        from its next commit. Returns the ALTER snapshot, or None if nothing changed."""
+        with self.update_schema() as update:
+            update.set_options(options)
+        return update.snapshot
+
+    def unset_options(self, keys: Sequence[str] | str) -> Snapshot | None:
+        """Return options to their defaults, as a new schema version (see ``set_options``)."""
+        with self.update_schema() as update:
+            update.unset_options(keys)
+        return update.snapshot
+
     # ---- writing ----------------------------------------------------------------------------
 
-    def writer(self) -> TableWriter:
+    def writer(self, *, schema_mode: str = "strict") -> TableWriter:
         """A writer for the first phase of a two-phase write: ``write(data)`` any number of
-        times, then ``prepare_commit()`` for messages to hand to ``committer(...).commit``."""
+        times, then ``prepare_commit()`` for messages to hand to ``committer(...).commit``.
+        It writes the current schema (its files keep that schema's id, and commit after a
+        later compatible change). ``schema_mode="merge"``: nullable columns the data lacks
+        are written as nulls."""
+        _check_schema_mode(schema_mode)
         state = self._state
-        return TableWriter(state.storage, state.schema, state.arrow_schema, state.options)
+        state.refresh()
+        return TableWriter(
+            state.storage,
+            state.schema,
+            state.arrow_schema,
+            state.options,
+            missing_as_null=schema_mode == "merge",
+        )
 
     def staging_area(
         self, area_id: str | None = None, *, since_snapshot_id: int | None = None
@@ -244,37 +310,63 @@ class Table:
     def committer(self, commit_user: str | None = None) -> TableCommit:
         """The second phase: commit messages as ``commit_user`` (stable per job for
         idempotent commits; a fresh one by default). Commits run the table's pre-commit
-        compaction and, unless ``write-only``, compaction and snapshot expiration after."""
-        options = self._state.options
+        compaction and, unless ``write-only``, compaction and snapshot expiration after (as
+        the table's options say at the time of each commit)."""
         return TableCommit(
             self._state,
             commit_user or f"appendtable-{uuid.uuid4().hex}",
-            after_commit=None if options.get(opt.WRITE_ONLY) else self._after_commit,
-            before_commit=self._before_commit if options.get(opt.PRECOMMIT_COMPACT) else None,
+            after_commit=self._after_commit,
+            before_commit=self._before_commit,
         )
 
     def _before_commit(
         self, messages: list[CommitMessage], since_snapshot_id: int | None
     ) -> list[CommitMessage]:
+        if not self._state.refresh().options.get(opt.PRECOMMIT_COMPACT):
+            return messages
         return merge_new_files(self._state, messages, since_snapshot_id=since_snapshot_id)
 
     def _after_commit(self, snapshot: Snapshot, messages: Sequence[CommitMessage]) -> None:
         """Post-commit maintenance: compaction of what was just written, then expiration.
         ``TableCommit`` logs what this raises and never fails the landed commit with it."""
+        view = self._state.refresh()
+        if view.options.get(opt.WRITE_ONLY):
+            return
         written = {(m.partition, m.bucket) for m in messages if m.new_files}
         if written:
-            if self._auto_compaction is None:
+            if self._auto_compaction is None or self._auto_compaction.options != view.options:
                 self._auto_compaction = AutoCompaction(self._state)
             self._auto_compaction.after_commit(written)
-        expire_snapshots(self._state)
+        expire_snapshots(self._state, release_tags=False)
 
-    def append(self, data: object, *, watermark: int | None = None) -> Snapshot | None:
+    def append(
+        self, data: object, *, watermark: int | None = None, schema_mode: str = "strict"
+    ) -> Snapshot | None:
         """Append ``data`` (pyarrow Table, RecordBatch, iterable of RecordBatches or pandas
         DataFrame) as one snapshot. Atomic: on any error no row becomes visible. Returns the
-        new snapshot, or None if ``data`` has no rows (and no watermark to record)."""
+        new snapshot, or None if ``data`` has no rows (and no watermark to record).
+
+        ``schema_mode="merge"``: columns (and struct fields) only in the data are first added
+        to the table as nullable columns, and types that widen the table's are widened (one
+        ALTER snapshot, before the data's); nullable columns the data lacks are written as
+        nulls. The default, ``"strict"``, refuses data whose columns differ."""
+        _check_schema_mode(schema_mode)
+        if schema_mode == "merge":
+            data = self._merge_schema(data)
         return self._write_and_commit(
-            data, watermark=arguments.maybe_epoch_ms(watermark, "watermark"), overwrite=None
+            data,
+            watermark=arguments.maybe_epoch_ms(watermark, "watermark"),
+            overwrite=None,
+            schema_mode=schema_mode,
         )
+
+    def _merge_schema(self, data: object) -> pa.Table:
+        """Evolve the schema so that ``data`` fits it (``schema_mode="merge"``)."""
+        table = to_table(data, self._state.refresh().arrow_schema)
+        changes = merge_changes(self._state.schema.fields, field_specs(table.schema))
+        if changes:
+            commit_schema_change(self._state, changes, self._commit_user)
+        return table
 
     def overwrite(
         self,
@@ -282,13 +374,19 @@ class Table:
         *,
         partitions: Sequence[Mapping[str, object]] | None = None,
         watermark: int | None = None,
+        schema_mode: str = "strict",
     ) -> Snapshot | None:
         """Replace all rows (or those of the given static partitions, e.g.
-        ``[{"day": date(2024, 1, 2)}]``) with ``data``, atomically."""
+        ``[{"day": date(2024, 1, 2)}]``) with ``data``, atomically. ``schema_mode`` as for
+        ``append``."""
+        _check_schema_mode(schema_mode)
+        if schema_mode == "merge":
+            data = self._merge_schema(data)
         return self._write_and_commit(
             data,
             watermark=arguments.maybe_epoch_ms(watermark, "watermark"),
             overwrite=partitions or [],
+            schema_mode=schema_mode,
         )
 
     def _write_and_commit(
@@ -297,10 +395,11 @@ class Table:
         *,
         watermark: int | None,
         overwrite: Sequence[Mapping[str, object]] | None,
+        schema_mode: str,
     ) -> Snapshot | None:
         base = self._state.snapshots.latest_id() if overwrite is not None else None
         committer = self.committer(self._commit_user)
-        with self.writer() as writer:
+        with self.writer(schema_mode=schema_mode) as writer:
             if overwrite:  # given partitions: rows of any other are refused before writing
                 scope = self._state.partition_scope(overwrite)
                 keys = self._state.schema.partition_keys
@@ -324,7 +423,7 @@ class Table:
         """Raise SchemaMismatchError (naming the column) unless data with ``schema`` can be
         written: same column names, types that cast safely. Null values in non-nullable
         columns are rejected when the data is written."""
-        check_compatible(schema, self._state.arrow_schema)
+        check_compatible(schema, self._state.refresh().arrow_schema)
 
     def has_committed(
         self,
@@ -358,20 +457,31 @@ class Table:
         filter: object = None,
         snapshot_id: int | None = None,
         timestamp_ms: int | None = None,
+        tag: str | None = None,
     ) -> Scan:
         """A read of the latest snapshot, or of ``snapshot_id``, or of the newest snapshot
-        committed at or before ``timestamp_ms`` (time travel)."""
+        committed at or before ``timestamp_ms``, or of a tag (time travel), in the schema
+        that snapshot had."""
         return Scan(
             self._state,
-            self._pick_snapshot(snapshot_id, timestamp_ms),
+            self._pick_snapshot(snapshot_id, timestamp_ms, tag),
             columns=columns,
             filter=filter,
         )
 
-    def _pick_snapshot(self, snapshot_id: object, timestamp_ms: object) -> Snapshot | None:
+    def _pick_snapshot(
+        self, snapshot_id: object, timestamp_ms: object, tag: object = None
+    ) -> Snapshot | None:
         snapshots = self._state.snapshots
-        if snapshot_id is not None and timestamp_ms is not None:
-            raise InvalidArgumentError("give snapshot_id or timestamp_ms, not both")
+        given = [
+            n
+            for n, v in (("snapshot_id", snapshot_id), ("timestamp_ms", timestamp_ms), ("tag", tag))
+            if v is not None
+        ]
+        if len(given) > 1:
+            raise InvalidArgumentError(f"give one of {' or '.join(given)}, not both")
+        if tag is not None:
+            return TagStore(self._state.storage).get(layout.validate_tag_name(tag)).snapshot
         if snapshot_id is not None:
             return snapshots.get(arguments.snapshot_id(snapshot_id))
         if timestamp_ms is not None:
@@ -391,12 +501,16 @@ class Table:
         columns: Sequence[str] | None = None,
         filter: object = None,
     ) -> Iterator[pa.RecordBatch]:
-        """The rows of one split (from ``scan().plan()``), in order: for engines."""
+        """The rows of one split (from ``scan().plan()`` or a stream unit), in order, in the
+        schema the split was planned with (the scanned snapshot's, or the stream's)."""
+        state = self._state
+        view = state.refresh() if split.schema_id is None else state.view_of(split.schema_id)
         return read_split(
-            self._state,
+            state,
             split,
-            columns=check_columns(self._state, columns),
-            row_filter=parse_filter(filter, self._state.column_types),
+            state.projection(view),
+            columns=check_columns(view, columns),
+            row_filter=parse_filter(filter, view.column_types),
         )
 
     # ---- streaming --------------------------------------------------------------------------
@@ -530,21 +644,71 @@ class Table:
             cut = arguments.epoch_ms(older_than, "older_than")
         return remove_orphan_files(self._state, older_than_ms=cut, dry_run=dry_run)
 
-    def rollback_to(self, snapshot_id: int) -> Snapshot:
-        """Make the table hold exactly what snapshot ``snapshot_id`` held, as a new OVERWRITE
-        snapshot (history is kept: snapshot ids never go back; streams skip it)."""
-        snapshot_id = arguments.snapshot_id(snapshot_id)
-        self._state.snapshots.get(snapshot_id)  # exists and is retained, or raise
-        snapshot = self._state.committer().commit(
+    def rollback_to(self, snapshot_id: int | None = None, *, tag: str | None = None) -> Snapshot:
+        """Make the table hold exactly what snapshot ``snapshot_id`` (or the snapshot of
+        ``tag``) held, with its schema, as a new OVERWRITE snapshot (history is kept: snapshot
+        ids never go back; streams skip it). A tag's snapshot may have expired from the log."""
+        tagged = None
+        if (snapshot_id is None) == (tag is None):
+            raise InvalidArgumentError("give a snapshot id or tag=, exactly one")
+        if tag is not None:
+            tagged = TagStore(self._state.storage).get(layout.validate_tag_name(tag)).snapshot
+            snapshot_id = tagged.id
+        else:
+            snapshot_id = arguments.snapshot_id(snapshot_id)
+            self._state.snapshots.get(snapshot_id)  # exists and is retained, or raise
+        landed = self._state.committer().commit(
             CommitRequest(
                 kind=CommitKind.OVERWRITE,
                 commit_user=self._commit_user,
                 messages=(),
                 rollback_to=snapshot_id,
+                rollback_snapshot=tagged,
             )
         )
-        assert snapshot is not None
-        return snapshot
+        assert landed is not None
+        self._state.refresh(landed)
+        return landed
+
+    # ---- tags -------------------------------------------------------------------------------
+
+    def create_tag(self, name: str, snapshot_id: int | None = None) -> Snapshot:
+        """Name snapshot ``snapshot_id`` (default: the latest) ``name``: it stays readable
+        (``scan(tag=name)``), and its files are kept, after it expires, until the tag is
+        deleted. TagExistsError if the name is taken. Returns the tagged snapshot. A table
+        of format version 1 is first upgraded in place (an ALTER snapshot), so that older
+        releases, which do not know tags, cannot expire the tagged files."""
+        layout.validate_tag_name(name)
+        state = self._state
+        latest = state.snapshots.latest()
+        if latest is None:
+            raise SnapshotNotFoundError("the table has no snapshot to tag yet")
+        if latest.format_version < FORMAT_VERSION:
+            commit_schema_change(state, [], self._commit_user)
+        if snapshot_id is None:
+            target = latest
+        else:
+            target = state.snapshots.get(arguments.snapshot_id(snapshot_id))
+        tags = TagStore(state.storage)
+        tags.create(name, target)
+        # Expiration deletes snapshot files before data files and reads the tags again in
+        # between: a snapshot still there now keeps its files (see commit.expire).
+        if not state.snapshots.on_storage(target.id):
+            tags.delete(name)
+            raise SnapshotNotFoundError(
+                f"snapshot {target.id} expired while it was being tagged '{name}'"
+            )
+        return target
+
+    def delete_tag(self, name: str) -> None:
+        """Delete tag ``name``; the next expiration frees the files only it kept.
+        TagNotFoundError if there is no such tag."""
+        TagStore(self._state.storage).delete(layout.validate_tag_name(name))
+
+    def tags(self) -> dict[str, int]:
+        """Every tag and the snapshot id it names, by name."""
+        stored = TagStore(self._state.storage).all()
+        return {name: tag.snapshot.id for name, tag in sorted(stored.items())}
 
     # ---- history ----------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from appendtable.errors import CommitConflictError
+from appendtable.errors import CommitConflictError, SchemaMismatchError
 from appendtable.metadata.models import (
     CommitKind,
     CommitMessage,
@@ -19,15 +19,21 @@ from appendtable.metadata.models import (
     FileKind,
     ManifestEntry,
     PartitionValues,
+    Snapshot,
+    TableSchema,
 )
+from appendtable.planning.evolution import missing_required
 from appendtable.planning.partitions import outside_overwrite
 
 __all__ = [
     "ROLLBACK_PROPERTY",
     "CommitRequest",
     "PartitionScope",
+    "SchemaBaseMovedError",
+    "SchemaUpdate",
     "already_committed",
     "check_deletes_live",
+    "check_file_schema",
     "check_overwrite",
     "entries_for",
     "merged_watermark",
@@ -75,6 +81,22 @@ class PartitionScope:
         raise outside_overwrite(named, scope_named, keys[0] if keys else None)
 
 
+class SchemaBaseMovedError(CommitConflictError):
+    """A schema change was planned on a schema that is no longer current (another change
+    landed first): it was not applied; re-plan it on the new schema."""
+
+
+@dataclass(frozen=True)
+class SchemaUpdate:
+    """A schema change to commit: schema ``schema_id`` (already written) replaces
+    ``base_schema_id``, which must still be current. ``requires_empty``: it adds a required
+    field, so the table must hold no rows."""
+
+    base_schema_id: int
+    schema_id: int
+    requires_empty: bool = False
+
+
 @dataclass(frozen=True)
 class CommitRequest:
     """Everything a commit wants, independent of the table state it will land on.
@@ -93,14 +115,20 @@ class CommitRequest:
     overwrite: PartitionScope | None = None
     base_snapshot_id: int | None = None
     properties: Mapping[str, str] = field(default_factory=dict)
-    #: Make the table hold exactly the files of this snapshot again (an OVERWRITE).
+    #: Make the table hold exactly the files of this snapshot again (an OVERWRITE), with its
+    #: schema. ``rollback_snapshot``: that snapshot itself, when a tag holds it (it may have
+    #: expired from the log).
     rollback_to: int | None = None
+    rollback_snapshot: Snapshot | None = None
+    #: A schema (or option) change: an ALTER snapshot.
+    schema_change: SchemaUpdate | None = None
 
     @property
     def is_empty(self) -> bool:
         return (
             self.overwrite is None
             and self.rollback_to is None
+            and self.schema_change is None
             and all(m.is_empty for m in self.messages)
         )
 
@@ -140,6 +168,19 @@ def entries_for(
                 )
             )
     return adds, deletes, next_sequence
+
+
+def check_file_schema(file_schema: TableSchema, schema: TableSchema, path: str) -> None:
+    """A data file written with ``file_schema`` may join a table of ``schema`` (read by field
+    id) unless the table gained a required column since: the file's rows would be null there."""
+    missing = missing_required(file_schema.fields, schema.fields)
+    if missing is not None:
+        raise SchemaMismatchError(
+            f"data file {path} was written with schema {file_schema.id}, which lacks column "
+            f"'{missing}' that schema {schema.id} requires (added while this write was in "
+            "flight): write the data again",
+            column=missing,
+        )
 
 
 def check_deletes_live(delete_paths: Iterable[str], live_paths: set[str]) -> None:

@@ -25,20 +25,24 @@ from collections.abc import Callable, Sequence
 from appendtable.commit.changes import (
     ROLLBACK_PROPERTY,
     CommitRequest,
+    SchemaBaseMovedError,
     already_committed,
     check_deletes_live,
+    check_file_schema,
     check_overwrite,
     entries_for,
     merged_watermark,
     updated_users,
 )
 from appendtable.commit.manifests import ManifestStore
+from appendtable.commit.schemas import SchemaStore
 from appendtable.commit.snapshots import SnapshotStore
 from appendtable.errors import (
     AtomicCreateUnsupportedError,
     CommitConflictError,
     CommitStateUnknownError,
     ObjectNotFoundError,
+    SchemaChangeError,
     SnapshotNotFoundError,
     StorageError,
 )
@@ -50,11 +54,20 @@ from appendtable.metadata.models import (
     ManifestEntry,
     ManifestFileMeta,
     Snapshot,
+    TableSchema,
 )
 from appendtable.planning.manifest_merge import choose_merge
 from appendtable.storage import Storage
 
 __all__ = ["Committer"]
+
+
+def _format_version(schema: TableSchema, latest: Snapshot | None) -> int:
+    """A snapshot's format version: its schema's, and never below its parent's (a table
+    upgraded to a newer version stays there, even when rolled back to an older schema)."""
+    parent = latest.format_version if latest is not None else 0
+    return max(schema.format_version, parent)
+
 
 _AMBIGUOUS_PUBLISH_RETRIES = 3
 
@@ -67,17 +80,17 @@ class Committer:
         storage: Storage,
         snapshots: SnapshotStore,
         manifests: ManifestStore,
+        schemas: SchemaStore,
         options: opt.Options,
         *,
-        schema_id: int,
         partition_keys: Sequence[str],
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._storage = storage
         self._snapshots = snapshots
         self._manifests = manifests
+        self._schemas = schemas
         self._options = options
-        self._schema_id = schema_id
         self._partition_keys = tuple(partition_keys)
         self._sleep = sleep
 
@@ -226,6 +239,9 @@ class Committer:
     ) -> Snapshot | None:
         if request.rollback_to is not None:
             return self._prepare_rollback(request, latest, written)
+        schema = self._schema_for(request, latest)
+        options = opt.Options(schema.options)
+        self._check_file_schemas(request, schema)
         next_sequence = latest.next_sequence if latest is not None else 0
         adds, deletes, next_sequence = entries_for(request.messages, next_sequence)
         if planned_overwrite is not None or deletes:
@@ -248,6 +264,7 @@ class Committer:
         if (
             not adds
             and not deletes
+            and request.schema_change is None
             and latest is not None
             and (merged_watermark(latest.watermark, request.watermark) == latest.watermark)
         ):
@@ -261,9 +278,9 @@ class Committer:
         base = previous
         choice = choose_merge(
             previous,
-            target_size=self._options.get(opt.MANIFEST_TARGET_SIZE),
-            merge_min_count=self._options.get(opt.MANIFEST_MERGE_MIN_COUNT),
-            full_threshold=self._options.get(opt.MANIFEST_FULL_COMPACTION_SIZE),
+            target_size=options.get(opt.MANIFEST_TARGET_SIZE),
+            merge_min_count=options.get(opt.MANIFEST_MERGE_MIN_COUNT),
+            full_threshold=options.get(opt.MANIFEST_FULL_COMPACTION_SIZE),
         )
         if choice is not None:
             base, merged_names = self._manifests.merge(previous, choice)
@@ -284,7 +301,7 @@ class Committer:
                     request.identifier,
                     snapshot_id,
                     now_ms,
-                    self._options.get(opt.COMMIT_USER_RETENTION),
+                    options.get(opt.COMMIT_USER_RETENTION),
                 )
             )
             written.append(layout.manifest_path(users_file))
@@ -294,8 +311,9 @@ class Committer:
         if kind == CommitKind.APPEND and deletes:
             kind = CommitKind.OVERWRITE
         return Snapshot(
+            format_version=_format_version(schema, latest),
             id=snapshot_id,
-            schema_id=self._schema_id,
+            schema_id=schema.id,
             parent_id=latest.id if latest is not None else None,
             kind=kind,
             commit_user=request.commit_user,
@@ -326,7 +344,8 @@ class Committer:
         manifest of the target's files (no manifest is shared with the history in between); its
         delta removes the files added since, so expiration reclaims them in due course."""
         assert request.rollback_to is not None and latest is not None
-        target = self._snapshots.get(request.rollback_to)
+        target = request.rollback_snapshot or self._snapshots.get(request.rollback_to)
+        schema = self._schemas.get(target.schema_id)
         restored = self._manifests.live_files(target)
         keep = {entry.file.path for entry in restored}
         removed = [
@@ -345,8 +364,9 @@ class Committer:
             properties["previous-rollback"] = str(latest.last_rollback)
         rows = sum(e.file.row_count for e in restored)
         return Snapshot(
+            format_version=_format_version(schema, latest),
             id=latest.id + 1,
-            schema_id=self._schema_id,
+            schema_id=schema.id,
             parent_id=latest.id,
             kind=CommitKind.OVERWRITE,
             commit_user=request.commit_user,
@@ -365,6 +385,36 @@ class Committer:
             last_rollback=latest.id + 1,
             parent_nonce=latest.nonce,
         )
+
+    def _schema_for(self, request: CommitRequest, latest: Snapshot | None) -> TableSchema:
+        """The schema the new snapshot names: the latest snapshot's, or the one a schema
+        change introduces (whose preconditions are checked here, on the state it lands on)."""
+        current = self._schemas.current(latest)
+        change = request.schema_change
+        if change is None:
+            return current
+        if change.base_schema_id != current.id:
+            raise SchemaBaseMovedError(
+                f"the schema changed (now schema {current.id}) while this change was planned on "
+                f"schema {change.base_schema_id}"
+            )
+        if change.requires_empty and latest is not None and latest.total_record_count:
+            raise SchemaChangeError(
+                f"cannot add a required (non-nullable) column: the table holds "
+                f"{latest.total_record_count:,} rows, which would have no value for it (add it "
+                "as nullable)"
+            )
+        return self._schemas.get(change.schema_id)
+
+    def _check_file_schemas(self, request: CommitRequest, schema: TableSchema) -> None:
+        """Files written under an older schema join only if the current one can read them."""
+        checked: set[int] = set()
+        for message in request.messages:
+            for file in (*message.new_files, *message.compact_after):
+                if file.schema_id in checked or file.schema_id == schema.id:
+                    continue
+                check_file_schema(self._schemas.get(file.schema_id), schema, file.path)
+                checked.add(file.schema_id)
 
     def _live_paths(
         self,

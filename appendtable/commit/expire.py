@@ -9,20 +9,36 @@ Which files: a data file removed (DELETE entry) by a snapshot in ``(begin, end]`
 in expired snapshots; a manifest (or list, or commit-users file) referenced by an expired
 snapshot and not by the oldest retained one is referenced by no retained snapshot, because a
 manifest is referenced by a contiguous range of snapshots.
+
+Tags: files a tag references (its snapshot's live data files and its manifests) are never
+deleted. The tags are read again after the snapshot files are deleted and before any other
+file is: a tag created meanwhile on a snapshot being expired was written before that snapshot's
+file disappeared (``create_tag`` checks), so that second read sees it. A deleted tag's release
+record frees the files only that tag kept, once its snapshot is older than the earliest
+retained one (until then the snapshot itself keeps them).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from appendtable.commit.manifests import ManifestStore
 from appendtable.commit.snapshots import SnapshotStore
+from appendtable.commit.tags import TagStore
 from appendtable.errors import ObjectNotFoundError, StorageError
 from appendtable.metadata import layout
-from appendtable.metadata.models import FileKind, Snapshot
+from appendtable.metadata.models import FileKind, Snapshot, Tag
 from appendtable.storage import Storage
 
-__all__ = ["ExpirePlan", "execute_expiration", "plan_expiration"]
+__all__ = [
+    "ExpirePlan",
+    "TagReferences",
+    "execute_expiration",
+    "plan_expiration",
+    "plan_releases",
+    "tag_references",
+]
 
 
 @dataclass
@@ -31,6 +47,26 @@ class ExpirePlan:
     data_files: list[str] = field(default_factory=list)
     metadata_files: list[str] = field(default_factory=list)
     new_earliest: int | None = None
+    #: Release records of deleted tags processed by this plan (removed last).
+    releases: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class TagReferences:
+    """What the tags keep: data file paths and metadata file names."""
+
+    data: frozenset[str] = frozenset()
+    metadata: frozenset[str] = frozenset()
+
+
+def tag_references(manifests: ManifestStore, tags: Iterable[Tag]) -> TagReferences:
+    """The data files live in each tagged snapshot and the metadata files it names."""
+    data: set[str] = set()
+    metadata: set[str] = set()
+    for tag in tags:
+        data.update(entry.file.path for entry in manifests.live_files(tag.snapshot))
+        metadata |= _metadata_of(tag.snapshot, manifests)
+    return TagReferences(frozenset(data), frozenset(metadata))
 
 
 def _metadata_of(snapshot: Snapshot, manifests: ManifestStore) -> set[str]:
@@ -42,9 +78,14 @@ def _metadata_of(snapshot: Snapshot, manifests: ManifestStore) -> set[str]:
 
 
 def plan_expiration(
-    snapshots: SnapshotStore, manifests: ManifestStore, begin: int, end: int
+    snapshots: SnapshotStore,
+    manifests: ManifestStore,
+    begin: int,
+    end: int,
+    tags: TagReferences = TagReferences(),
 ) -> ExpirePlan:
-    """What expiring snapshots ``[begin, end)`` deletes (``end`` is kept)."""
+    """What expiring snapshots ``[begin, end)`` deletes (``end`` is kept), keeping what the
+    ``tags`` reference."""
     plan = ExpirePlan(new_earliest=end)
     if end <= begin:
         return plan
@@ -64,9 +105,47 @@ def plan_expiration(
         for entry in manifests.delta_entries(snapshot):
             if entry.kind == FileKind.DELETE:
                 removed.add(entry.file.path)
-    plan.data_files = sorted(removed - _restored_by_rollbacks(snapshots, manifests, end))
-    plan.metadata_files = sorted(layout.manifest_path(n) for n in expired_metadata - kept_metadata)
+    plan.data_files = sorted(
+        removed - _restored_by_rollbacks(snapshots, manifests, end) - tags.data
+    )
+    plan.metadata_files = sorted(
+        layout.manifest_path(n) for n in expired_metadata - kept_metadata - tags.metadata
+    )
     return plan
+
+
+def plan_releases(
+    snapshots: SnapshotStore,
+    manifests: ManifestStore,
+    plan: ExpirePlan,
+    released: dict[str, Tag],
+    tags: TagReferences,
+) -> None:
+    """Add to ``plan`` the files that deleted tags (``released``: release records by path)
+    alone kept: live in the released snapshot, older than the earliest snapshot ``plan``
+    keeps, and referenced neither by that snapshot, nor by a retained rollback, nor by
+    another tag. Records whose snapshot is still retained free nothing: the snapshot's own
+    expiration will handle its files."""
+    keep_from = plan.new_earliest
+    if not released or keep_from is None:
+        return
+    kept = snapshots.get(keep_from)
+    kept_data = {entry.file.path for entry in manifests.live_files(kept)}
+    kept_data |= _restored_by_rollbacks(snapshots, manifests, keep_from)
+    kept_metadata = _metadata_of(kept, manifests)
+    data: set[str] = set()
+    metadata: set[str] = set()
+    for path, tag in released.items():
+        plan.releases.append(path)
+        if tag.snapshot.id >= keep_from:
+            continue
+        data.update(entry.file.path for entry in manifests.live_files(tag.snapshot))
+        metadata |= _metadata_of(tag.snapshot, manifests)
+    plan.data_files = sorted(set(plan.data_files) | (data - kept_data - tags.data))
+    plan.metadata_files = sorted(
+        set(plan.metadata_files)
+        | {layout.manifest_path(n) for n in metadata - kept_metadata - tags.metadata}
+    )
 
 
 def _restored_by_rollbacks(
@@ -85,14 +164,25 @@ def _restored_by_rollbacks(
     return protected
 
 
-def execute_expiration(storage: Storage, snapshots: SnapshotStore, plan: ExpirePlan) -> None:
+def execute_expiration(
+    storage: Storage, snapshots: SnapshotStore, manifests: ManifestStore, plan: ExpirePlan
+) -> None:
+    """Delete the snapshots, then (after reading the tags again, see the module doc) the
+    files; release records last."""
     for snapshot_id in plan.snapshot_ids:
         storage.delete(layout.snapshot_path(snapshot_id))
         snapshots.forget(snapshot_id)
     if plan.new_earliest is not None:
         snapshots.write_earliest_hint(plan.new_earliest)
+    tags = tag_references(manifests, TagStore(storage).all().values())
+    metadata_paths = {layout.manifest_path(n) for n in tags.metadata}
     for path in (*plan.data_files, *plan.metadata_files):
+        if path in tags.data or path in metadata_paths:
+            continue
         try:
             storage.delete(path)
         except StorageError:
             pass  # left as an orphan; remove_orphan_files reclaims it
+    tag_store = TagStore(storage)
+    for path in plan.releases:
+        tag_store.forget_release(path)

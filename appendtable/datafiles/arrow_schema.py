@@ -267,9 +267,10 @@ def check_compatible(source: pa.Schema, schema: pa.Schema) -> None:
             )
 
 
-def conform(data: pa.Table, schema: pa.Schema) -> pa.Table:
+def conform(data: pa.Table, schema: pa.Schema, *, missing_as_null: bool = False) -> pa.Table:
     """``data`` with the table's column order and types, or SchemaMismatchError naming the
-    column that does not fit. Nothing is written before this check passes."""
+    column that does not fit. Nothing is written before this check passes. ``missing_as_null``:
+    nullable columns the data lacks are filled with nulls (a merge-mode write)."""
     present = data.column_names
     duplicates = sorted({name for name in present if present.count(name) > 1})
     if duplicates:
@@ -284,13 +285,20 @@ def conform(data: pa.Table, schema: pa.Schema) -> pa.Table:
             f"(table columns: {', '.join(schema.names)})",
             column=extra[0],
         )
-    missing = [name for name in schema.names if name not in present]
+    missing = [
+        field.name
+        for field in schema
+        if field.name not in present and not (missing_as_null and field.nullable)
+    ]
     if missing:
         raise SchemaMismatchError(
             f"input is missing column '{missing[0]}' of the table schema", column=missing[0]
         )
     columns = []
     for field in schema:
+        if field.name not in present:
+            columns.append(pa.chunked_array([pa.nulls(data.num_rows, field.type)]))
+            continue
         column = data.column(field.name)
         columns.append(_conform_column(column, field))
     return fill_hidden_nulls(pa.Table.from_arrays(columns, schema=schema))

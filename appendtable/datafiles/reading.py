@@ -23,6 +23,7 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from appendtable.datafiles.expressions import to_expression
 from appendtable.datafiles.file_columns import (
     INT96_UNIT,
     column_mismatch,
@@ -30,8 +31,10 @@ from appendtable.datafiles.file_columns import (
     same_layout,
 )
 from appendtable.datafiles.footer import metadata_of, verified_tail
+from appendtable.datafiles.projection import Projection
 from appendtable.errors import CorruptDataFileError, ObjectNotFoundError
 from appendtable.metadata.models import DataFileMeta
+from appendtable.planning.filters import Filter
 from appendtable.storage import Storage
 from appendtable.storage.translate import translated
 
@@ -39,8 +42,10 @@ __all__ = [
     "arrow_filesystem",
     "is_damage",
     "open_parquet",
+    "read_as",
     "read_file",
     "read_files",
+    "read_files_as",
     "stored_schema",
 ]
 
@@ -123,6 +128,91 @@ def _native_s3(fs: Any) -> pafs.FileSystem | None:
         options["endpoint_override"] = parsed.netloc or parsed.path
         options["scheme"] = parsed.scheme or "https"
     return pafs.S3FileSystem(**{k: v for k, v in options.items() if v is not None})
+
+
+def read_as(
+    storage: Storage,
+    file: DataFileMeta,
+    projection: Projection,
+    *,
+    columns: Sequence[str] | None = None,
+    row_filter: Filter | None = None,
+    batch_size: int = 65_536,
+) -> Iterator[pa.RecordBatch]:
+    """The rows of one data file in file order, as the projection's target schema (matched
+    by field id, see ``projection``), projected to ``columns`` and filtered by ``row_filter``
+    (given on the target's columns). Files of the target's own schema go straight to
+    ``read_file``; others are read in their own schema, converted, then filtered."""
+    layout = projection.layout(file.schema_id)
+    expression = to_expression(row_filter)
+    if layout.native:
+        yield from read_file(
+            storage,
+            file,
+            schema=projection.arrow_schema,
+            columns=columns,
+            row_filter=expression,
+            batch_size=batch_size,
+        )
+        return
+    wanted = list(columns) if columns is not None else projection.arrow_schema.names
+    needed = wanted + sorted((row_filter.columns if row_filter else set()) - set(wanted))
+    sources = projection.file_columns(layout, needed)
+    for batch in read_file(
+        storage, file, schema=layout.arrow_schema, columns=sources, batch_size=batch_size
+    ):
+        if not needed:
+            yield batch  # no column at all: only the row count matters
+            continue
+        converted = projection.convert(batch, layout, needed)
+        if expression is not None:
+            converted = converted.filter(expression)
+        yield converted.select(wanted) if len(needed) != len(wanted) else converted
+
+
+def read_files_as(
+    storage: Storage,
+    files: Sequence[DataFileMeta],
+    projection: Projection,
+    *,
+    columns: Sequence[str] | None = None,
+    row_filter: Filter | None = None,
+) -> pa.Table:
+    """``read_files`` for files of any schema version, as the projection's target schema: runs
+    of files in the target's own schema are scanned together, the others file by file; the
+    result keeps the order of ``files``."""
+    wanted = (
+        projection.arrow_schema
+        if columns is None
+        else pa.schema([projection.arrow_schema.field(c) for c in columns])
+    )
+    parts: list[pa.Table] = []
+    run: list[DataFileMeta] = []
+
+    def flush() -> None:
+        if run:
+            parts.append(
+                read_files(
+                    storage,
+                    run,
+                    schema=projection.arrow_schema,
+                    columns=columns,
+                    row_filter=to_expression(row_filter),
+                )
+            )
+            run.clear()
+
+    for file in files:
+        if projection.layout(file.schema_id).native:
+            run.append(file)
+            continue
+        flush()
+        batches = list(read_as(storage, file, projection, columns=columns, row_filter=row_filter))
+        parts.append(pa.Table.from_batches(batches, schema=wanted))
+    flush()
+    if not parts:
+        return wanted.empty_table()
+    return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
 
 
 def read_files(

@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterator, Sequence
 import msgspec
 import pyarrow as pa
 
-from appendtable.datafiles.reading import read_file
+from appendtable.datafiles.projection import Projection
+from appendtable.datafiles.reading import read_as
 from appendtable.datafiles.writing import FileWriteSpec, write_files
 from appendtable.metadata.models import DataFileMeta, FileSource
 from appendtable.storage import Storage
@@ -22,11 +23,12 @@ __all__ = ["read_tables", "rewrite_files"]
 
 
 def read_tables(
-    storage: Storage, files: Sequence[DataFileMeta], schema: pa.Schema
+    storage: Storage, files: Sequence[DataFileMeta], projection: Projection
 ) -> Iterator[pa.Table]:
-    """The rows of ``files`` in order, a table per record batch."""
+    """The rows of ``files`` in order, as the projection's target schema (files of older
+    schema versions are converted by field id), a table per record batch."""
     for file in files:
-        for batch in read_file(storage, file, schema=schema):
+        for batch in read_as(storage, file, projection):
             yield pa.Table.from_batches([batch])
 
 
@@ -36,17 +38,19 @@ def rewrite_files(
     files: Sequence[DataFileMeta],
     spec: FileWriteSpec,
     *,
+    projection: Projection,
     source: FileSource,
     keep_sequence: bool,
     chunks: Iterator[pa.Table] | None = None,
     on_file: Callable[[str], None] | None = None,
 ) -> list[DataFileMeta]:
-    """Rewrite ``files`` (or the given ``chunks`` holding their rows) into new files."""
+    """Rewrite ``files`` (or the given ``chunks`` holding their rows) into new files of the
+    schema of ``spec``, which ``projection`` reads every input file as."""
     first = min(f.min_seq for f in files)
     outputs = write_files(
         storage,
         directory,
-        chunks if chunks is not None else read_tables(storage, files, spec.schema),
+        chunks if chunks is not None else read_tables(storage, files, projection),
         spec,
         source=source,
         seq_start=first,

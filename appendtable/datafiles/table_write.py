@@ -95,11 +95,15 @@ class TableWriter:
         options: opt.Options,
         *,
         prefix: str = "",
+        missing_as_null: bool = False,
     ) -> None:
         """``prefix``: a directory (relative to the table) the table's layout is placed under,
-        for writes staged before they join the table (``StagingArea.writer``)."""
+        for writes staged before they join the table (``StagingArea.writer``).
+        ``missing_as_null``: nullable columns the data lacks are written as nulls (merge-mode
+        writes); by default a missing column is a SchemaMismatchError."""
         self._storage = storage
         self._prefix = prefix.rstrip("/")
+        self._missing_as_null = missing_as_null
         self._schema = schema
         self._arrow_schema = arrow_schema
         self._options = options
@@ -142,7 +146,11 @@ class TableWriter:
         RecordBatches or pandas DataFrame. Raises SchemaMismatchError, naming the column, if the
         data does not fit the table; then nothing of it is written."""
         self._check_open()
-        table = conform(to_table(data, self._arrow_schema), self._arrow_schema)
+        table = conform(
+            to_table(data, self._arrow_schema),
+            self._arrow_schema,
+            missing_as_null=self._missing_as_null,
+        )
         if table.num_rows == 0:
             return
         if self._restriction is not None:

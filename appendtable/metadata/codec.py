@@ -40,7 +40,7 @@ T = TypeVar("T")
 MAGIC = b"ATBL"
 FRAME_VERSION = 1
 #: The highest payload ``format_version`` this library reads and the one it writes.
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 HEADER_SIZE = 20
 _HEADER = struct.Struct("<4sBBBBQI")
 _JSON = 1
@@ -63,6 +63,7 @@ class Kind(enum.IntEnum):
     SPLIT = 8
     WATERMARK_GROUP = 9
     COMPACTION_TASK = 10
+    TAG = 11
 
 
 #: Human-readable files use JSON; bulky ones MessagePack.
@@ -71,6 +72,7 @@ _ENCODING = {
     Kind.SNAPSHOT: _JSON,
     Kind.CONSUMER: _JSON,
     Kind.WATERMARK_GROUP: _JSON,
+    Kind.TAG: _JSON,
     Kind.MANIFEST_LIST: _MSGPACK,
     Kind.MANIFEST: _MSGPACK,
     Kind.COMMIT_USERS: _MSGPACK,

@@ -6,6 +6,7 @@
     snapshot/snapshot-<id>, snapshot/LATEST, snapshot/EARLIEST
     manifest/manifest-<uuid>-<n>, manifest/manifest-list-<uuid>-<n>, manifest/commit-users-<uuid>
     consumer/consumer-<id>
+    tag/tag-<name>, tag/released-<name>-<uuid>   (tags; a deleted tag until expiration frees it)
     _staging/<uuid>/...   (files written by other engines, until adopted or removed)
     <k1>=<v1>/<k2>=<v2>/bucket-<b>/data-<uuid>-<n>.parquet
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from appendtable.errors import InvalidOptionError
+from appendtable.errors import InvalidArgumentError, InvalidOptionError
 
 __all__ = [
     "CONSUMER_DIR",
@@ -24,6 +25,7 @@ __all__ = [
     "SCHEMA_DIR",
     "SNAPSHOT_DIR",
     "STAGING_DIR",
+    "TAG_DIR",
     "WATERMARK_DIR",
     "bucket_dir",
     "consumer_path",
@@ -32,7 +34,11 @@ __all__ = [
     "manifest_path",
     "schema_path",
     "snapshot_path",
+    "released_tag_path",
     "staging_dir",
+    "tag_name_of",
+    "tag_path",
+    "validate_tag_name",
     "validate_consumer_id",
     "watermark_group_path",
 ]
@@ -41,6 +47,9 @@ SCHEMA_DIR = "schema"
 SNAPSHOT_DIR = "snapshot"
 MANIFEST_DIR = "manifest"
 CONSUMER_DIR = "consumer"
+TAG_DIR = "tag"
+TAG_PREFIX = "tag-"
+RELEASED_TAG_PREFIX = "released-"
 WATERMARK_DIR = "watermark"
 STAGING_DIR = "_staging"
 _STAGING_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")
@@ -66,6 +75,31 @@ def manifest_path(name: str) -> str:
 
 def consumer_path(consumer_id: str) -> str:
     return f"{CONSUMER_DIR}/{CONSUMER_PREFIX}{validate_consumer_id(consumer_id)}"
+
+
+def tag_path(name: str) -> str:
+    return f"{TAG_DIR}/{TAG_PREFIX}{validate_tag_name(name)}"
+
+
+def released_tag_path(name: str, unique: str) -> str:
+    """Where a deleted tag waits for the next expiration to free the files only it kept."""
+    return f"{TAG_DIR}/{RELEASED_TAG_PREFIX}{validate_tag_name(name)}-{unique}"
+
+
+def tag_name_of(path: str) -> str | None:
+    """The tag name of a ``tag/tag-<name>`` path, None for anything else."""
+    base = path.rsplit("/", 1)[-1]
+    return base[len(TAG_PREFIX) :] if base.startswith(TAG_PREFIX) else None
+
+
+def validate_tag_name(name: object) -> str:
+    """Tag names become file names: letters, digits, '.', '_' and '-' only."""
+    if not isinstance(name, str) or not _CONSUMER_ID.match(name):
+        raise InvalidArgumentError(
+            f"invalid tag name {name!r}: use 1-200 letters, digits, '.', '_' or '-', starting "
+            "with a letter or digit"
+        )
+    return name
 
 
 def watermark_group_path(group: str, member: str) -> str:

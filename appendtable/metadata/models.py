@@ -40,6 +40,7 @@ __all__ = [
     "Split",
     "StatValue",
     "TableSchema",
+    "Tag",
     "WatermarkMember",
 ]
 
@@ -52,7 +53,10 @@ _Stored: TypeAlias = Any
 #: Partition values in the order of the table's partition keys.
 PartitionValues: TypeAlias = "tuple[_Stored, ...]"
 
-FORMAT_VERSION = 1
+#: The format version new tables are written in. 1: fields without ids (implicit ids);
+#: 2: field ids, schema changes (ALTER snapshots), tags. A table stays at version 1 until its
+#: first schema change or tag, which upgrades it in place without rewriting data.
+FORMAT_VERSION = 2
 
 
 class CommitKind(enum.StrEnum):
@@ -61,6 +65,8 @@ class CommitKind(enum.StrEnum):
     APPEND = "APPEND"
     COMPACT = "COMPACT"
     OVERWRITE = "OVERWRITE"
+    #: A schema or option change (format version 2): no data file added or removed.
+    ALTER = "ALTER"
 
 
 class FileKind(enum.IntEnum):
@@ -74,7 +80,11 @@ class FileSource(enum.IntEnum):
 
 
 class TableSchema(msgspec.Struct, frozen=True, kw_only=True):
-    """``schema/schema-<id>``: columns, partition keys and table options."""
+    """``schema/schema-<id>``: columns, partition keys and table options.
+
+    A table's current schema is the one its latest snapshot names (schema 0 before the first
+    snapshot). ``highest_field_id`` is the largest field id ever assigned in this schema's
+    lineage (format version 2; 0 in version 1 schemas, whose ids are implicit)."""
 
     format_version: int = FORMAT_VERSION
     id: int
@@ -82,6 +92,7 @@ class TableSchema(msgspec.Struct, frozen=True, kw_only=True):
     partition_keys: tuple[str, ...] = ()
     options: dict[str, str] = msgspec.field(default_factory=dict)
     time_ms: int = 0
+    highest_field_id: int = 0
 
     def field_names(self) -> list[str]:
         return [f.name for f in self.fields]
@@ -265,6 +276,14 @@ class ConsumerState(msgspec.Struct, frozen=True, kw_only=True):
     full: bool = False
 
 
+class Tag(msgspec.Struct, frozen=True, kw_only=True):
+    """``tag/tag-<name>``: a named snapshot, copied whole so that it stays readable after
+    the snapshot itself expires. Expiration keeps every file it references."""
+
+    snapshot: Snapshot
+    time_ms: int
+
+
 class WatermarkMember(msgspec.Struct, frozen=True, kw_only=True):
     """``watermark/<group>/<member>``: the watermark a stream reader of an alignment group has
     reached, and when it last said so."""
@@ -287,6 +306,9 @@ class Split(msgspec.Struct, frozen=True, kw_only=True):
     partition_values: PartitionValues
     bucket: int
     files: tuple[DataFileMeta, ...]
+    #: The schema version the split's rows read as (files of other versions are projected
+    #: onto it by field id); None in splits made before schema evolution: the latest.
+    schema_id: int | None = None
 
     @property
     def partition(self) -> dict[str, object]:

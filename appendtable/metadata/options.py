@@ -337,6 +337,7 @@ SCAN_SNAPSHOT_ID = _define("scan.snapshot-id", _parse_int, 0, "snapshot for from
 SCAN_TIMESTAMP_MILLIS = _define(
     "scan.timestamp-millis", _parse_int, 0, "epoch ms for from-timestamp / time travel"
 )
+SCAN_TAG_NAME = _define("scan.tag-name", _parse_str, "", "tag a batch read uses (time travel)")
 SCAN_FILE_CREATION_TIME = _define(
     "scan.file-creation-time-millis", _parse_int, 0, "epoch ms for from-file-creation-time"
 )
@@ -385,7 +386,11 @@ POLL_INTERVAL = _define(
 )
 
 #: Options that define the table's physical layout: fixed at creation.
-IMMUTABLE_OPTIONS = frozenset({BUCKET.key, BUCKET_KEY.key, PARTITION_DEFAULT_NAME.key})
+#: Options that define the layout of the files already written: fixed at creation.
+#: ``metadata.stats-mode``: readers prune with the truncation the files were written with.
+IMMUTABLE_OPTIONS = frozenset(
+    {BUCKET.key, BUCKET_KEY.key, PARTITION_DEFAULT_NAME.key, STATS_MODE.key}
+)
 
 
 def parse_options(raw: Mapping[str, object] | None) -> dict[str, str]:

@@ -7,9 +7,12 @@ their children as :class:`FieldSpec` entries. The mapping to and from Arrow live
 
 from __future__ import annotations
 
+from typing import Any, TypeVar
+
 import msgspec
 
 __all__ = [
+    "replaced",
     "FIXED_KINDS",
     "INTEGER_KINDS",
     "NESTED_KINDS",
@@ -56,8 +59,23 @@ class TypeSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
 
 class FieldSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """A named column (or nested child) with its type and nullability."""
+    """A named column (or nested child) with its type and nullability.
+
+    ``id`` is the field's stable identity (format version 2): data files are read by id, so a
+    rename or a drop never rewrites data. Ids are unique across the whole schema (nested
+    children included) and never reused. Fields of format version 1 schemas carry no id; they
+    are given implicit ids when read (``planning.evolution.with_field_ids``)."""
 
     name: str
     type: TypeSpec
     nullable: bool = True
+    id: int | None = None
+    doc: str | None = None
+
+
+_Struct = TypeVar("_Struct", bound=msgspec.Struct)
+
+
+def replaced(struct: _Struct, **changes: Any) -> _Struct:
+    """A copy of a metadata struct with some fields changed (structs are immutable)."""
+    return msgspec.structs.replace(struct, **changes)

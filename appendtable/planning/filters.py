@@ -128,11 +128,14 @@ class Filter:
     def may_match_file(
         self,
         file: DataFileMeta,
-        column_positions: Mapping[str, int],
+        column_positions: Mapping[str, int | None],
         stats_truncate: int | None = None,
     ) -> bool:
         """False only if the file's statistics prove that no row matches (``stats_truncate``:
-        the table's ``metadata.stats-mode`` truncation)."""
+        the table's ``metadata.stats-mode`` truncation). ``column_positions`` maps a column to
+        the position of its statistics in the file, or to None when the file predates the
+        column (written before it was added: every value reads as null); columns it does not
+        list are not pruned on."""
         if not file.min_values and not file.null_counts:
             return True
         return any(
@@ -144,16 +147,20 @@ class Filter:
     def _clause_may_match(
         clause: tuple[Predicate, ...],
         file: DataFileMeta,
-        positions: Mapping[str, int],
+        positions: Mapping[str, int | None],
         stats_truncate: int | None,
     ) -> bool:
         for predicate in clause:
-            index = positions.get(predicate.column)
-            if index is None:
+            if predicate.column not in positions:
                 continue
-            nulls = file.null_counts[index] if index < len(file.null_counts) else None
-            low = file.min_values[index] if index < len(file.min_values) else None
-            high = file.max_values[index] if index < len(file.max_values) else None
+            index = positions[predicate.column]
+            nulls: int | None
+            if index is None:  # the file predates the column: all null
+                nulls, low, high = file.row_count, None, None
+            else:
+                nulls = file.null_counts[index] if index < len(file.null_counts) else None
+                low = file.min_values[index] if index < len(file.min_values) else None
+                high = file.max_values[index] if index < len(file.max_values) else None
             if not predicate.may_match(low, high, nulls, file.row_count, stats_truncate):
                 return False
         return True

@@ -80,8 +80,10 @@ def pack_splits(
     partition_types: tuple[TypeSpec, ...],
     target_size: int,
     open_file_cost: int,
+    schema_id: int | None = None,
 ) -> list[Split]:
-    """Pack each group's files, in order, into splits of about ``target_size``."""
+    """Pack each group's files, in order, into splits of about ``target_size``; the splits
+    read as schema ``schema_id``."""
     splits: list[Split] = []
     for partition, bucket, files in groups:
         current: list[DataFileMeta] = []
@@ -98,6 +100,7 @@ def pack_splits(
                         partition_values=partition,
                         bucket=bucket,
                         files=tuple(current),
+                        schema_id=schema_id,
                     )
                 )
                 current, weight = [], 0
@@ -110,6 +113,7 @@ def pack_splits(
                     partition_values=partition,
                     bucket=bucket,
                     files=tuple(current),
+                    schema_id=schema_id,
                 )
             )
     return splits

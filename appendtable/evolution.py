@@ -1,0 +1,286 @@
+"""Changing a table in place: schema changes, option changes, and the rules a table's schema
+must always satisfy (shared with ``create_table``).
+
+A change is data (``planning.evolution``'s change structs), applied by one pure function to the
+current schema. Committing it writes the new schema version (put-if-absent: one winner per
+schema id) and then an ALTER snapshot naming it, whose precondition is that the schema it was
+planned on is still current. Losing a race on either step re-plans the same changes on the new
+schema, which either applies (the changes did not collide) or raises ``SchemaChangeError``
+saying why not. All changes of one ``UpdateSchema`` land together, or none does.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+
+import pyarrow as pa
+
+from appendtable import arguments
+from appendtable._state import TableState
+from appendtable.commit.changes import CommitRequest, SchemaBaseMovedError, SchemaUpdate
+from appendtable.datafiles.arrow_schema import field_specs
+from appendtable.errors import InvalidArgumentError, InvalidSchemaError, SchemaChangeError
+from appendtable.metadata import options as opt
+from appendtable.metadata.models import CommitKind, Snapshot, TableSchema
+from appendtable.metadata.types import NESTED_KINDS, FieldSpec, replaced
+from appendtable.planning.evolution import (
+    AddColumn,
+    DropColumn,
+    MoveColumn,
+    RenameColumn,
+    SchemaChange,
+    SetOptions,
+    UnsetOptions,
+    UpdateColumn,
+    apply_changes,
+    same_fields,
+)
+
+__all__ = ["UpdateSchema", "check_table_schema", "commit_schema_change", "column_path"]
+
+_PARTITION_KIND_REJECTED = {
+    "float16": "floating-point",
+    "float32": "floating-point",
+    "float64": "floating-point",
+    "binary": "binary",
+    "large_binary": "binary",
+    "fixed_size_binary": "binary",
+    "duration": "duration",
+}
+_WATERMARK_KINDS = frozenset({"timestamp", "date32", "date64", "int8", "int16", "int32", "int64"})
+#: Re-plans after lost races before giving up (each loss means another change landed).
+_MAX_ATTEMPTS = 100
+
+
+def check_table_schema(
+    fields: Sequence[FieldSpec], partition_keys: Sequence[str], options: opt.Options
+) -> None:
+    """The rules every schema version obeys: usable partition keys and watermark column.
+    InvalidSchemaError naming the column."""
+    kinds = {f.name: f.type.kind for f in fields}
+    for key in partition_keys:
+        kind = kinds[key]
+        if kind in NESTED_KINDS or kind in _PARTITION_KIND_REJECTED:
+            raise InvalidSchemaError(
+                f"partition column '{key}' has a {_PARTITION_KIND_REJECTED.get(kind, kind)} "
+                "type, which cannot be a partition key"
+            )
+    watermark_column = options.get(opt.WATERMARK_COLUMN)
+    if watermark_column and kinds.get(watermark_column) not in _WATERMARK_KINDS:
+        raise InvalidSchemaError(
+            f"watermark column '{watermark_column}' has type {kinds.get(watermark_column)}; use "
+            "a timestamp, a date, or an integer holding epoch milliseconds"
+        )
+
+
+def column_path(column: str | Sequence[str], schema: TableSchema) -> tuple[str, ...]:
+    """A column given as a name, a dotted path (``payload.country``) or a tuple of names. A
+    top-level name containing dots is taken whole."""
+    if isinstance(column, str):
+        if not column:
+            raise InvalidArgumentError("a column name must not be empty")
+        if column in schema.field_names() or "." not in column:
+            return (column,)
+        return tuple(column.split("."))
+    path = tuple(column)
+    if not path or not all(isinstance(part, str) and part for part in path):
+        raise InvalidArgumentError(f"a column path must be non-empty names, got {column!r}")
+    return path
+
+
+def _unchanged(base: TableSchema, new: TableSchema) -> bool:
+    return (
+        base.format_version == new.format_version
+        and same_fields(base.fields, new.fields)
+        and all(a.doc == b.doc for a, b in zip(base.fields, new.fields, strict=True))
+        and dict(base.options) == dict(new.options)
+    )
+
+
+def commit_schema_change(
+    state: TableState, changes: Sequence[SchemaChange], commit_user: str
+) -> Snapshot | None:
+    """Apply ``changes`` to the current schema and commit the result as an ALTER snapshot
+    (see the module doc). Returns it, or None when the changes change nothing. An empty
+    ``changes`` on a format-version-1 table upgrades it to the current format version."""
+    for _ in range(_MAX_ATTEMPTS):
+        latest = state.snapshots.latest()
+        base = state.schemas.current(latest)
+        new_id, first_free = state.schemas.next_ids()
+        applied = apply_changes(
+            base,
+            changes,
+            new_id=new_id,
+            first_free_field_id=first_free,
+            time_ms=int(time.time() * 1000),
+        )
+        schema = applied.schema
+        if _unchanged(base, schema):
+            state.refresh(latest)
+            return None
+        check_table_schema(schema.fields, schema.partition_keys, opt.Options(schema.options))
+        if not state.schemas.publish(schema):
+            continue  # another change took the id: re-plan on what it leads to
+        try:
+            snapshot = state.committer().commit(
+                CommitRequest(
+                    kind=CommitKind.ALTER,
+                    commit_user=commit_user,
+                    messages=(),
+                    schema_change=SchemaUpdate(base.id, schema.id, applied.requires_empty),
+                )
+            )
+        except SchemaBaseMovedError:
+            continue
+        assert snapshot is not None
+        state.refresh(snapshot)
+        return snapshot
+    raise SchemaChangeError(
+        f"the schema kept changing under this change ({_MAX_ATTEMPTS} attempts): retry later"
+    )
+
+
+class UpdateSchema:
+    """Changes to a table's schema, committed together as one new schema version.
+
+    Use as a context manager (``with table.update_schema() as update: ...``): leaving the block
+    without an error commits; an error inside it commits nothing. Or call ``commit()``.
+    Changes apply in the order given; column paths name nested struct fields with dots
+    (``payload.country``)."""
+
+    def __init__(self, state: TableState, commit_user: str) -> None:
+        self._state = state
+        self._commit_user = commit_user
+        self._changes: list[SchemaChange] = []
+        self._committed = False
+        #: The ALTER snapshot ``commit()`` made (None before, or when nothing changed).
+        self.snapshot: Snapshot | None = None
+
+    @property
+    def changes(self) -> list[SchemaChange]:
+        """The changes collected so far."""
+        return list(self._changes)
+
+    def _path(self, column: str | Sequence[str]) -> tuple[str, ...]:
+        return column_path(column, self._state.schema)
+
+    def add_column(
+        self,
+        name: str | Sequence[str],
+        type: pa.DataType,
+        *,
+        nullable: bool = True,
+        after: str | None = None,
+        first: bool = False,
+        doc: str | None = None,
+    ) -> UpdateSchema:
+        """Add a column (or, with a dotted path, a field of a struct column), last by default.
+        Old rows read it as null. A non-nullable column can only be added to an empty table."""
+        path = self._path(name)
+        if not isinstance(type, pa.DataType):
+            raise InvalidArgumentError(
+                f"the type of '{'.'.join(path)}' must be a pyarrow.DataType, got "
+                f"{type.__class__.__name__}"
+            )
+        if after is not None and first:
+            raise InvalidArgumentError("give after= or first=, not both")
+        field = field_specs(pa.schema([pa.field(path[-1], type, nullable=bool(nullable))]))[0]
+        if doc is not None:
+            field = replaced(field, doc=doc)
+        self._changes.append(AddColumn(parent=path[:-1], field=field, after=after, first=first))
+        return self
+
+    def rename_column(self, name: str | Sequence[str], new_name: str) -> UpdateSchema:
+        """Rename a column or a struct field; its data is kept (files are read by field id)."""
+        if not isinstance(new_name, str) or not new_name:
+            raise InvalidArgumentError(f"new_name must be a non-empty string, got {new_name!r}")
+        self._changes.append(RenameColumn(path=self._path(name), new_name=new_name))
+        return self
+
+    def drop_column(self, name: str | Sequence[str]) -> UpdateSchema:
+        """Drop a column or a struct field (its data stays in old files, unread)."""
+        self._changes.append(DropColumn(path=self._path(name)))
+        return self
+
+    def update_column(
+        self,
+        name: str | Sequence[str],
+        *,
+        type: pa.DataType | None = None,
+        nullable: bool | None = None,
+        doc: str | None = None,
+    ) -> UpdateSchema:
+        """Widen a column's type (``int32`` to ``int64``, ``float32`` to ``float64``, more
+        decimal digits, ``string`` to ``large_string``...), make it nullable, or set its doc."""
+        path = self._path(name)
+        spec = None
+        if type is not None:
+            if not isinstance(type, pa.DataType):
+                raise InvalidArgumentError(
+                    f"the type of '{'.'.join(path)}' must be a pyarrow.DataType, got "
+                    f"{type.__class__.__name__}"
+                )
+            spec = field_specs(pa.schema([pa.field(path[-1], type)]))[0].type
+        if nullable is not None and not isinstance(nullable, bool):
+            raise InvalidArgumentError(f"nullable must be True or False, got {nullable!r}")
+        if nullable is False:
+            raise SchemaChangeError(
+                f"column '{'.'.join(path)}' cannot become required: rows already written may "
+                "hold nulls (only required -> optional is allowed)",
+                column=".".join(path),
+            )
+        self._changes.append(UpdateColumn(path=path, type=spec, nullable=nullable, doc=doc))
+        return self
+
+    def move_first(self, name: str | Sequence[str]) -> UpdateSchema:
+        """Move a column (or struct field) before its siblings."""
+        self._changes.append(MoveColumn(path=self._path(name), first=True))
+        return self
+
+    def move_after(self, name: str | Sequence[str], other: str) -> UpdateSchema:
+        """Move a column (or struct field) right after sibling ``other``."""
+        self._changes.append(MoveColumn(path=self._path(name), after=other))
+        return self
+
+    def move_before(self, name: str | Sequence[str], other: str) -> UpdateSchema:
+        """Move a column (or struct field) right before sibling ``other``."""
+        self._changes.append(MoveColumn(path=self._path(name), before=other))
+        return self
+
+    def set_options(self, options: Mapping[str, object]) -> UpdateSchema:
+        """Set table options (validated as at creation; layout options are refused)."""
+        self._changes.append(SetOptions(options=opt.parse_options(options)))
+        return self
+
+    def unset_options(self, keys: Sequence[str] | str) -> UpdateSchema:
+        """Return options to their defaults."""
+        names = arguments.names(keys, "keys") or []
+        self._changes.append(UnsetOptions(keys=tuple(names)))
+        return self
+
+    def commit(self) -> Snapshot | None:
+        """Commit every change as one new schema version (an ALTER snapshot, returned; None
+        if nothing changed). SchemaChangeError / InvalidOptionError if a change is refused:
+        then nothing is committed."""
+        if self._committed:
+            raise InvalidArgumentError("this schema update was already committed")
+        self._committed = True
+        self.snapshot = commit_schema_change(self._state, self._changes, self._commit_user)
+        return self.snapshot
+
+    def __enter__(self) -> UpdateSchema:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if exc_type is None and not self._committed:
+            self.commit()
+
+    def __repr__(self) -> str:
+        return f"UpdateSchema({len(self._changes)} change(s), committed={self._committed})"
