@@ -24,6 +24,7 @@ from appendtable.planning.evolution import describe_type
 from appendtable.planning.filters import Filter, Predicate
 
 if TYPE_CHECKING:
+    from appendtable._state import SchemaView
     from appendtable.compaction import CompactionPlan, CompactionProgress
     from appendtable.maintenance import ExpireResult, OrphanResult
     from appendtable.stream import StreamUnit
@@ -175,6 +176,18 @@ def _latest(table: Table) -> tuple[Snapshot | None, str | None]:
         return None, f"unavailable ({type(exc).__name__}: {exc})"
 
 
+def _view(table: Table, snapshot: Snapshot | None, problem: str | None) -> SchemaView:
+    """The schema version of the latest snapshot, without reading anything more (reprs never
+    raise: with the latest snapshot unreadable, the one the handle last knew)."""
+    state = table._state
+    if problem is None and snapshot is not None:
+        try:
+            return state.view_at(snapshot)
+        except AppendTableError:
+            pass
+    return state.view
+
+
 def _layout_text(table: Table) -> str:
     if table.bucket > 0:
         return f"{table.bucket} buckets on {', '.join(table.bucket_key)}"
@@ -193,8 +206,9 @@ def table_repr(table: Table) -> str:
             f"{_plural(snapshot.total_record_count, 'row')}, "
             f"{_plural(snapshot.total_file_count, 'file')}"
         )
+    columns = len(_view(table, snapshot, problem).arrow_schema)
     return (
-        f"Table({table.uri!r}, {_plural(len(table.schema), 'column')}, "
+        f"Table({table.uri!r}, {_plural(columns, 'column')}, "
         f"partition_by={_cut(str(table.partition_by))}, {_layout_text(table)}, {latest})"
     )
 
@@ -315,7 +329,9 @@ def table_html(table: Table) -> str:
             return "partition key"
         return "bucket key" if name in bucket_keys else ""
 
-    fields = list(table.schema)
+    snapshot, problem = _latest(table)
+    view = _view(table, snapshot, problem)
+    fields = list(view.arrow_schema)
     schema = _grid(
         ["column", "type", "nullable", ""],
         (
@@ -325,8 +341,7 @@ def table_html(table: Table) -> str:
     )
     if len(fields) > MAX_COLUMNS:
         schema += f"<div>… {len(fields) - MAX_COLUMNS:,} more columns</div>"
-    options = table.options
-    snapshot, problem = _latest(table)
+    options = view.options.as_dict()
     if problem is not None:
         latest = _e(problem)
         files = "-"

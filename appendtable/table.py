@@ -28,6 +28,7 @@ from appendtable.datafiles.arrow_schema import check_compatible, field_specs, to
 from appendtable.datafiles.table_write import TableWriter
 from appendtable.errors import (
     AtomicCreateUnsupportedError,
+    CorruptMetadataError,
     InvalidArgumentError,
     InvalidSchemaError,
     SnapshotNotFoundError,
@@ -155,7 +156,13 @@ def open_table(uri: str, *, storage_options: Mapping[str, Any] | None = None) ->
         raise TableNotFoundError(f"no table at {storage.root} (no {layout.SCHEMA_DIR}/ files)")
     # The current schema is the latest snapshot's (a newer schema file may be a change that
     # lost its race and never landed).
-    table_schema = SchemaStore(storage).current(SnapshotStore(storage).latest())
+    schemas = SchemaStore(storage)
+    try:
+        table_schema = schemas.current(SnapshotStore(storage).latest())
+    except CorruptMetadataError:
+        # A damaged latest snapshot must not stop the table from opening (to inspect it,
+        # roll back, or repair it): the newest schema file stands in until it is readable.
+        table_schema = schemas.get(schemas.list_ids()[-1])
     options = opt.Options(table_schema.options)
     if not options.get(opt.COMMIT_FSYNC):
         storage = _storage_for(uri, options, storage_options)
