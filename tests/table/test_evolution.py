@@ -12,6 +12,9 @@ import pyarrow as pa
 import pytest
 
 import appendtable as at
+from appendtable.datafiles.arrow_schema import type_spec
+from appendtable.metadata.types import FieldSpec, TypeSpec
+from appendtable.planning.evolution import AddColumn, apply_changes, fields_by_id, is_widening
 
 DAY1, DAY2 = dt.date(2024, 1, 1), dt.date(2024, 1, 2)
 SCHEMA = pa.schema(
@@ -126,7 +129,7 @@ def test_new_rows_and_old_rows_read_together_in_bucket_order(table: at.Table) ->
         clicks = [r["clicks"] for b in table.read(split) for r in b.to_pylist()]
         assert clicks == sorted(clicks)
     countries = {r["clicks"]: r["country"] for r in result.to_pylist()}
-    assert countries == {**{i: None for i in range(6)}, 100: "DE", 101: "FR", 102: None, 103: "IT"}
+    assert countries == {**dict.fromkeys(range(6)), 100: "DE", 101: "FR", 102: None, 103: "IT"}
 
 
 @pytest.mark.parametrize(
@@ -154,20 +157,15 @@ def test_a_refused_change_names_the_column_and_lands_nothing(
 ) -> None:
     table.append(_rows(0, 3))
     before = (table.schema_id, table.schema, table.latest_snapshot())
-    with pytest.raises(at.InvalidSchemaError, match=message):
-        with table.update_schema() as update:
-            update.add_column("fine", pa.int64())  # a valid change in the same batch
-            change(update)  # type: ignore[operator]
+    with pytest.raises(at.InvalidSchemaError, match=message), table.update_schema() as update:
+        update.add_column("fine", pa.int64())  # a valid change in the same batch
+        change(update)  # type: ignore[operator]
     assert (table.schema_id, table.schema, table.latest_snapshot()) == before
     assert table.scan().count() == 3
 
 
 def test_the_widenings_allowed_and_only_those() -> None:
-    from appendtable.planning.evolution import is_widening
-
-    def spec(dtype: pa.DataType) -> object:
-        from appendtable.datafiles.arrow_schema import type_spec
-
+    def spec(dtype: pa.DataType) -> TypeSpec:
         return type_spec(dtype)
 
     allowed = [
@@ -192,9 +190,9 @@ def test_the_widenings_allowed_and_only_those() -> None:
         (pa.float64(), pa.float32()),
     ]
     for old, new in allowed:
-        assert is_widening(spec(old), spec(new)), (old, new)  # type: ignore[arg-type]
+        assert is_widening(spec(old), spec(new)), (old, new)
     for old, new in refused:
-        assert not is_widening(spec(old), spec(new)), (old, new)  # type: ignore[arg-type]
+        assert not is_widening(spec(old), spec(new)), (old, new)
 
 
 def test_renaming_a_bucket_key_column_updates_the_option(table: at.Table) -> None:
@@ -228,7 +226,7 @@ def test_filters_prune_by_field_id_across_versions(table: at.Table) -> None:
         update.add_column("country", pa.string())
     new = _rows(50, 10).rename_columns([*SCHEMA.names[:3], "hits", *SCHEMA.names[4:]])
     table.append(new.append_column("country", pa.array(["DE"] * 10)))
-    old_files = {p for p in table.files(1).column("path").to_pylist()}
+    old_files = set(table.files(1).column("path").to_pylist())
 
     def files_of(filter: object) -> set[str]:
         return {f.path for s in table.scan(filter=filter).plan() for f in s.files}
@@ -376,9 +374,9 @@ def test_option_changes_are_validated_and_layout_options_refused(table: at.Table
         table.set_options({"bucket": 4})
     with pytest.raises(at.InvalidOptionError, match="bucket-key"):
         table.set_options({"bucket-key": "action"})
-    with pytest.raises(at.InvalidOptionError, match="partition.default-name"):
+    with pytest.raises(at.InvalidOptionError, match=r"partition.default-name"):
         table.set_options({"partition.default-name": "x"})
-    with pytest.raises(at.InvalidOptionError, match="metadata.stats-mode"):
+    with pytest.raises(at.InvalidOptionError, match=r"metadata.stats-mode"):
         table.set_options({"metadata.stats-mode": "full"})
     with pytest.raises(at.InvalidOptionError, match="target-file-size"):
         table.set_options({"target-file-size": "lots"})
@@ -443,8 +441,6 @@ def test_merge_mode_adds_new_columns_and_fills_missing_ones(table: at.Table) -> 
 
 
 def test_the_field_ids_of_a_schema_are_unique_and_never_reused(table: at.Table) -> None:
-    from appendtable.planning.evolution import fields_by_id
-
     seen: set[int] = set()
     for _ in range(3):
         with table.update_schema() as update:
@@ -468,9 +464,6 @@ def test_a_schema_file_that_lost_its_race_is_never_current(table: at.Table) -> N
     id and its field ids."""
     table.append(_rows(0, 1))
     state = table._state
-    from appendtable.planning.evolution import AddColumn, apply_changes
-    from appendtable.metadata.types import FieldSpec, TypeSpec
-
     orphan = apply_changes(
         state.schema,
         [AddColumn(parent=(), field=FieldSpec(name="ghost", type=TypeSpec(kind="int64")))],
@@ -496,7 +489,7 @@ def test_empty_update_and_double_commit(table: at.Table) -> None:
     assert update.commit() is not None
     with pytest.raises(at.InvalidArgumentError, match="already committed"):
         update.commit()
-    with pytest.raises(at.InvalidArgumentError, match="pyarrow.DataType"):
+    with pytest.raises(at.InvalidArgumentError, match=r"pyarrow.DataType"):
         table.update_schema().add_column("y", "int8")  # type: ignore[arg-type]
 
 
