@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -153,3 +154,48 @@ def test_staged_files_are_adopted_by_server_side_moves(cloud: CloudStore) -> Non
     objects = cloud.objects(cloud.uri)
     assert not [name for name in objects if name.startswith("_staging/")]  # moved, then removed
     assert {f.path for f in message.new_files} <= objects
+
+
+def test_schema_changes_tags_and_racing_changes(cloud: CloudStore) -> None:
+    table = at.create_table(
+        cloud.uri,
+        EVENTS,
+        partition_by=["day"],
+        options={"bucket": 2, "bucket-key": "key", "write-only": True},
+        storage_options=cloud.storage_options,
+    )
+    table.append(events(0, 20))
+    table.create_tag("v1")
+    with table.update_schema() as update:
+        update.rename_column("name", "label")
+        update.add_column("country", pa.string())
+    renamed = events(20, 20).rename_columns([*EVENTS.names[:-1], "label"])
+    table.append(renamed.append_column("country", pa.array(["DE"] * 20)))
+    reopened = at.open_table(cloud.uri, storage_options=cloud.storage_options)
+    rows = reopened.scan().to_arrow()
+    assert rows.column_names == [*EVENTS.names[:-1], "label", "country"]
+    assert sorted(rows.column("seq").to_pylist()) == list(range(40))
+    assert reopened.scan(filter=[("country", "=", "DE")]).count() == 20
+    assert reopened.scan(tag="v1").output_schema == EVENTS
+    assert _seqs(reopened, tag="v1") == list(range(20))
+
+    # Racing changes from threads (each its own handle): all land, each on its own schema id.
+    def work(index: int) -> None:
+        handle = at.open_table(cloud.uri, storage_options=cloud.storage_options)
+        for n in range(3):
+            with handle.update_schema() as update:
+                update.add_column(f"t{index}_{n}", pa.int64())
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    final = at.open_table(cloud.uri, storage_options=cloud.storage_options)
+    assert {f"t{i}_{n}" for i in range(3) for n in range(3)} <= set(final.schema.names)
+    alters = [s for s in final.snapshots() if s.kind == at.CommitKind.ALTER]
+    assert len(alters) == 10 and len({s.schema_id for s in alters}) == 10
+    # The tag keeps its files through expiration.
+    final.overwrite(final.scan().to_arrow().slice(0, 1))
+    final.expire_snapshots(retain_min=1, retain_max=1, older_than_ms=FUTURE)
+    assert _seqs(final, tag="v1") == list(range(20))
