@@ -527,6 +527,7 @@ class Table:
         *,
         mode: str | None = None,
         snapshot_id: int | None = None,
+        tag: str | None = None,
         timestamp_ms: int | None = None,
         file_creation_time_ms: int | None = None,
         consumer_id: str | None = None,
@@ -541,7 +542,16 @@ class Table:
         """Tail the table like a queue (see ``appendtable.stream``). Keyword arguments win over
         read ``options``, which win over table options (Paimon keys: ``scan.mode``,
         ``scan.snapshot-id``, ``consumer-id``, ``scan.bounded.watermark``, ...). A saved
-        ``position`` (or a consumer's committed progress) overrides the start mode."""
+        ``position`` (or a consumer's committed progress) overrides the start mode. ``tag``:
+        start at the tagged snapshot (``from-snapshot`` unless ``mode`` says otherwise, e.g.
+        ``from-snapshot-full``); the snapshot must still be in the log."""
+        if tag is not None:
+            if snapshot_id is not None:
+                raise InvalidArgumentError("give snapshot_id or tag, not both")
+            snapshot_id = (
+                TagStore(self._state.storage).get(layout.validate_tag_name(tag)).snapshot.id
+            )
+            mode = mode or "from-snapshot"
         config = stream_config(
             self._state,
             options,

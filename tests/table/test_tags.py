@@ -163,3 +163,16 @@ def test_tag_files_are_crc_checked(tmp_path: Path) -> None:
 
 def test_the_scan_tag_name_option_is_a_known_read_option(table: at.Table) -> None:
     assert table.option("scan.tag-name") == ""
+
+
+def test_a_stream_can_start_at_a_tag(table: at.Table) -> None:
+    table.append(_rows(0, 2))
+    table.append(_rows(2, 3))
+    table.create_tag("start", snapshot_id=2)
+    table.append(_rows(5, 1))
+    delta = [r["k"] for b in table.stream(tag="start").batches(timeout=0) for r in b.to_pylist()]
+    assert sorted(delta) == [2, 3, 4, 5]
+    full = table.stream(tag="start", mode="from-snapshot-full").batches(timeout=0)
+    assert sorted(r["k"] for b in full for r in b.to_pylist()) == list(range(6))
+    with pytest.raises(at.InvalidArgumentError, match="not both"):
+        table.stream(tag="start", snapshot_id=1)
