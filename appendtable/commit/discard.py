@@ -6,11 +6,11 @@ error), so whoever gives up on the write (an aborted commit, a failed Spark job,
 that lost a race, pre-commit merging that replaced small files, a staging area being removed)
 deletes its files through :func:`discard_files` and nothing else.
 
-Guarantee: a file that a retained snapshot references is never deleted here. Before deleting,
-the snapshots are read; a file is kept when some snapshot adds it (or holds it, for the
-earliest retained snapshot and rollbacks), and every file is kept when the snapshots cannot be
-read completely (a storage error, damaged metadata, a snapshot expiring under the check).
-Kept files that no snapshot references are orphans, which ``remove_orphan_files`` reclaims.
+Guarantee: a file that a retained snapshot or a tag references is never deleted here. Before
+deleting, the snapshots and tags are read; a file is kept when some snapshot adds it (or holds
+it, for the earliest retained snapshot and rollbacks) or a tag's snapshot holds it, and every
+file is kept when they cannot be read completely (a storage error, damaged metadata, a
+snapshot expiring under the check). Kept files that no snapshot references are orphans, which ``remove_orphan_files`` reclaims.
 
 ``since_snapshot_id`` narrows the check: the files were written after the caller saw that
 snapshot as the latest, so only later snapshots can reference them. Without it every retained
@@ -30,8 +30,9 @@ from dataclasses import dataclass
 from appendtable.commit.changes import ROLLBACK_PROPERTY
 from appendtable.commit.manifests import ManifestStore
 from appendtable.commit.snapshots import SnapshotStore
+from appendtable.commit.tags import TagStore
 from appendtable.errors import AppendTableError, StorageError
-from appendtable.metadata.models import FileKind, ManifestEntry, Snapshot
+from appendtable.metadata.models import FileKind, ManifestEntry, Snapshot, Tag
 from appendtable.storage import Storage
 
 __all__ = [
@@ -79,25 +80,45 @@ def referenced_files(
     paths: Iterable[str],
     *,
     since_snapshot_id: int | None = None,
+    tags: Iterable[Tag] = (),
 ) -> set[str]:
-    """Which of ``paths`` a retained snapshot (after ``since_snapshot_id``, if given)
-    references. Raises whatever reading the snapshots raises: the answer is then unknown."""
+    """Which of ``paths`` a retained snapshot (after ``since_snapshot_id``, if given) or one
+    of ``tags`` (whose snapshot may have expired) references. Raises whatever reading the
+    snapshots raises: the answer is then unknown."""
     wanted = set(paths)
     latest = snapshots.latest_id()
     if not wanted or latest is None:
         return set()
+    found = _tagged(manifests, wanted, tags, since_snapshot_id)
     earliest = snapshots.earliest_id() or 1
     if since_snapshot_id is None or since_snapshot_id < earliest:
         whole, first = True, earliest  # every retained snapshot, the earliest with all it holds
     else:
         whole, first = False, since_snapshot_id + 1
-    found: set[str] = set()
     for snapshot_id in range(first, latest + 1):
+        if found == wanted:
+            break
         snapshot = snapshots.get(snapshot_id)
         entries = files_referenced_by(manifests, snapshot, first=whole and snapshot_id == first)
         found.update(entry.file.path for entry in entries if entry.file.path in wanted)
-        if found == wanted:
-            break
+    return found
+
+
+def _tagged(
+    manifests: ManifestStore,
+    wanted: set[str],
+    tags: Iterable[Tag],
+    since_snapshot_id: int | None,
+) -> set[str]:
+    """Which of ``wanted`` a tag holds (a write's files can only be in snapshots after
+    ``since_snapshot_id``)."""
+    found: set[str] = set()
+    for tag in tags:
+        if since_snapshot_id is not None and tag.snapshot.id <= since_snapshot_id:
+            continue
+        found.update(
+            e.file.path for e in manifests.live_files(tag.snapshot) if e.file.path in wanted
+        )
     return found
 
 
@@ -115,7 +136,7 @@ def discard_files(
     unique = list(dict.fromkeys(paths))
     if not unique:
         return DiscardResult()
-    referenced = _referenced_or_none(snapshots, manifests, unique, since_snapshot_id)
+    referenced = _referenced_or_none(storage, snapshots, manifests, unique, since_snapshot_id)
     if referenced is None:
         return DiscardResult(left=tuple(unique))
     return _delete_unreferenced(storage, unique, referenced)
@@ -136,7 +157,7 @@ def discard_tree(
     except StorageError as exc:
         log.warning("could not list %s to remove it (%s); left as orphans", directory, exc)
         return DiscardResult()
-    referenced = _referenced_or_none(snapshots, manifests, files, since_snapshot_id)
+    referenced = _referenced_or_none(storage, snapshots, manifests, files, since_snapshot_id)
     if referenced is None:
         return DiscardResult(left=tuple(files))
     if referenced:
@@ -149,6 +170,7 @@ def discard_tree(
 
 
 def _referenced_or_none(
+    storage: Storage,
     snapshots: SnapshotStore,
     manifests: ManifestStore,
     paths: list[str],
@@ -157,7 +179,11 @@ def _referenced_or_none(
     """The referenced ones among ``paths``, or None when that cannot be told."""
     try:
         referenced = referenced_files(
-            snapshots, manifests, paths, since_snapshot_id=since_snapshot_id
+            snapshots,
+            manifests,
+            paths,
+            since_snapshot_id=since_snapshot_id,
+            tags=TagStore(storage).all().values(),
         )
     except AppendTableError as exc:
         log.warning(

@@ -176,3 +176,19 @@ def test_a_stream_can_start_at_a_tag(table: at.Table) -> None:
     assert sorted(r["k"] for b in full for r in b.to_pylist()) == list(range(6))
     with pytest.raises(at.InvalidArgumentError, match="not both"):
         table.stream(tag="start", snapshot_id=1)
+
+
+def test_the_discard_gate_keeps_files_a_tag_holds(table: at.Table) -> None:
+    """A write whose commit landed, was tagged, and whose snapshot then expired: giving up on
+    the write later must not delete the files the tag still reads."""
+    writer = table.writer()
+    writer.write(_rows(0, 4))
+    messages = writer.prepare_commit()
+    paths = [f.path for m in messages for f in m.new_files]
+    table.committer().commit(messages)
+    table.create_tag("landed")
+    table.overwrite(_rows(10, 1))
+    _expire_all(table)
+    result = table._state.discard(paths, since_snapshot_id=0)
+    assert sorted(result.referenced) == sorted(paths) and not result.deleted
+    assert table.scan(tag="landed").count() == 4
