@@ -10,7 +10,8 @@ Guarantee: a file that a retained snapshot or a tag references is never deleted 
 deleting, the snapshots and tags are read; a file is kept when some snapshot adds it (or holds
 it, for the earliest retained snapshot and rollbacks) or a tag's snapshot holds it, and every
 file is kept when they cannot be read completely (a storage error, damaged metadata, a
-snapshot expiring under the check). Kept files that no snapshot references are orphans, which ``remove_orphan_files`` reclaims.
+snapshot expiring under the check). Kept files that nothing references are orphans, which
+``remove_orphan_files`` reclaims.
 
 ``since_snapshot_id`` narrows the check: the files were written after the caller saw that
 snapshot as the latest, so only later snapshots can reference them. Without it every retained
