@@ -329,14 +329,16 @@ class Table:
     def _before_commit(
         self, messages: list[CommitMessage], since_snapshot_id: int | None
     ) -> list[CommitMessage]:
-        if not self._state.refresh().options.get(opt.PRECOMMIT_COMPACT):
+        # The options as of the last refresh (``writer()``, the previous commit): no extra
+        # metadata read on the commit path.
+        if not self._state.options.get(opt.PRECOMMIT_COMPACT):
             return messages
         return merge_new_files(self._state, messages, since_snapshot_id=since_snapshot_id)
 
     def _after_commit(self, snapshot: Snapshot, messages: Sequence[CommitMessage]) -> None:
         """Post-commit maintenance: compaction of what was just written, then expiration.
         ``TableCommit`` logs what this raises and never fails the landed commit with it."""
-        view = self._state.refresh()
+        view = self._state.refresh(snapshot)  # the snapshot just committed: no read
         if view.options.get(opt.WRITE_ONLY):
             return
         written = {(m.partition, m.bucket) for m in messages if m.new_files}
