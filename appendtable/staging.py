@@ -70,8 +70,12 @@ class StagingArea:
         since_snapshot_id: int | None = None,
     ) -> None:
         self._state = state
+        latest = state.snapshots.latest() if area_id is None else None
         if area_id is None and since_snapshot_id is None:
-            since_snapshot_id = state.snapshots.latest_id()
+            since_snapshot_id = latest.id if latest is not None else None
+        #: The schema the area's files are checked against and recorded with: the current one
+        #: when the area is made (a later schema change does not move it; files keep it).
+        self.view = state.refresh(latest) if area_id is None else state.view
         #: The area's id: give it to ``Table.staging_area`` to re-open the area elsewhere.
         self.id = area_id or uuid.uuid4().hex
         #: The directory, relative to the table root (created where directories exist).
@@ -112,14 +116,14 @@ class StagingArea:
         belong to it (as Spark's ``pmod(hash(key...), N)`` computes it; see
         ``appendtable_spark.bucket_column``). Raises SchemaMismatchError for a file that does
         not fit the table, CorruptDataFileError for one that is not Parquet."""
-        state = self._state
-        options = state.options
+        state, view = self._state, self.view
+        options = view.options
         assigned = self._buckets(files, buckets, options.bucket)
         paths = [f"{self.path}/{name}" for name in files]
         spec = ForeignFileSpec(
-            arrow_schema=state.arrow_schema,
-            fields=state.schema.fields,
-            partition_keys=state.schema.partition_keys,
+            arrow_schema=view.arrow_schema,
+            fields=view.schema.fields,
+            partition_keys=view.schema.partition_keys,
             stats_mode=options.get(opt.STATS_MODE),
             stats_truncate=options.stats_truncate,
             watermark_column=options.get(opt.WATERMARK_COLUMN) or None,
@@ -147,9 +151,9 @@ class StagingArea:
     def writer(self) -> TableWriter:
         """A table writer whose files land in this area, laid out as in the table (partition
         and bucket directories). Commit their messages after ``adopt_written``."""
-        state = self._state
+        view = self.view
         return TableWriter(
-            state.storage, state.schema, state.arrow_schema, state.options, prefix=self.path
+            self._state.storage, view.schema, view.arrow_schema, view.options, prefix=self.path
         )
 
     def adopt_written(self, messages: Sequence[CommitMessage]) -> list[CommitMessage]:
@@ -232,7 +236,6 @@ class StagingArea:
         targets: dict[str, str],
         now_ms: int,
     ) -> CommitMessage:
-        state = self._state
         files = []
         next_seq = 0
         for file in group:
@@ -243,7 +246,7 @@ class StagingArea:
                     row_count=file.row_count,
                     min_seq=next_seq,
                     max_seq=next_seq + file.row_count - 1,
-                    schema_id=state.schema.id,
+                    schema_id=self.view.schema.id,
                     creation_time_ms=now_ms,
                     source=int(FileSource.APPEND),
                     null_counts=file.null_counts,
@@ -257,8 +260,8 @@ class StagingArea:
         return CommitMessage(
             partition=partition,
             bucket=bucket,
-            total_buckets=state.options.bucket,
-            schema_id=state.schema.id,
+            total_buckets=self.view.options.bucket,
+            schema_id=self.view.schema.id,
             new_files=tuple(files),
             max_event_time_ms=max(event_times) if event_times else None,
         )

@@ -500,3 +500,19 @@ def test_a_reopened_table_sees_the_latest_schema(table: at.Table, tmp_path: Path
     assert "country" in other.schema.names  # every access reads the latest
     other.append(_rows(0, 1).append_column("country", pa.array(["DE"])))
     assert table.scan().to_arrow().column("country").to_pylist() == ["DE"]
+
+
+def test_a_staging_area_keeps_the_schema_it_was_made_with(table: at.Table) -> None:
+    with table.staging_area() as area:
+        writer = area.writer()
+        writer.write(_rows(0, 4))
+        written = writer.prepare_commit()
+        with table.update_schema() as update:  # lands while the staged write is in flight
+            update.rename_column("action", "event")
+            update.add_column("country", pa.string())
+        messages = area.adopt_written(written)
+        assert {m.schema_id for m in messages} == {0}
+        table.committer().commit(messages)
+    rows = _by_clicks(table.scan().to_arrow())
+    assert [r["event"] for r in rows] == [f"a{i}" for i in range(4)]
+    assert area.view.schema.id == 0 and table.schema_id == 1
