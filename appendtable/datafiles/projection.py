@@ -110,12 +110,11 @@ def _convert(array: pa.Array, source: FieldSpec, target: FieldSpec, dtype: pa.Da
     if kind == "struct":
         return _convert_struct(array, source, target, dtype)
     if kind in ("list", "large_list"):
-        values = _convert(
-            array.values, source.type.fields[0], target.type.fields[0], dtype.value_type
-        )
+        offsets, child = _rebased(array)
+        values = _convert(child, source.type.fields[0], target.type.fields[0], dtype.value_type)
         factory = pa.LargeListArray if kind == "large_list" else pa.ListArray
         return factory.from_arrays(
-            array.offsets, values, type=dtype, mask=_mask(array) if array.null_count else None
+            offsets, values, type=dtype, mask=_mask(array) if array.null_count else None
         )
     if kind == "fixed_size_list":
         size = dtype.list_size
@@ -125,7 +124,7 @@ def _convert(array: pa.Array, source: FieldSpec, target: FieldSpec, dtype: pa.Da
             values, type=dtype, mask=_mask(array) if array.null_count else None
         )
     if kind == "map":
-        entries = array.values
+        offsets, entries = _rebased(array)
         keys = _convert(
             entries.field(0), source.type.fields[0], target.type.fields[0], dtype.key_type
         )
@@ -133,7 +132,7 @@ def _convert(array: pa.Array, source: FieldSpec, target: FieldSpec, dtype: pa.Da
             entries.field(1), source.type.fields[1], target.type.fields[1], dtype.item_type
         )
         return pa.MapArray.from_arrays(
-            array.offsets, keys, items, type=dtype, mask=_mask(array) if array.null_count else None
+            offsets, keys, items, type=dtype, mask=_mask(array) if array.null_count else None
         )
     return pc.cast(array, dtype, safe=True)  # a widened leaf
 
@@ -155,6 +154,18 @@ def _convert_struct(
         children,
         fields=[dtype.field(i) for i in range(dtype.num_fields)],
         mask=_mask(array) if array.null_count else None,
+    )
+
+
+def _rebased(array: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """The offsets (starting at 0) and the child values of a list or map array's own rows: a
+    sliced array (a later batch of a file) shares its parent's buffers, and Arrow cannot build
+    an array from sliced offsets with a validity mask."""
+    offsets = array.offsets
+    first = offsets[0].as_py() if len(offsets) else 0
+    last = offsets[-1].as_py() if len(offsets) else 0
+    return pc.subtract(offsets, pa.scalar(first, offsets.type)), array.values.slice(
+        first, last - first
     )
 
 

@@ -516,3 +516,60 @@ def test_a_staging_area_keeps_the_schema_it_was_made_with(table: at.Table) -> No
     rows = _by_clicks(table.scan().to_arrow())
     assert [r["event"] for r in rows] == [f"a{i}" for i in range(4)]
     assert area.view.schema.id == 0 and table.schema_id == 1
+
+
+def test_changes_inside_lists_and_maps_read_old_rows_by_id(uri: str) -> None:
+    item = pa.struct([("a", pa.int32()), ("b", pa.string())])
+    value = pa.struct([("x", pa.int64()), ("y", pa.string())])
+    schema = pa.schema(
+        [
+            ("id", pa.int64()),
+            ("items", pa.list_(item)),
+            ("attrs", pa.map_(pa.string(), value)),
+            ("fixed", pa.list_(pa.int16(), 2)),
+        ]
+    )
+    table = at.create_table(uri, schema)
+    old = pa.table(
+        {
+            "id": [1, 2, 3],
+            "items": [[{"a": 1, "b": "p"}, {"a": 2, "b": "q"}], None, []],
+            "attrs": [[("k", {"x": 10, "y": "u"})], [("m", None)], None],
+            "fixed": [[1, 2], None, [3, 4]],
+        },
+        schema=schema,
+    )
+    table.append(old)
+    with table.update_schema() as update:
+        update.add_column("items.element.c", pa.float64())
+        update.rename_column("items.element.a", "alpha")
+        update.update_column("items.element.alpha", type=pa.int64())
+        update.drop_column("items.element.b")
+        update.rename_column("attrs.value.x", "ex")
+        update.drop_column("attrs.value.y")
+        update.add_column("attrs.value.z", pa.bool_())
+        update.update_column("fixed.element", type=pa.int64())
+    new_item = pa.struct([("alpha", pa.int64()), ("c", pa.float64())])
+    new_value = pa.struct([("ex", pa.int64()), ("z", pa.bool_())])
+    assert table.schema == pa.schema(
+        [
+            ("id", pa.int64()),
+            ("items", pa.list_(new_item)),
+            ("attrs", pa.map_(pa.string(), new_value)),
+            ("fixed", pa.list_(pa.int64(), 2)),
+        ]
+    )
+    rows = table.scan().to_arrow().sort_by("id").to_pylist()
+    assert rows == [
+        {
+            "id": 1,
+            "items": [{"alpha": 1, "c": None}, {"alpha": 2, "c": None}],
+            "attrs": [("k", {"ex": 10, "z": None})],
+            "fixed": [1, 2],
+        },
+        {"id": 2, "items": None, "attrs": [("m", None)], "fixed": None},
+        {"id": 3, "items": [], "attrs": None, "fixed": [3, 4]},
+    ]
+    # Sliced reads (a later batch of a file) convert the same way.
+    batches = [b for s in table.scan().plan() for b in table.read(s, columns=["items"])]
+    assert sum(b.num_rows for b in batches) == 3
