@@ -30,6 +30,7 @@ from appendtable.cli.commands import (
     run_snapshots,
 )
 from appendtable.cli.errors import CliError, UsageError
+from appendtable.cli.evolve import ALTER_FLAGS, run_alter, run_schema, run_tag
 from appendtable.cli.follow import run_tail
 from appendtable.cli.inputs import INPUT_FORMATS
 from appendtable.cli.maintain import (
@@ -58,6 +59,7 @@ examples:
   appendtable info /data/events
   appendtable scan /data/events --filter "user_id = 7" --format csv
   appendtable tail /data/events --consumer-id billing
+  appendtable alter /data/events --add-column "country string after action" --drop legacy
 
 exit codes: 0 success, 1 the operation failed, 2 the command line is wrong."""
 
@@ -182,9 +184,49 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     ),
     "rollback": (
         "make the table hold an older snapshot's rows again",
-        "Commit a new OVERWRITE snapshot that holds exactly the rows of SNAPSHOT_ID. History is "
+        "Commit a new OVERWRITE snapshot that holds exactly the rows (and the schema) of "
+        "SNAPSHOT_ID, or of the snapshot of --tag NAME (which may have expired). History is "
         "kept (snapshot ids never go back), and streams skip the rollback.",
-        "  appendtable rollback /data/events 42",
+        "  appendtable rollback /data/events 42\n  appendtable rollback /data/events --tag v1",
+    ),
+    "alter": (
+        "change the schema or the options in place",
+        "Change columns and options. All changes of one command land together as one new "
+        "schema version (an ALTER snapshot), in the order given, or none does. Data files are "
+        "not rewritten: old rows read an added column as null. A dotted name (payload.country) "
+        "is a field of a struct column. Refused: dropping, renaming or retyping a partition "
+        "column, narrowing a type, making a column required, a required column on a table "
+        "with rows, layout options (bucket, bucket-key).\n\nWidening: int8 -> int16 -> int32 "
+        "-> int64 (unsigned likewise), float32 -> float64, decimal(p, s) -> decimal(p' > p, "
+        "s), string -> large_string, binary -> large_binary.",
+        """\
+  appendtable alter /data/events --add-column "country string after action"
+  appendtable alter /data/events --rename amount=amount_eur --drop legacy --widen clicks=int64
+  appendtable alter /data/events --add-column "payload.device string" --nullable user_id
+  appendtable alter /data/events --move "country first" --set target-file-size=64mb
+  appendtable alter /data/events --unset compaction.min.file-num""",
+    ),
+    "schema": (
+        "print the schema (in the DDL of 'create'), or every version of it",
+        "Print the current schema in the DDL that 'create --schema' takes back, after '--' "
+        "comment lines with the schema id, the partition keys and the options. --history "
+        "lists every schema version: id, time, columns, options, and which one is current.",
+        """\
+  appendtable schema /data/events
+  appendtable create /data/copy --schema "$(appendtable schema /data/events)"
+  appendtable schema /data/events --history --format jsonl""",
+    ),
+    "tag": (
+        "list, create or delete tags (named snapshots)",
+        "Without an action, list the tags and the snapshot each names. 'create NAME' tags the "
+        "latest snapshot (or --snapshot N); a tagged snapshot stays readable (scan --tag) and "
+        "its files are kept after it expires, until 'delete NAME'. Tags never move: delete a "
+        "tag to reuse its name.",
+        """\
+  appendtable tag /data/events
+  appendtable tag /data/events create v1
+  appendtable tag /data/events create before-backfill --snapshot 42
+  appendtable tag /data/events delete v1""",
     ),
 }
 
@@ -231,6 +273,21 @@ def _command(
     parser.add_argument("uri", metavar="URI", help="the table: a path or an fsspec URL")
     _add_common(parser, top=False)
     return parser
+
+
+class _Change(argparse.Action):
+    """Collects the change flags of ``alter`` as ``(flag, text)`` in command-line order."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[object] | None,
+        option_string: str | None = None,
+    ) -> None:
+        changes = list(getattr(namespace, self.dest, None) or [])
+        changes.append((self.option_strings[0], str(values)))
+        setattr(namespace, self.dest, changes)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -291,7 +348,9 @@ def build_parser() -> argparse.ArgumentParser:
     scan.add_argument(
         "--filter", action="append", metavar="'COL OP VALUE'", help="a filter (repeatable: AND)"
     )
-    scan.add_argument("--snapshot", type=int, metavar="N", help="time travel to snapshot N")
+    when = scan.add_mutually_exclusive_group()
+    when.add_argument("--snapshot", type=int, metavar="N", help="time travel to snapshot N")
+    when.add_argument("--tag", metavar="NAME", help="read the snapshot of tag NAME")
     scan.add_argument("--limit", type=int, metavar="N", help="print at most N rows")
     scan.add_argument("--count", action="store_true", help="print only the number of rows")
     _formats(scan)
@@ -348,7 +407,30 @@ def build_parser() -> argparse.ArgumentParser:
     delete_consumer.add_argument("consumer_id", metavar="CONSUMER_ID")
 
     rollback = _command(commands, "rollback", run_rollback)
-    rollback.add_argument("snapshot_id", type=int, metavar="SNAPSHOT_ID")
+    rollback.add_argument("snapshot_id", type=int, nargs="?", metavar="SNAPSHOT_ID")
+    rollback.add_argument("--tag", metavar="NAME", help="roll back to the snapshot of a tag")
+
+    alter = _command(commands, "alter", run_alter)
+    for flag, metavar, text in ALTER_FLAGS:
+        alter.add_argument(
+            flag, action=_Change, dest="changes", metavar=metavar, help=f"{text} (repeatable)"
+        )
+
+    schema = _command(commands, "schema", run_schema)
+    schema.add_argument("--history", action="store_true", help="every schema version")
+    _formats(schema)
+
+    tag = _command(commands, "tag", run_tag)
+    tag.add_argument(
+        "action",
+        nargs="?",
+        choices=("list", "create", "delete"),
+        default="list",
+        help="list (default), create or delete",
+    )
+    tag.add_argument("name", nargs="?", metavar="NAME", help="the tag (create, delete)")
+    tag.add_argument("--snapshot", type=int, metavar="N", help="create: default the latest")
+    _formats(tag)
     return parser
 
 

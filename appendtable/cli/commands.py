@@ -40,6 +40,7 @@ __all__ = [
     "run_info",
     "run_scan",
     "run_snapshots",
+    "snapshot_line",
 ]
 
 # The public API lists only the options set on a table, not effective values with defaults;
@@ -173,7 +174,7 @@ def small_file_threshold(table: at.Table) -> int:
     return int(target * ratio)
 
 
-def _snapshot_line(snapshot: at.Snapshot) -> str:
+def snapshot_line(snapshot: at.Snapshot) -> str:
     history = f"{snapshot.kind.value} at {cell_text(_utc(snapshot.time_ms))}"
     text = (
         f"{snapshot.id} ({history}), {plural(snapshot.total_record_count, 'row')}, "
@@ -202,7 +203,8 @@ def run_info(args: argparse.Namespace, ctx: Context) -> int:
         ("partitioned by", ", ".join(table.partition_by) or "-"),
         ("layout", layout),
         ("options", ", ".join(f"{k}={v}" for k, v in sorted(table.options.items())) or "-"),
-        ("latest snapshot", _snapshot_line(latest) if latest else "none (empty table)"),
+        ("latest snapshot", snapshot_line(latest) if latest else "none (empty table)"),
+        ("schema id", table.schema_id),
     ]
     if history.num_rows:
         ids = history["id"].to_pylist()
@@ -212,6 +214,9 @@ def run_info(args: argparse.Namespace, ctx: Context) -> int:
         pairs.append(
             ("consumers", ", ".join(f"{name} (next {n})" for name, n in consumers.items()))
         )
+    tags = table.tags()
+    if tags:
+        pairs.append(("tags", ", ".join(f"{name} -> {n}" for name, n in tags.items())))
     files = table.files()
     threshold = small_file_threshold(table)
     total = int(pc.sum(files["bytes"]).as_py() or 0)
@@ -269,11 +274,17 @@ def run_head(args: argparse.Namespace, ctx: Context) -> int:
 
 def run_scan(args: argparse.Namespace, ctx: Context) -> int:
     table = ctx.open(args.uri)
-    filters = parse_filters(args.filter, table.schema)
+    # Filters are typed by the schema of the snapshot read, which time travel (--snapshot,
+    # --tag) may take to an older schema version (a column renamed or widened since).
+    pinned = table.scan(snapshot_id=args.snapshot, tag=args.tag)
+    snapshot_id = args.snapshot
+    if args.tag is None and pinned.snapshot is not None:
+        snapshot_id = pinned.snapshot.id  # the latest stays the one the filters were typed by
     scan = table.scan(
         columns=parse_columns(args.columns, "--columns") if args.columns else None,
-        filter=filters,
-        snapshot_id=args.snapshot,
+        filter=parse_filters(args.filter, pinned.output_schema),
+        snapshot_id=snapshot_id,
+        tag=args.tag,
     )
     if args.count:
         ctx.say(str(scan.count()))

@@ -10,9 +10,14 @@ separated by commas or new lines)::
              | duration[unit] | fixed_size_binary[n] | list<type> | large_list<type>
              | fixed_size_list<type>[n] | struct<column, ...> | map<type, type>
 
-Parameters take ``[...]`` or ``(...)`` alike. The text pyarrow prints for a type or a schema
-(``str(pa.schema(...))``) parses back to the same thing, and :func:`format_schema` writes a
-schema in this syntax. Errors name the offending token and its position.
+Parameters take ``[...]`` or ``(...)`` alike; ``--`` starts a comment that runs to the end of
+the line. The text pyarrow prints for a type or a schema (``str(pa.schema(...))``) parses back
+to the same thing, and :func:`format_schema` writes a schema in this syntax. Errors name the
+offending token and its position.
+
+``alter`` takes one column at a time (:func:`parse_column`), ``name type [not null] [first |
+after column]``, and column moves (:func:`parse_move`), ``name first | after column | before
+column``; a dotted name (``payload.country``) is a field of a struct column.
 """
 
 from __future__ import annotations
@@ -20,12 +25,24 @@ from __future__ import annotations
 import difflib
 import re
 import zoneinfo
+from dataclasses import dataclass
 
 import pyarrow as pa
 
 from appendtable.cli.errors import UsageError
 
-__all__ = ["DdlError", "format_schema", "format_type", "parse_schema", "parse_type"]
+__all__ = [
+    "ColumnDefinition",
+    "ColumnMove",
+    "DdlError",
+    "format_schema",
+    "format_type",
+    "parse_column",
+    "parse_move",
+    "parse_path",
+    "parse_schema",
+    "parse_type",
+]
 
 _SIMPLE: dict[str, pa.DataType] = {
     "bool": pa.bool_(),
@@ -110,8 +127,13 @@ class _Parser:
     # ---- lexing -----------------------------------------------------------------------------
 
     def skip(self, *, newlines: bool = True) -> None:
+        """Skip white space and ``--`` comments (a comment stops before its new line)."""
         while self.pos < len(self.text):
             char = self.text[self.pos]
+            if char == "-" and self.text.startswith("--", self.pos):
+                end = self.text.find("\n", self.pos)
+                self.pos = len(self.text) if end < 0 else end
+                continue
             if char == "\n" and not newlines:
                 return
             if not char.isspace():
@@ -172,6 +194,10 @@ class _Parser:
             raise self.fail(f"expected {what}")
         self.pos = match.end()
         return int(match.group(0))
+
+    def quoted_next(self) -> bool:
+        """Whether a quoted name comes next."""
+        return self.peek('`"') is not None
 
     def name(self) -> str:
         self.skip()
@@ -390,6 +416,120 @@ def _known_time_zone(name: str) -> bool:
 def parse_schema(text: str, *, what: str = "schema") -> pa.Schema:
     """Parse ``"id int64 not null, name string, ..."``. Raises DdlError naming the bad token."""
     return _Parser(text, what).schema()
+
+
+@dataclass(frozen=True)
+class ColumnDefinition:
+    """One column to add: ``name type [not null] [first | after column]``.
+
+    ``path`` is the name as ``UpdateSchema`` takes it: the text of an unquoted name (a dotted
+    one names a struct field), or a one-name tuple for a quoted name (taken whole)."""
+
+    path: str | tuple[str, ...]
+    type: pa.DataType
+    nullable: bool = True
+    first: bool = False
+    after: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.path if isinstance(self.path, str) else ".".join(self.path)
+
+
+@dataclass(frozen=True)
+class ColumnMove:
+    """``name first``, ``name after other`` or ``name before other``."""
+
+    path: str | tuple[str, ...]
+    first: bool = False
+    after: str | None = None
+    before: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.path if isinstance(self.path, str) else ".".join(self.path)
+
+
+def _path(parser: _Parser) -> str | tuple[str, ...]:
+    """A column path: ``name``, ``payload.country``, ``payload.`odd name```. Without quotes
+    the text itself (``UpdateSchema`` splits it at dots, unless a top-level column has that
+    name); with quotes a tuple of names, each quoted one taken whole."""
+    parts: list[tuple[str, bool]] = []
+    parser.skip()
+    text = parser.text
+    while True:
+        if parser.quoted_next():
+            parts.append((parser.name(), True))
+            if text.startswith(".", parser.pos):
+                parser.pos += 1
+                continue
+            break
+        match = _IDENTIFIER.match(text, parser.pos)
+        if match is None:
+            raise parser.fail("expected a column name")
+        parser.pos = match.end()
+        word = match.group(0)
+        if word.endswith(".") and text[parser.pos : parser.pos + 1] in ("`", '"'):
+            parts.append((word[:-1], False))
+            continue
+        parts.append((word, False))
+        break
+    if len(parts) == 1 and not parts[0][1]:
+        return parts[0][0]
+    names: list[str] = []
+    for name, quoted in parts:
+        names.extend([name] if quoted else name.split("."))
+    return tuple(names)
+
+
+def parse_path(text: str, *, what: str = "column") -> str | tuple[str, ...]:
+    """A column path on its own (see ``_path``)."""
+    parser = _Parser(text, what)
+    path = _path(parser)
+    _end(parser, "the end of the column name")
+    return path
+
+
+def _end(parser: _Parser, expected: str) -> None:
+    parser.skip()
+    if parser.pos < len(parser.text):
+        raise parser.fail(f"expected {expected}")
+
+
+def parse_column(text: str, *, what: str = "column") -> ColumnDefinition:
+    """Parse ``"country string not null after action"``: a column to add."""
+    parser = _Parser(text, what)
+    path = _path(parser)
+    parser.accept(":")
+    dtype = parser.type()
+    nullable = not parser.keyword("not", "null")
+    if parser.keyword("first"):
+        _end(parser, "the end after 'first'")
+        return ColumnDefinition(path, dtype, nullable, first=True)
+    if parser.keyword("after"):
+        after = parser.name()
+        _end(parser, "the end after 'after COLUMN'")
+        return ColumnDefinition(path, dtype, nullable, after=after)
+    _end(parser, "'not null', 'first', 'after COLUMN' or the end")
+    return ColumnDefinition(path, dtype, nullable)
+
+
+def parse_move(text: str, *, what: str = "move") -> ColumnMove:
+    """Parse ``"country first"``, ``"country after action"`` or ``"country before action"``."""
+    parser = _Parser(text, what)
+    path = _path(parser)
+    if parser.keyword("first"):
+        _end(parser, "the end after 'first'")
+        return ColumnMove(path, first=True)
+    for word in ("after", "before"):
+        if parser.keyword(word):
+            other = parser.name()
+            _end(parser, f"the end after '{word} COLUMN'")
+            if word == "after":
+                return ColumnMove(path, after=other)
+            return ColumnMove(path, before=other)
+    parser.skip()
+    raise parser.fail("expected 'first', 'after COLUMN' or 'before COLUMN'")
 
 
 def parse_type(text: str, *, what: str = "type") -> pa.DataType:

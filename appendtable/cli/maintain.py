@@ -143,10 +143,18 @@ def run_remove_orphans(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def run_rollback(args: argparse.Namespace, ctx: Context) -> int:
+    if (args.snapshot_id is None) == (args.tag is None):
+        raise UsageError("rollback: give a SNAPSHOT_ID or --tag NAME (exactly one)")
     table = ctx.open(args.uri)
-    snapshot = table.rollback_to(args.snapshot_id)
+    if args.tag is not None:
+        tagged = table.tags().get(args.tag)
+        snapshot = table.rollback_to(tag=args.tag)
+        target = f"tag {args.tag}" + ("" if tagged is None else f" (snapshot {tagged})")
+    else:
+        snapshot = table.rollback_to(args.snapshot_id)
+        target = f"snapshot {args.snapshot_id}"
     ctx.say(
-        f"rolled back to snapshot {args.snapshot_id}: new snapshot {snapshot.id} "
+        f"rolled back to {target}: new snapshot {snapshot.id} "
         f"({snapshot.kind.value}) holds {plural(snapshot.total_record_count, 'row')} in "
         f"{plural(snapshot.total_file_count, 'file')}"
     )

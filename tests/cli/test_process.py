@@ -30,6 +30,9 @@ COMMANDS = [
     "expire",
     "remove-orphans",
     "rollback",
+    "alter",
+    "schema",
+    "tag",
 ]
 SCHEMA = pa.schema([("user_id", pa.int64()), ("seq", pa.int64())])
 
