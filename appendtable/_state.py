@@ -10,6 +10,7 @@ import pyarrow as pa
 from appendtable.commit.changes import PartitionScope
 from appendtable.commit.committer import Committer
 from appendtable.commit.discard import DiscardResult, discard_files, discard_tree
+from appendtable.commit.iceberg import IcebergMirror
 from appendtable.commit.manifests import ManifestStore
 from appendtable.commit.schemas import SchemaStore
 from appendtable.commit.snapshots import SnapshotStore
@@ -63,6 +64,7 @@ class TableState:
         )
         self._views: dict[int, SchemaView] = {self.view.schema.id: self.view}
         self._projections: dict[int, Projection] = {}
+        self._mirror: IcebergMirror | None = None
 
     @property
     def schema(self) -> TableSchema:
@@ -83,6 +85,18 @@ class TableState:
     @property
     def partition_types(self) -> tuple[TypeSpec, ...]:
         return self.view.partition_types
+
+    @property
+    def mirror(self) -> IcebergMirror:
+        """The table's Iceberg mirror writer (whether or not the option is on)."""
+        if self._mirror is None:
+            self._mirror = IcebergMirror(self.storage, self.snapshots, self.manifests, self.schemas)
+        return self._mirror
+
+    @property
+    def mirrors_iceberg(self) -> bool:
+        """Whether ``metadata.iceberg.storage`` is on (as of the current schema)."""
+        return self.options.get(opt.ICEBERG_STORAGE) != "disabled"
 
     def view_of(self, schema_id: int) -> SchemaView:
         """Schema version ``schema_id`` (cached: schema files never change)."""

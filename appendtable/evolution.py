@@ -12,7 +12,7 @@ saying why not. All changes of one ``UpdateSchema`` land together, or none does.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 
 import pyarrow as pa
@@ -37,6 +37,7 @@ from appendtable.planning.evolution import (
     apply_changes,
     same_fields,
 )
+from appendtable.planning.iceberg import check_mirrorable
 
 __all__ = ["UpdateSchema", "check_table_schema", "commit_schema_change", "column_path"]
 
@@ -67,6 +68,8 @@ def check_table_schema(
                 f"partition column '{key}' has a {_PARTITION_KIND_REJECTED.get(kind, kind)} "
                 "type, which cannot be a partition key"
             )
+    if options.get(opt.ICEBERG_STORAGE) != "disabled":
+        check_mirrorable(fields, opt.ICEBERG_STORAGE.key)
     watermark_column = options.get(opt.WATERMARK_COLUMN)
     if watermark_column and kinds.get(watermark_column) not in _WATERMARK_KINDS:
         raise InvalidSchemaError(
@@ -150,9 +153,17 @@ class UpdateSchema:
     Changes apply in the order given; column paths name nested struct fields with dots
     (``payload.country``)."""
 
-    def __init__(self, state: TableState, commit_user: str) -> None:
+    def __init__(
+        self,
+        state: TableState,
+        commit_user: str,
+        *,
+        on_commit: Callable[[Snapshot], None] | None = None,
+    ) -> None:
+        """``on_commit``: called with the ALTER snapshot once it landed (and must not raise)."""
         self._state = state
         self._commit_user = commit_user
+        self._on_commit = on_commit
         self._changes: list[SchemaChange] = []
         self._committed = False
         #: The ALTER snapshot ``commit()`` made (None before, or when nothing changed).
@@ -268,6 +279,8 @@ class UpdateSchema:
             raise InvalidArgumentError("this schema update was already committed")
         self._committed = True
         self.snapshot = commit_schema_change(self._state, self._changes, self._commit_user)
+        if self.snapshot is not None and self._on_commit is not None:
+            self._on_commit(self.snapshot)
         return self.snapshot
 
     def __enter__(self) -> UpdateSchema:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from appendtable import display
@@ -119,7 +120,13 @@ def expire_snapshots(
     plan = plan_expiration(snapshots, state.manifests, earliest, end, tags)
     plan_releases(snapshots, state.manifests, plan, tag_store.released(), tags)
     if not dry_run:
-        execute_expiration(state.storage, snapshots, state.manifests, plan)
+        execute_expiration(
+            state.storage,
+            snapshots,
+            state.manifests,
+            plan,
+            before_deleting_files=_mirror_step(state),
+        )
     return ExpireResult(
         expired_snapshots=plan.snapshot_ids,
         deleted_data_files=plan.data_files,
@@ -128,6 +135,19 @@ def expire_snapshots(
         earliest_snapshot=end,
         dry_run=dry_run,
     )
+
+
+def _mirror_step(state: TableState) -> Callable[[], None] | None:
+    """With the Iceberg mirror on: republish it without the expired snapshots and prune its
+    older versions, before any data file goes."""
+    if not state.mirrors_iceberg:
+        return None
+
+    def step() -> None:
+        state.mirror.publish()
+        state.mirror.prune()
+
+    return step
 
 
 def _release_only(state: TableState, earliest: int, *, dry_run: bool) -> ExpireResult:
@@ -140,7 +160,13 @@ def _release_only(state: TableState, earliest: int, *, dry_run: bool) -> ExpireR
     plan = ExpirePlan(new_earliest=earliest)
     plan_releases(state.snapshots, state.manifests, plan, released, tags)
     if not dry_run:
-        execute_expiration(state.storage, state.snapshots, state.manifests, plan)
+        execute_expiration(
+            state.storage,
+            state.snapshots,
+            state.manifests,
+            plan,
+            before_deleting_files=_mirror_step(state),
+        )
     return ExpireResult(
         deleted_data_files=plan.data_files,
         deleted_metadata_files=plan.metadata_files,
@@ -192,6 +218,7 @@ def remove_orphan_files(state: TableState, *, older_than_ms: int, dry_run: bool)
     The table is listed *before* the snapshots are read, so a commit that lands meanwhile is
     seen as referencing its files."""
     listed = state.storage.walk()
+    mirror_files = _mirror_files(state)
     data_files, metadata_files = _referenced(state)
     orphans = []
     size = 0
@@ -201,7 +228,10 @@ def remove_orphan_files(state: TableState, *, older_than_ms: int, dry_run: bool)
             continue
         if path.startswith(_NEVER_ORPHANS) and not _is_temp_file(path):
             continue
-        if path.startswith(f"{layout.SNAPSHOT_DIR}/"):
+        if path.startswith(f"{layout.ICEBERG_DIR}/"):
+            if path in mirror_files:
+                continue
+        elif path.startswith(f"{layout.SNAPSHOT_DIR}/"):
             name = path.rsplit("/", 1)[-1]
             if layout.id_from_name(name, layout.SNAPSHOT_PREFIX) is not None:
                 continue  # snapshots leave only through expiration
@@ -216,6 +246,17 @@ def remove_orphan_files(state: TableState, *, older_than_ms: int, dry_run: bool)
         for path in orphans:
             state.storage.delete(path)
     return OrphanResult(sorted(orphans), size, dry_run)
+
+
+def _mirror_files(state: TableState) -> set[str]:
+    """The Iceberg mirror files in use: with the mirror on, it is brought up to date first
+    (so it lists no snapshot that is gone) and its older versions pruned. With it off, every
+    mirror file is an orphan."""
+    if not state.mirrors_iceberg:
+        return set()
+    state.mirror.publish()
+    state.mirror.prune()
+    return (state.mirror.referenced() or set()) | {layout.ICEBERG_VERSION_HINT}
 
 
 def _referenced(state: TableState) -> tuple[set[str], set[str]]:

@@ -30,6 +30,7 @@ from appendtable.errors import (
     AtomicCreateUnsupportedError,
     CorruptMetadataError,
     InvalidArgumentError,
+    InvalidOptionError,
     InvalidSchemaError,
     SnapshotNotFoundError,
     StorageError,
@@ -37,6 +38,7 @@ from appendtable.errors import (
     TableNotFoundError,
 )
 from appendtable.evolution import UpdateSchema, check_table_schema, commit_schema_change
+from appendtable.interop import publish_mirror_quietly
 from appendtable.maintenance import (
     ExpireResult,
     OrphanResult,
@@ -268,7 +270,13 @@ class Table:
                 update.rename_column("amount", "amount_eur")
 
         Data files are never rewritten: they are read by field id. See ``UpdateSchema``."""
-        return UpdateSchema(self._state, self._commit_user)
+        return UpdateSchema(self._state, self._commit_user, on_commit=self._landed)
+
+    def _landed(self, snapshot: Snapshot | None) -> None:
+        """After a snapshot landed outside ``TableCommit`` (compaction, rollback, a schema
+        change): the Iceberg mirror follows. Never raises."""
+        if snapshot is not None:
+            publish_mirror_quietly(self._state, snapshot.id)
 
     def set_options(self, options: Mapping[str, object]) -> Snapshot | None:
         """Change table options, as a new schema version (validated as at creation; options
@@ -339,14 +347,17 @@ class Table:
         """Post-commit maintenance: compaction of what was just written, then expiration.
         ``TableCommit`` logs what this raises and never fails the landed commit with it."""
         view = self._state.refresh(snapshot)  # the snapshot just committed: no read
-        if view.options.get(opt.WRITE_ONLY):
-            return
-        written = {(m.partition, m.bucket) for m in messages if m.new_files}
-        if written:
-            if self._auto_compaction is None or self._auto_compaction.options != view.options:
-                self._auto_compaction = AutoCompaction(self._state)
-            self._auto_compaction.after_commit(written)
-        expire_snapshots(self._state, release_tags=False)
+        try:
+            if view.options.get(opt.WRITE_ONLY):
+                return
+            written = {(m.partition, m.bucket) for m in messages if m.new_files}
+            if written:
+                if self._auto_compaction is None or self._auto_compaction.options != view.options:
+                    self._auto_compaction = AutoCompaction(self._state)
+                self._auto_compaction.after_commit(written)
+            expire_snapshots(self._state, release_tags=False)
+        finally:
+            publish_mirror_quietly(self._state, snapshot.id)
 
     def append(
         self, data: object, *, watermark: int | None = None, schema_mode: str = "strict"
@@ -615,11 +626,13 @@ class Table:
         ``progress`` is called after each task. Rows are never lost, duplicated or reordered
         within a bucket; a conflicting concurrent change makes it re-plan."""
         compactor = Compactor(self._state)
-        return compactor.run(
+        snapshot = compactor.run(
             lambda: compactor.plan(full=full, partitions=partitions),
             parallelism=parallelism,
             progress=progress,
         )
+        self._landed(snapshot)
+        return snapshot
 
     def sort_compact(
         self,
@@ -636,11 +649,13 @@ class Table:
         memory. The result is a COMPACT snapshot: the same rows, so streams do not re-read
         them, and appends made meanwhile are kept."""
         compactor = Compactor(self._state)
-        return compactor.run(
+        snapshot = compactor.run(
             lambda: compactor.plan_sort(by, strategy=strategy, partitions=partitions),
             parallelism=parallelism,
             progress=progress,
         )
+        self._landed(snapshot)
+        return snapshot
 
     def compactor(self, commit_user: str | None = None) -> Compactor:
         """The separable pieces of compaction, for distributed runs: ``plan()`` on a
@@ -687,7 +702,30 @@ class Table:
         )
         assert landed is not None
         self._state.refresh(landed)
+        self._landed(landed)
         return landed
+
+    # ---- interop ----------------------------------------------------------------------------
+
+    def iceberg_metadata_location(self) -> str | None:
+        """The URI of the newest Iceberg ``metadata.json`` of the mirror (option
+        ``metadata.iceberg.storage``), for any Iceberg reader; None when the mirror is off or
+        not written yet."""
+        self._state.refresh()
+        if not self._state.mirrors_iceberg:
+            return None
+        return self._state.mirror.location()
+
+    def publish_iceberg(self) -> str | None:
+        """Write (or complete) the Iceberg mirror now, raising what fails; the location of the
+        metadata file. What ``appendtable iceberg --repair`` runs."""
+        self._state.refresh()
+        if not self._state.mirrors_iceberg:
+            raise InvalidOptionError(
+                "the Iceberg mirror is off: set option 'metadata.iceberg.storage' = "
+                "'table-location' first"
+            )
+        return self._state.mirror.publish()
 
     # ---- tags -------------------------------------------------------------------------------
 
@@ -703,7 +741,7 @@ class Table:
         if latest is None:
             raise SnapshotNotFoundError("the table has no snapshot to tag yet")
         if latest.format_version < FORMAT_VERSION:
-            commit_schema_change(state, [], self._commit_user)
+            self._landed(commit_schema_change(state, [], self._commit_user))
         if snapshot_id is None:
             target = latest
         else:

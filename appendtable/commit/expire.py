@@ -20,7 +20,7 @@ retained one (until then the snapshot itself keeps them).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from appendtable.commit.manifests import ManifestStore
@@ -165,15 +165,24 @@ def _restored_by_rollbacks(
 
 
 def execute_expiration(
-    storage: Storage, snapshots: SnapshotStore, manifests: ManifestStore, plan: ExpirePlan
+    storage: Storage,
+    snapshots: SnapshotStore,
+    manifests: ManifestStore,
+    plan: ExpirePlan,
+    *,
+    before_deleting_files: Callable[[], None] | None = None,
 ) -> None:
     """Delete the snapshots, then (after reading the tags again, see the module doc) the
-    files; release records last."""
+    files; release records last. ``before_deleting_files`` runs between the two (the Iceberg
+    mirror drops the expired snapshots there, so it never lists one whose files are gone); if
+    it raises, no file is deleted (they are left to orphan removal)."""
     for snapshot_id in plan.snapshot_ids:
         storage.delete(layout.snapshot_path(snapshot_id))
         snapshots.forget(snapshot_id)
     if plan.new_earliest is not None:
         snapshots.write_earliest_hint(plan.new_earliest)
+    if before_deleting_files is not None:
+        before_deleting_files()
     tags = tag_references(manifests, TagStore(storage).all().values())
     metadata_paths = {layout.manifest_path(n) for n in tags.metadata}
     for path in (*plan.data_files, *plan.metadata_files):

@@ -25,6 +25,8 @@ __all__ = [
     "SCHEMA_DIR",
     "SNAPSHOT_DIR",
     "STAGING_DIR",
+    "ICEBERG_DIR",
+    "ICEBERG_VERSION_HINT",
     "TAG_DIR",
     "WATERMARK_DIR",
     "bucket_dir",
@@ -34,6 +36,7 @@ __all__ = [
     "manifest_path",
     "schema_path",
     "snapshot_path",
+    "iceberg_metadata_path",
     "released_tag_path",
     "staging_dir",
     "tag_name_of",
@@ -52,6 +55,9 @@ TAG_PREFIX = "tag-"
 RELEASED_TAG_PREFIX = "released-"
 WATERMARK_DIR = "watermark"
 STAGING_DIR = "_staging"
+#: The Iceberg mirror (option ``metadata.iceberg.storage``): Iceberg's own names and layout.
+ICEBERG_DIR = "metadata"
+ICEBERG_VERSION_HINT = f"{ICEBERG_DIR}/version-hint.text"
 _STAGING_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")
 LATEST_HINT = f"{SNAPSHOT_DIR}/LATEST"
 EARLIEST_HINT = f"{SNAPSHOT_DIR}/EARLIEST"
@@ -75,6 +81,10 @@ def manifest_path(name: str) -> str:
 
 def consumer_path(consumer_id: str) -> str:
     return f"{CONSUMER_DIR}/{CONSUMER_PREFIX}{validate_consumer_id(consumer_id)}"
+
+
+def iceberg_metadata_path(version: int) -> str:
+    return f"{ICEBERG_DIR}/v{version}.metadata.json"
 
 
 def tag_path(name: str) -> str:

@@ -186,6 +186,12 @@ STATS_MODE = _define(
     "truncate(16)",
     "column statistics in manifests: none, counts, full, truncate(N) (strings cut to N chars)",
 )
+ICEBERG_STORAGE = _define(
+    "metadata.iceberg.storage",
+    _choice("disabled", "table-location"),
+    "disabled",
+    "mirror every snapshot as Iceberg v2 metadata under <table>/metadata/",
+)
 PARTITION_DEFAULT_NAME = _define(
     "partition.default-name",
     _parse_str,

@@ -1,0 +1,389 @@
+"""Writing the Iceberg mirror: Iceberg v2 metadata beside the table's own, under ``metadata/``,
+referencing the table's Parquet files (no data is copied).
+
+What is written, after the table's own snapshot is published:
+
+* one Avro manifest per manifest of ours that holds live files of a retained snapshot, with
+  those files; named by a hash of (our manifest, the files of it no longer live, the schema
+  version the statistics are encoded for), so it is written once and shared by every snapshot
+  that has the same content, and rewritten only when a compaction or overwrite removes some of
+  its files (our manifests are merged by our own policy, so their number stays bounded);
+* one manifest list per snapshot (``snap-<id>-<hash>.avro``);
+* ``v<N>.metadata.json`` (created only if absent: concurrent mirror writers never overwrite
+  each other) listing every retained snapshot with the table's own ids, then
+  ``version-hint.text`` = N.
+
+A mirror write never changes the table: it can fail, or lose a race, at any point and be done
+again (``publish``). Files are written before anything references them, so a reader of the
+mirror never meets a reference to a missing mirror file. Data files are protected by the
+expiration order (see ``commit.expire``): the mirror is republished without the expired
+snapshots before their data files are deleted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from appendtable.commit.manifests import ManifestStore
+from appendtable.commit.schemas import SchemaStore
+from appendtable.commit.snapshots import SnapshotStore
+from appendtable.errors import CommitConflictError, ObjectNotFoundError
+from appendtable.metadata import layout
+from appendtable.metadata.avro import read_container, write_container
+from appendtable.metadata.models import FileKind, ManifestEntry, Snapshot, TableSchema
+from appendtable.metadata.types import TypeSpec
+from appendtable.planning import iceberg
+from appendtable.planning.evolution import stats_positions
+from appendtable.storage import Storage
+
+__all__ = ["IcebergMirror"]
+
+_ADDED, _EXISTING = 1, 0
+_ATTEMPTS = 20
+
+
+@dataclass(frozen=True)
+class _ManifestInfo:
+    path: str
+    length: int
+    added_snapshot_id: int
+    status: int
+    files: int
+    rows: int
+    partitions: list[Any]
+
+
+class IcebergMirror:
+    """Publishes and prunes the Iceberg mirror of one table. Thread-safe."""
+
+    def __init__(
+        self,
+        storage: Storage,
+        snapshots: SnapshotStore,
+        manifests: ManifestStore,
+        schemas: SchemaStore,
+    ) -> None:
+        self._storage = storage
+        self._snapshots = snapshots
+        self._manifests = manifests
+        self._schemas = schemas
+        self._known: dict[str, _ManifestInfo] = {}
+        self._lock = threading.Lock()
+
+    # ---- reading the current mirror -------------------------------------------------------
+
+    def current_version(self) -> int | None:
+        """The newest metadata version (from the hint, checked against the directory)."""
+        try:
+            hinted = int(self._storage.read(layout.ICEBERG_VERSION_HINT).decode().strip())
+        except (ObjectNotFoundError, ValueError):
+            hinted = 0
+        version = hinted
+        while self._storage.exists(layout.iceberg_metadata_path(version + 1)):
+            version += 1
+        if version == 0:
+            listed = [
+                self._version_of(name) for name in self._storage.listnames(layout.ICEBERG_DIR)
+            ]
+            version = max((v for v in listed if v is not None), default=0)
+        return version or None
+
+    @staticmethod
+    def _version_of(name: str) -> int | None:
+        base = name.rsplit("/", 1)[-1]
+        if base.startswith("v") and base.endswith(".metadata.json"):
+            digits = base[1 : -len(".metadata.json")]
+            return int(digits) if digits.isdigit() else None
+        return None
+
+    def location(self) -> str | None:
+        """The URI of the newest ``metadata.json``, or None before the first publish."""
+        version = self.current_version()
+        return None if version is None else self._storage.uri(layout.iceberg_metadata_path(version))
+
+    def _read_metadata(self, version: int) -> dict[str, Any]:
+        data = self._storage.read(layout.iceberg_metadata_path(version))
+        parsed: dict[str, Any] = json.loads(data)
+        return parsed
+
+    # ---- publishing -------------------------------------------------------------------------
+
+    def publish(self) -> str | None:
+        """Mirror the retained snapshots (the latest as current), unless the newest mirror
+        already does; returns the location of the metadata file that does. None for a table
+        without snapshots."""
+        for _ in range(_ATTEMPTS):
+            latest = self._snapshots.latest()
+            if latest is None:
+                return None
+            version = self.current_version()
+            current = self._read_metadata(version) if version is not None else None
+            retained = [i for i in self._snapshots.list_ids() if i <= latest.id]
+            if current is not None:
+                mirrored = [s["snapshot-id"] for s in current.get("snapshots", [])]
+                if current.get("current-snapshot-id", -1) > latest.id or mirrored == retained:
+                    return self.location()
+            metadata = self._metadata(latest, retained, current, version)
+            target = layout.iceberg_metadata_path((version or 0) + 1)
+            body = json.dumps(metadata, indent=1, sort_keys=True).encode()
+            if self._storage.put_if_absent(target, body):
+                self._storage.write_hint(
+                    layout.ICEBERG_VERSION_HINT, str((version or 0) + 1).encode()
+                )
+                return self._storage.uri(target)
+        raise CommitConflictError("the Iceberg mirror kept changing under this publish; retry")
+
+    def _metadata(
+        self,
+        latest: Snapshot,
+        retained: list[int],
+        current: dict[str, Any] | None,
+        version: int | None,
+    ) -> dict[str, Any]:
+        known_lists = {
+            s["snapshot-id"]: s["manifest-list"] for s in (current or {}).get("snapshots", [])
+        }
+        snapshots = [self._snapshots.get(i) for i in retained]
+        entries = []
+        for snapshot in snapshots:
+            manifest_list = known_lists.get(snapshot.id) or self._manifest_list(snapshot)
+            entries.append(
+                iceberg.snapshot_entry(
+                    snapshot, manifest_list, parent_retained=snapshot.parent_id in retained
+                )
+            )
+        schema_ids = sorted({s.schema_id for s in snapshots} | {latest.schema_id})
+        schemas = [self._schemas.get(i) for i in schema_ids]
+        every = [self._schemas.get(i) for i in self._schemas.list_ids() if i <= latest.schema_id]
+        current_schema = self._schemas.get(latest.schema_id)
+        spec = iceberg.partition_spec(current_schema)
+        return {
+            "format-version": 2,
+            "table-uuid": self._table_uuid(),
+            "location": self._storage.uri("").rstrip("/"),
+            "last-sequence-number": latest.id,
+            "last-updated-ms": int(time.time() * 1000),
+            "last-column-id": max(s.highest_field_id for s in every),
+            "current-schema-id": latest.schema_id,
+            "schemas": [iceberg.iceberg_schema(s) for s in schemas],
+            "default-spec-id": 0,
+            "partition-specs": [spec],
+            "last-partition-id": iceberg.PARTITION_FIELD_BASE + len(spec["fields"]) - 1,
+            "default-sort-order-id": 0,
+            "sort-orders": [{"order-id": 0, "fields": []}],
+            "properties": {
+                "schema.name-mapping.default": json.dumps(iceberg.name_mapping(every)),
+                "appendtable.bucket": current_schema.options.get("bucket", "-1"),
+            },
+            "current-snapshot-id": latest.id,
+            "refs": {"main": {"snapshot-id": latest.id, "type": "branch"}},
+            "snapshots": entries,
+            "snapshot-log": [{"timestamp-ms": s.time_ms, "snapshot-id": s.id} for s in snapshots],
+            # Older versions are pruned when snapshots expire: no log of them to follow.
+            "metadata-log": [],
+        }
+
+    def _table_uuid(self) -> str:
+        first = self._schemas.get(0)
+        return str(uuid.uuid5(uuid.NAMESPACE_URL, f"appendtable:{first.time_ms}:{first.fields}"))
+
+    def _manifest_list(self, snapshot: Snapshot) -> str:
+        schema = self._schemas.get(snapshot.schema_id)
+        types = {f.name: f.type for f in schema.fields}
+        partition_types = [types[k] for k in schema.partition_keys]
+        live = {e.file.path for e in self._manifests.live_files(snapshot)}
+        assigned: set[str] = set()
+        infos: list[_ManifestInfo] = []
+        for meta in self._manifests.all_manifests(snapshot):
+            entries = self._manifests.read_manifest(meta.file_name)
+            adds = [
+                e
+                for e in entries
+                if e.kind == FileKind.ADD and e.file.path in live and e.file.path not in assigned
+            ]
+            if not adds:
+                continue
+            assigned.update(e.file.path for e in adds)
+            gone = sorted(
+                e.file.path for e in entries if e.kind == FileKind.ADD and e.file.path not in live
+            )
+            infos.append(
+                self._manifest(snapshot, schema, partition_types, meta.file_name, adds, gone)
+            )
+        records = [
+            {
+                "manifest_path": self._storage.uri(info.path),
+                "manifest_length": info.length,
+                "partition_spec_id": 0,
+                "content": 0,
+                "sequence_number": 0,
+                "min_sequence_number": 0,
+                "added_snapshot_id": info.added_snapshot_id,
+                "added_files_count": info.files if info.status == _ADDED else 0,
+                "existing_files_count": info.files if info.status == _EXISTING else 0,
+                "deleted_files_count": 0,
+                "added_rows_count": info.rows if info.status == _ADDED else 0,
+                "existing_rows_count": info.rows if info.status == _EXISTING else 0,
+                "deleted_rows_count": 0,
+                "partitions": info.partitions or None,
+                "key_metadata": None,
+            }
+            for info in infos
+        ]
+        digest = hashlib.sha256("\n".join(i.path for i in infos).encode()).hexdigest()[:16]
+        path = f"{layout.ICEBERG_DIR}/snap-{snapshot.id}-{digest}.avro"
+        body = write_container(
+            iceberg.MANIFEST_LIST_SCHEMA,
+            records,
+            metadata={
+                "snapshot-id": str(snapshot.id),
+                "parent-snapshot-id": str(snapshot.parent_id or "null"),
+                "sequence-number": str(snapshot.id),
+                "format-version": "2",
+            },
+        )
+        self._storage.put_if_absent(path, body)
+        return self._storage.uri(path)
+
+    def _manifest(
+        self,
+        snapshot: Snapshot,
+        schema: TableSchema,
+        partition_types: list[TypeSpec],
+        source: str,
+        adds: list[ManifestEntry],
+        gone: list[str],
+    ) -> _ManifestInfo:
+        key = hashlib.sha256("\n".join([source, str(schema.id), *gone]).encode()).hexdigest()[:32]
+        path = f"{layout.ICEBERG_DIR}/{key}-m0.avro"
+        with self._lock:
+            known = self._known.get(path)
+        if known is not None:
+            return known
+        try:
+            data = self._storage.read(path)
+        except ObjectNotFoundError:
+            data = self._write_manifest(path, snapshot, schema, partition_types, adds, gone)
+        header, _ = read_container(data, self._storage.uri(path))
+        status = _EXISTING if gone else _ADDED
+        info = _ManifestInfo(
+            path=path,
+            length=len(data),
+            added_snapshot_id=int(header.get("appendtable.snapshot-id", b"0")),
+            status=status,
+            files=len(adds),
+            rows=sum(e.file.row_count for e in adds),
+            partitions=iceberg.partition_summary([e.partition for e in adds], partition_types),
+        )
+        with self._lock:
+            self._known[path] = info
+        return info
+
+    def _write_manifest(
+        self,
+        path: str,
+        snapshot: Snapshot,
+        schema: TableSchema,
+        partition_types: list[TypeSpec],
+        adds: list[ManifestEntry],
+        gone: list[str],
+    ) -> bytes:
+        layouts: dict[int, dict[str, int | None]] = {}
+        records = []
+        for entry in adds:
+            positions = layouts.get(entry.file.schema_id)
+            if positions is None:
+                file_schema = self._schemas.get(entry.file.schema_id)
+                positions = layouts[entry.file.schema_id] = stats_positions(
+                    file_schema.fields, schema.fields
+                )
+            records.append(
+                iceberg.data_file_record(
+                    status=_EXISTING if gone else _ADDED,
+                    snapshot_id=snapshot.id,
+                    uri=self._storage.uri(entry.file.path),
+                    file=entry.file,
+                    partition=entry.partition,
+                    schema=schema,
+                    partition_types=partition_types,
+                    stats_positions=positions,
+                )
+            )
+        spec = iceberg.partition_spec(schema)
+        body = write_container(
+            iceberg.manifest_schema(schema, partition_types),
+            records,
+            metadata={
+                "schema": json.dumps(iceberg.iceberg_schema(schema)),
+                "schema-id": str(schema.id),
+                "partition-spec": json.dumps(spec["fields"]),
+                "partition-spec-id": "0",
+                "format-version": "2",
+                "content": "data",
+                "appendtable.snapshot-id": str(snapshot.id),
+            },
+        )
+        if not self._storage.put_if_absent(path, body):
+            return self._storage.read(path)  # written meanwhile, by another mirror writer
+        return body
+
+    # ---- pruning ----------------------------------------------------------------------------
+
+    def referenced(self) -> set[str] | None:
+        """Paths (relative to the table) the newest mirror uses, or None without a mirror."""
+        version = self.current_version()
+        return None if version is None else self._referenced_by(version)
+
+    def _referenced_by(self, version: int) -> set[str]:
+        metadata = self._read_metadata(version)
+        root = self._storage.uri("").rstrip("/") + "/"
+        found = {layout.iceberg_metadata_path(version)}
+        for snapshot in metadata.get("snapshots", []):
+            list_path = _relative(snapshot["manifest-list"], root)
+            found.add(list_path)
+            try:
+                data = self._storage.read(list_path)
+            except ObjectNotFoundError:
+                continue
+            _, records = read_container(data, snapshot["manifest-list"])
+            found.update(_relative(r["manifest_path"], root) for r in records)
+        return found
+
+    def prune(self) -> list[str]:
+        """Delete older metadata versions and the mirror files only they use (they list
+        snapshots that expired, whose data files are about to be deleted). Files no version
+        uses (a mirror write in flight, or one that crashed) are left to orphan removal, which
+        waits until they are old. Returns what it deleted."""
+        version = self.current_version()
+        if version is None:
+            return []
+        keep = self._referenced_by(version)
+        deleted: set[str] = set()
+        for name in self._storage.listnames(layout.ICEBERG_DIR):
+            older = self._version_of(name)
+            if older is None or older >= version:
+                continue
+            try:
+                used = self._referenced_by(older)
+            except ObjectNotFoundError:
+                continue
+            for path in sorted(used - keep):
+                try:
+                    self._storage.delete(path)
+                except ObjectNotFoundError:
+                    pass
+                deleted.add(path)
+        with self._lock:
+            for path in deleted:
+                self._known.pop(path, None)
+        return sorted(deleted)
+
+
+def _relative(uri: str, root: str) -> str:
+    return uri[len(root) :] if uri.startswith(root) else uri
