@@ -101,9 +101,11 @@ def _cut(text: str, limit: int = MAX_VALUE_CHARS * 2) -> str:
 
 
 def columns_text(fields: Sequence[FieldSpec]) -> str:
-    """Columns as ``name type [not null]``, comma-separated (schema history, ``info``)."""
+    """Columns as ``name type [not null] [(doc: ...)]``, comma-separated (schema history)."""
     return ", ".join(
-        f"{f.name} {describe_type(f.type)}{'' if f.nullable else ' not null'}" for f in fields
+        f"{f.name} {describe_type(f.type)}{'' if f.nullable else ' not null'}"
+        + (f" (doc: {f.doc})" if f.doc else "")
+        for f in fields
     )
 
 

@@ -124,6 +124,14 @@ def commit_schema_change(
             state.refresh(latest)
             return None
         check_table_schema(schema.fields, schema.partition_keys, opt.Options(schema.options))
+        if applied.requires_empty and latest is not None and latest.total_record_count:
+            # Checked again at commit (rows may land meanwhile); here to write nothing.
+            raise SchemaChangeError(
+                f"cannot add required column '{applied.required_column}': the table holds "
+                f"{_rows(latest.total_record_count)}, which would have no value for it (add it "
+                "as nullable)",
+                column=applied.required_column,
+            )
         if not state.schemas.publish(schema):
             continue  # another change took the id: re-plan on what it leads to
         try:
@@ -143,6 +151,10 @@ def commit_schema_change(
     raise SchemaChangeError(
         f"the schema kept changing under this change ({_MAX_ATTEMPTS} attempts): retry later"
     )
+
+
+def _rows(count: int) -> str:
+    return "1 row" if count == 1 else f"{count:,} rows"
 
 
 class UpdateSchema:

@@ -399,10 +399,11 @@ class Committer:
                 f"schema {change.base_schema_id}"
             )
         if change.requires_empty and latest is not None and latest.total_record_count:
+            rows = latest.total_record_count
             raise SchemaChangeError(
                 f"cannot add a required (non-nullable) column: the table holds "
-                f"{latest.total_record_count:,} rows, which would have no value for it (add it "
-                "as nullable)"
+                f"{'1 row' if rows == 1 else f'{rows:,} rows'}, which would have no value for "
+                "it (add it as nullable)"
             )
         return self._schemas.get(change.schema_id)
 

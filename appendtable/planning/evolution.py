@@ -214,6 +214,8 @@ class AppliedChange:
 
     schema: TableSchema
     requires_empty: bool
+    #: The required field that makes it so (a dotted path), for the message.
+    required_column: str | None = None
 
 
 def apply_changes(
@@ -232,7 +234,7 @@ def apply_changes(
     for change in changes:
         state.apply(change)
     schema = state.result(new_id, time_ms)
-    return AppliedChange(schema, state.requires_empty)
+    return AppliedChange(schema, state.requires_empty, state.required_column)
 
 
 def is_widening(old: TypeSpec, new: TypeSpec) -> bool:
@@ -325,6 +327,7 @@ class _Change:
         self.options = dict(base.options)
         self.next_id = next_id
         self.requires_empty = False
+        self.required_column: str | None = None
         self.partition_keys = base.partition_keys
 
     # -- navigation
@@ -405,10 +408,22 @@ class _Change:
         else:
             self._unset_options(change.keys)
 
+    def _check_not_a_path(self, name: str, full: str) -> None:
+        """A top-level name must not read as the dotted path of a struct field."""
+        head = name.split(".", 1)[0]
+        if "." in name and any(f.name == head and f.type.kind == "struct" for f in self.fields):
+            raise SchemaChangeError(
+                f"column '{full}': the name '{name}' would hide the path of a field of struct "
+                f"'{head}'",
+                column=full,
+            )
+
     def _add(self, change: AddColumn) -> None:
         field = change.field
         full = _dotted((*change.parent, field.name))
         _check_name(field.name, full)
+        if not change.parent:
+            self._check_not_a_path(field.name, full)
         if change.parent:
             parent = self._resolve(change.parent)
             if self._kind(parent) != "struct":
@@ -426,6 +441,7 @@ class _Change:
             raise SchemaChangeError(f"cannot add '{full}': a struct needs fields", column=full)
         if not field.nullable:  # rows written so far would read as null in it
             self.requires_empty = True
+            self.required_column = self.required_column or full
         (added,), self.next_id = assign_ids([_without_ids(field)], self.next_id)
         position = len(siblings)
         if change.first:
@@ -442,6 +458,8 @@ class _Change:
         full = _dotted(change.path)
         indices = self._resolve(change.path)
         _check_name(change.new_name, full)
+        if len(indices) == 1:
+            self._check_not_a_path(change.new_name, full)
         if self._in_collection(indices):
             raise SchemaChangeError(
                 f"cannot rename '{full}': list elements and map entries have no name of their own",

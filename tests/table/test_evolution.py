@@ -573,3 +573,24 @@ def test_changes_inside_lists_and_maps_read_old_rows_by_id(uri: str) -> None:
     # Sliced reads (a later batch of a file) convert the same way.
     batches = [b for s in table.scan().plan() for b in table.read(s, columns=["items"])]
     assert sum(b.num_rows for b in batches) == 3
+
+
+def test_a_refused_required_column_writes_no_schema_version(table: at.Table) -> None:
+    table.append(_rows(0, 1))
+    with pytest.raises(at.SchemaChangeError, match="'must'.*1 row,") as info:
+        table.update_schema().add_column("must", pa.int64(), nullable=False).commit()
+    assert info.value.column == "must"
+    assert list(table.schemas()) == [0]
+
+
+def test_docs_show_in_the_schema_history(table: at.Table) -> None:
+    with table.update_schema() as update:
+        update.update_column("action", doc="what the user did")
+    assert "action string (doc: what the user did)" in table.schema_history()["columns"][-1].as_py()
+
+
+def test_a_top_level_name_cannot_hide_a_struct_field_path(table: at.Table) -> None:
+    with pytest.raises(at.SchemaChangeError, match="payload"):
+        table.update_schema().rename_column("action", "payload.x").commit()
+    with pytest.raises(at.SchemaChangeError, match="payload"):
+        table.update_schema().add_column(("payload.tag",), pa.string()).commit()
