@@ -1,0 +1,270 @@
+"""The Iceberg mirror (option ``metadata.iceberg.storage``), checked with an independent
+reader: pyiceberg reads the same rows as ``table.scan()`` for the latest and older retained
+snapshots, prunes with its own planner, and keeps agreeing through compaction, overwrite,
+rollback, schema changes and expiration; a mirror never references a missing file."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from pyiceberg.table import StaticTable
+
+import appendtable as at
+from appendtable.commit.iceberg import IcebergMirror
+from appendtable.metadata.avro import read_container
+
+FOREVER = 2**62
+SCHEMA = pa.schema(
+    [
+        pa.field("day", pa.date32()),
+        pa.field("user_id", pa.int64(), nullable=False),
+        pa.field("action", pa.string()),
+        pa.field("amount", pa.decimal128(10, 2)),
+        pa.field("score", pa.float32()),
+        pa.field("ts", pa.timestamp("ms", tz="UTC")),
+        pa.field("tags", pa.list_(pa.string())),
+        pa.field("attrs", pa.map_(pa.string(), pa.int32())),
+        pa.field("point", pa.struct([("x", pa.int16()), ("y", pa.float64())])),
+    ]
+)
+MIRROR = {"metadata.iceberg.storage": "table-location"}
+
+
+def _rows(start: int, count: int, day: dt.date) -> pa.Table:
+    ids = range(start, start + count)
+    return pa.table(
+        {
+            "day": pa.array([day] * count, pa.date32()),
+            "user_id": pa.array([i % 9 for i in ids], pa.int64()),
+            "action": [f"a{i}" for i in ids],
+            "amount": pa.array([decimal.Decimal(i) / 4 for i in ids], pa.decimal128(10, 2)),
+            "score": pa.array([None if i % 5 == 0 else i * 0.5 for i in ids], pa.float32()),
+            "ts": pa.array(
+                [dt.datetime(2024, 1, 1, tzinfo=dt.UTC) + dt.timedelta(minutes=i) for i in ids],
+                pa.timestamp("ms", tz="UTC"),
+            ),
+            "tags": [[f"t{i}", "x"] for i in ids],
+            "attrs": pa.array([[("k", i)] for i in ids], pa.map_(pa.string(), pa.int32())),
+            "point": [{"x": i, "y": i / 2} for i in ids],
+        },
+        schema=SCHEMA,
+    )
+
+
+@pytest.fixture
+def table(tmp_path: Path) -> at.Table:
+    return at.create_table(
+        str(tmp_path / "t"),
+        SCHEMA,
+        partition_by=["day"],
+        options={"bucket": 2, "bucket-key": "user_id", "write-only": True, **MIRROR},
+    )
+
+
+def _iceberg(table: at.Table) -> StaticTable:
+    location = table.iceberg_metadata_location()
+    assert location is not None
+    return StaticTable.from_metadata(location)
+
+
+def _normal(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """Rows comparable across readers: maps as sorted pairs, timestamps as UTC instants."""
+
+    def value(v: Any) -> Any:
+        if isinstance(v, dict):
+            return tuple(sorted((k, value(x)) for k, x in v.items()))
+        if isinstance(v, list):
+            return tuple(value(x) for x in v)
+        if isinstance(v, dt.datetime):
+            return v.astimezone(dt.UTC)
+        return v
+
+    return sorted((tuple((k, value(v)) for k, v in sorted(r.items())) for r in rows), key=repr)
+
+
+def _agree(table: at.Table, snapshot_id: int | None = None) -> None:
+    """pyiceberg and the table read the same columns and rows for a snapshot."""
+    theirs = _iceberg(table).scan(snapshot_id=snapshot_id).to_arrow()
+    ours = table.scan(snapshot_id=snapshot_id).to_arrow()
+    assert theirs.column_names == ours.column_names
+    assert theirs.num_rows == ours.num_rows
+    assert _normal(theirs.to_pylist()) == _normal(ours.to_pylist())
+
+
+def _no_dangling_reference(table: at.Table) -> None:
+    """Every metadata file of the mirror references only files that exist."""
+    root = Path(table.uri)
+    for metadata_file in sorted((root / "metadata").glob("v*.metadata.json")):
+        metadata = json.loads(metadata_file.read_text())
+        for snapshot in metadata["snapshots"]:
+            manifest_list = Path(snapshot["manifest-list"])
+            assert manifest_list.exists(), (metadata_file.name, manifest_list)
+            _, lists = read_container(manifest_list.read_bytes())
+            for entry in lists:
+                manifest = Path(entry["manifest_path"])
+                assert manifest.exists(), (metadata_file.name, manifest)
+                _, files = read_container(manifest.read_bytes())
+                for record in files:
+                    assert Path(record["data_file"]["file_path"]).exists()
+
+
+def test_pyiceberg_reads_what_the_table_holds_through_every_kind_of_change(
+    table: at.Table,
+) -> None:
+    day1, day2, day3 = dt.date(2024, 1, 1), dt.date(2024, 1, 2), dt.date(2024, 1, 3)
+    first = table.append(_rows(0, 20, day1))
+    table.append(_rows(20, 20, day2))
+    assert first is not None
+    _agree(table)
+    _agree(table, snapshot_id=first.id)
+    table.compact(full=True)
+    _agree(table)
+    table.overwrite(_rows(100, 5, day2), partitions=[{"day": day2}])
+    _agree(table)
+    with table.update_schema() as update:
+        update.rename_column("action", "event")
+        update.add_column("country", pa.string())
+        update.update_column("score", type=pa.float64())
+        update.drop_column("tags")
+    renamed = (
+        _rows(200, 6, day3)
+        .drop_columns(["tags"])
+        .rename_columns(["day", "user_id", "event", "amount", "score", "ts", "attrs", "point"])
+    )
+    renamed = renamed.set_column(4, "score", renamed.column("score").cast(pa.float64()))
+    table.append(renamed.append_column("country", pa.array(["DE"] * 6)))
+    _agree(table)
+    _agree(table, snapshot_id=first.id)  # the old schema, old names
+    assert _iceberg(table).scan(snapshot_id=first.id).to_arrow().column_names == SCHEMA.names
+    rolled = table.rollback_to(first.id)
+    _agree(table)
+    assert _iceberg(table).metadata.current_snapshot_id == rolled.id
+    assert [s.snapshot_id for s in _iceberg(table).metadata.snapshots] == [
+        s.id for s in table.snapshots()
+    ]
+    _no_dangling_reference(table)
+
+
+def test_pyiceberg_prunes_partitions_and_files_with_its_own_planner(table: at.Table) -> None:
+    for index, day in enumerate([dt.date(2024, 1, d) for d in (1, 2, 3)]):
+        table.append(_rows(index * 30, 30, day))
+    iceberg = _iceberg(table)
+    all_files = list(iceberg.scan().plan_files())
+    assert len(all_files) == len(table.files())
+    one_day = list(iceberg.scan(row_filter="day = '2024-01-02'").plan_files())
+    assert 0 < len(one_day) < len(all_files)
+    assert all("day=2024-01-02" in task.file.file_path for task in one_day)
+    # Statistics: user_id ranges per bucket file, so an impossible value prunes everything.
+    assert list(iceberg.scan(row_filter="user_id > 100").plan_files()) == []
+    assert list(iceberg.scan(row_filter="action = 'zzz'").plan_files()) == []
+    rows = iceberg.scan(row_filter="action = 'a31'").to_arrow()
+    assert rows.column("action").to_pylist() == ["a31"]
+    assert (
+        iceberg.scan(row_filter="score is null").to_arrow().num_rows
+        == table.scan(filter=[("score", "is null")]).count()
+    )
+
+
+def test_expiration_drops_snapshots_from_the_mirror_before_their_files(table: at.Table) -> None:
+    day = dt.date(2024, 1, 1)
+    for i in range(4):
+        table.append(_rows(i * 10, 10, day))
+    table.compact(full=True)
+    table.append(_rows(100, 3, day))
+    result = table.expire_snapshots(retain_min=2, retain_max=2, older_than_ms=FOREVER)
+    assert result.deleted_data_files
+    retained = [s.id for s in table.snapshots()]
+    assert [s.snapshot_id for s in _iceberg(table).metadata.snapshots] == retained
+    _no_dangling_reference(table)
+    _agree(table)
+    _agree(table, snapshot_id=retained[0])
+    # Only the newest metadata version is left, and nothing unreferenced lingers.
+    names = sorted(p.name for p in (Path(table.uri) / "metadata").iterdir())
+    assert [n for n in names if n.endswith(".metadata.json")] == [
+        Path(table.iceberg_metadata_location() or "").name
+    ]
+    orphans = table.remove_orphan_files(older_than=dt.timedelta(0))
+    assert not [f for f in orphans.files if f.startswith("metadata/")]
+
+
+def test_a_failing_mirror_never_fails_the_commit_and_the_next_one_completes_it(
+    table: at.Table, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    day = dt.date(2024, 1, 1)
+    table.append(_rows(0, 5, day))
+
+    def broken(self: IcebergMirror) -> str | None:
+        raise ValueError("injected mirror failure")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(IcebergMirror, "publish", broken)
+        landed = table.append(_rows(5, 5, day))
+        assert landed is not None and table.scan().count() == 10
+        assert _iceberg(table).metadata.current_snapshot_id == landed.id - 1  # behind
+    after = table.append(_rows(10, 5, day))
+    assert after is not None
+    assert _iceberg(table).metadata.current_snapshot_id == after.id
+    _agree(table)
+
+
+def test_the_mirror_can_be_turned_on_and_off(tmp_path: Path) -> None:
+    table = at.create_table(str(tmp_path / "t"), SCHEMA, partition_by=["day"])
+    table.append(_rows(0, 4, dt.date(2024, 1, 1)))
+    assert table.iceberg_metadata_location() is None
+    with pytest.raises(at.InvalidOptionError, match=r"metadata\.iceberg\.storage"):
+        table.publish_iceberg()
+    snapshot = table.set_options(MIRROR)  # mirrored at once, by the ALTER snapshot's commit
+    assert snapshot is not None
+    assert _iceberg(table).metadata.current_snapshot_id == snapshot.id
+    _agree(table)
+    table.unset_options(["metadata.iceberg.storage"])
+    assert table.iceberg_metadata_location() is None
+    orphans = table.remove_orphan_files(older_than=dt.timedelta(seconds=-1), dry_run=False)
+    assert any(f.startswith("metadata/") for f in orphans.files)  # off: the mirror is stale
+
+
+@pytest.mark.parametrize(
+    ("field", "reason"),
+    [
+        (pa.field("h", pa.float16()), "float16"),
+        (pa.field("u", pa.uint64()), "uint64"),
+        (pa.field("n", pa.timestamp("ns")), "nanosecond"),
+        (pa.field("d", pa.duration("s")), "duration"),
+        (pa.field("nested", pa.list_(pa.uint64())), "uint64"),
+    ],
+)
+def test_types_without_an_iceberg_type_are_refused_naming_the_column(
+    tmp_path: Path, field: pa.Field, reason: str
+) -> None:
+    schema = pa.schema([("a", pa.int64()), field])
+    with pytest.raises(at.InvalidSchemaError, match=f"'{field.name}'.*{reason}"):
+        at.create_table(str(tmp_path / "t"), schema, options=MIRROR)
+    table = at.create_table(str(tmp_path / "u"), schema)
+    with pytest.raises(at.InvalidSchemaError, match=f"'{field.name}'"):
+        table.set_options(MIRROR)
+    with pytest.raises(at.InvalidSchemaError, match="'late'"):
+        ok = at.create_table(str(tmp_path / "v"), pa.schema([("a", pa.int64())]), options=MIRROR)
+        with ok.update_schema() as update:
+            update.add_column("late", pa.uint64())
+
+
+def test_the_mirror_carries_field_ids_partition_spec_and_name_mapping(table: at.Table) -> None:
+    table.append(_rows(0, 3, dt.date(2024, 1, 1)))
+    with table.update_schema() as update:
+        update.rename_column("action", "event")
+    metadata = _iceberg(table).metadata
+    schema = metadata.schema()
+    assert [f.field_id for f in schema.fields] == [f.id for f in table._state.schema.fields]
+    assert schema.find_field("event").field_id == 3
+    spec = metadata.spec()
+    assert [(f.name, str(f.transform), f.source_id) for f in spec.fields] == [
+        ("day", "identity", 1)
+    ]
+    mapping = json.loads(metadata.properties["schema.name-mapping.default"])
+    assert {"field-id": 3, "names": ["action", "event"]} in mapping
