@@ -268,3 +268,40 @@ def test_the_mirror_carries_field_ids_partition_spec_and_name_mapping(table: at.
     ]
     mapping = json.loads(metadata.properties["schema.name-mapping.default"])
     assert {"field-id": 3, "names": ["action", "event"]} in mapping
+
+
+@pytest.mark.s3
+def test_pyiceberg_reads_the_mirror_on_s3(seaweedfs: Any) -> None:
+    uri = seaweedfs.uri(f"iceberg-{dt.datetime.now().timestamp():.0f}")
+    table = at.create_table(
+        uri,
+        SCHEMA,
+        partition_by=["day"],
+        options={"bucket": 2, "bucket-key": "user_id", **MIRROR},
+        storage_options=seaweedfs.storage_options,
+    )
+    first = table.append(_rows(0, 10, dt.date(2024, 1, 1)))
+    table.append(_rows(10, 10, dt.date(2024, 1, 2)))
+    table.append(_rows(20, 10, dt.date(2024, 1, 2)))
+    table.append(_rows(30, 10, dt.date(2024, 1, 2)))
+    with table.update_schema() as update:
+        update.rename_column("action", "event")
+    table.expire_snapshots(retain_min=3, retain_max=3, older_than_ms=FOREVER)
+    location = table.iceberg_metadata_location()
+    assert location is not None and location.startswith("s3://")
+    iceberg = StaticTable.from_metadata(
+        location,
+        properties={
+            "s3.endpoint": seaweedfs.endpoint_url,
+            "s3.access-key-id": seaweedfs.key,
+            "s3.secret-access-key": seaweedfs.secret,
+            "s3.region": seaweedfs.region,
+        },
+    )
+    theirs = iceberg.scan().to_arrow()
+    ours = table.scan().to_arrow()
+    assert _normal(theirs.to_pylist()) == _normal(ours.to_pylist())
+    assert [s.snapshot_id for s in iceberg.metadata.snapshots] == [s.id for s in table.snapshots()]
+    assert first is not None and first.id not in [s.snapshot_id for s in iceberg.metadata.snapshots]
+    day = list(iceberg.scan(row_filter="day = '2024-01-02'").plan_files())
+    assert day and all("day=2024-01-02" in t.file.file_path for t in day)
