@@ -38,6 +38,7 @@ from appendtable.cli.maintain import (
     run_consumers,
     run_delete_consumer,
     run_expire,
+    run_iceberg,
     run_remove_orphans,
     run_rollback,
 )
@@ -215,6 +216,17 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
   appendtable schema /data/events
   appendtable create /data/copy --schema "$(appendtable schema /data/events)"
   appendtable schema /data/events --history --format jsonl""",
+    ),
+    "iceberg": (
+        "print where the Iceberg mirror's metadata is (or --repair it)",
+        "With option metadata.iceberg.storage = table-location, every snapshot is mirrored "
+        "as Iceberg v2 metadata under URI/metadata/, which any Iceberg reader opens. This "
+        "prints the location of the newest metadata.json. --repair writes the mirror now "
+        "(after a failed mirror write; the next commit would also complete it).",
+        """\
+  appendtable iceberg /data/events
+  appendtable iceberg /data/events --repair
+  appendtable alter /data/events --set metadata.iceberg.storage=table-location""",
     ),
     "tag": (
         "list, create or delete tags (named snapshots)",
@@ -419,6 +431,9 @@ def build_parser() -> argparse.ArgumentParser:
     schema = _command(commands, "schema", run_schema)
     schema.add_argument("--history", action="store_true", help="every schema version")
     _formats(schema)
+
+    iceberg = _command(commands, "iceberg", run_iceberg)
+    iceberg.add_argument("--repair", action="store_true", help="write the mirror now")
 
     tag = _command(commands, "tag", run_tag)
     tag.add_argument(

@@ -180,3 +180,23 @@ def run_delete_consumer(args: argparse.Namespace, ctx: Context) -> int:
     table.delete_consumer(args.consumer_id)
     ctx.say(f"deleted consumer {args.consumer_id}")
     return 0
+
+
+def run_iceberg(args: argparse.Namespace, ctx: Context) -> int:
+    table = ctx.open(args.uri)
+    if args.repair:
+        location = table.publish_iceberg()
+        ctx.say(f"Iceberg mirror up to date: {location or 'no snapshot to mirror yet'}")
+        return 0
+    location = table.iceberg_metadata_location()
+    if location is None:
+        if table.option("metadata.iceberg.storage") == "disabled":
+            ctx.say(
+                "the Iceberg mirror is off (turn it on: appendtable alter URI --set "
+                "metadata.iceberg.storage=table-location)"
+            )
+        else:
+            ctx.say("the Iceberg mirror is on but not written yet (it follows the next commit)")
+        return 0
+    ctx.say(location)
+    return 0

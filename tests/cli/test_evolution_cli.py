@@ -616,3 +616,14 @@ def test_ddl_comments() -> None:
     assert parse_schema("`--x` int64, a-b int64").names == ["--x", "a-b"]
     with pytest.raises(DdlError, match="no columns given"):
         parse_schema("-- only a comment")
+
+
+def test_the_iceberg_command_prints_and_repairs_the_mirror(cli: Cli, uri: str) -> None:
+    off = ok(cli("iceberg", uri)).out
+    assert "the Iceberg mirror is off" in off
+    ok(cli("alter", uri, "--set", "metadata.iceberg.storage=table-location"))
+    location = ok(cli("iceberg", uri)).out.strip()
+    assert location.endswith(".metadata.json") and Path(location).exists()
+    assert location == at.open_table(uri).iceberg_metadata_location()
+    repaired = ok(cli("iceberg", uri, "--repair")).out
+    assert repaired.strip().endswith(location.rsplit("/", 1)[-1])

@@ -33,6 +33,7 @@ COMMANDS = [
     "alter",
     "schema",
     "tag",
+    "iceberg",
 ]
 SCHEMA = pa.schema([("user_id", pa.int64()), ("seq", pa.int64())])
 
