@@ -20,6 +20,8 @@ from appendtable.errors import InvalidSchemaError, SchemaMismatchError
 from appendtable.metadata.types import FieldSpec, TypeSpec
 
 __all__ = [
+    "PARQUET_FIELD_ID",
+    "parquet_write_schema",
     "arrow_schema",
     "arrow_type",
     "check_compatible",
@@ -161,6 +163,36 @@ def _arrow_field(spec: FieldSpec) -> pa.Field:
 
 def arrow_schema(fields: Sequence[FieldSpec]) -> pa.Schema:
     return pa.schema([_arrow_field(field) for field in fields])
+
+
+#: The Arrow field metadata key Parquet writers turn into a column's field id.
+PARQUET_FIELD_ID = b"PARQUET:field_id"
+
+
+def parquet_write_schema(fields: Sequence[FieldSpec]) -> pa.Schema:
+    """``arrow_schema(fields)`` with every field's id as Parquet field id metadata, at every
+    depth: what data files are written with, so readers that match columns by field id (an
+    Iceberg reader of the mirror) need no name mapping for them."""
+    return pa.schema([_id_field(field) for field in fields])
+
+
+def _id_field(spec: FieldSpec) -> pa.Field:
+    kind = spec.type.kind
+    children = [_id_field(child) for child in spec.type.fields]
+    if kind == "list":
+        dtype = pa.list_(children[0])
+    elif kind == "large_list":
+        dtype = pa.large_list(children[0])
+    elif kind == "fixed_size_list":
+        dtype = pa.list_(children[0], spec.type.byte_width or 1)
+    elif kind == "map":
+        dtype = pa.map_(children[0], children[1])
+    elif kind == "struct":
+        dtype = pa.struct(children)
+    else:
+        dtype = arrow_type(spec.type)
+    metadata = {PARQUET_FIELD_ID: str(spec.id).encode()} if spec.id is not None else None
+    return pa.field(spec.name, dtype, nullable=spec.nullable, metadata=metadata)
 
 
 # ---- conforming input ---------------------------------------------------------------------------

@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from appendtable.datafiles.arrow_schema import parquet_write_schema
 from appendtable.datafiles.file_columns import (
     same_layout,
 )
@@ -277,7 +278,7 @@ class _OpenFile:
                 self._sink = pa.PythonFile(self._keeper, mode="w")
             self._writer = pq.ParquetWriter(
                 self._sink,
-                spec.schema,
+                parquet_write_schema(spec.fields),  # the table's schema, with field ids
                 compression=spec.compression,
                 compression_level=spec.compression_level,
                 write_page_checksum=True,  # every page's CRC-32, verified by every read

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from pyiceberg.table import StaticTable
 
@@ -305,3 +306,23 @@ def test_pyiceberg_reads_the_mirror_on_s3(seaweedfs: Any) -> None:
     assert first is not None and first.id not in [s.snapshot_id for s in iceberg.metadata.snapshots]
     day = list(iceberg.scan(row_filter="day = '2024-01-02'").plan_files())
     assert day and all("day=2024-01-02" in t.file.file_path for t in day)
+
+
+def test_new_data_files_carry_parquet_field_ids(tmp_path: Path) -> None:
+    """A dropped and re-added name means two field ids; files carry their ids, so pyiceberg
+    reads each file's 'x' as the right column (a name mapping alone could not tell)."""
+    schema = pa.schema([("k", pa.int64()), ("x", pa.string())])
+    table = at.create_table(str(tmp_path / "t"), schema, options=MIRROR)
+    table.append(pa.table({"k": [1], "x": ["old"]}, schema=schema))
+    with table.update_schema() as update:
+        update.drop_column("x")
+    with table.update_schema() as update:
+        update.add_column("x", pa.string())
+    table.append(pa.table({"k": [2], "x": ["new"]}, schema=schema))
+    for path in table.files().column("uri").to_pylist():
+        ids = [f.metadata[b"PARQUET:field_id"] for f in pq.read_schema(path)]
+        assert ids[0] == b"1"
+    ours = sorted(table.scan().to_arrow().to_pylist(), key=lambda r: r["k"])
+    assert ours == [{"k": 1, "x": None}, {"k": 2, "x": "new"}]
+    theirs = sorted(_iceberg(table).scan().to_arrow().to_pylist(), key=lambda r: r["k"])
+    assert theirs == ours
