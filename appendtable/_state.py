@@ -93,6 +93,10 @@ class TableState:
             self._mirror = IcebergMirror(self.storage, self.snapshots, self.manifests, self.schemas)
         return self._mirror
 
+    def publish_mirror(self) -> str | None:
+        """Bring the Iceberg mirror up to date (see ``commit.iceberg``); its location."""
+        return self.mirror.publish(self.options.get(opt.ICEBERG_MAX_SNAPSHOTS))
+
     @property
     def mirrors_iceberg(self) -> bool:
         """Whether ``metadata.iceberg.storage`` is on (as of the current schema)."""

@@ -19,7 +19,7 @@ def publish_mirror_quietly(state: TableState, snapshot_id: int | None) -> None:
     try:
         state.refresh()
         if state.mirrors_iceberg:
-            state.mirror.publish()
+            state.publish_mirror()
     except Exception as exc:  # the snapshot landed: report, never raise
         log.warning(
             "snapshot %s landed, but publishing its Iceberg mirror failed (the next commit or "

@@ -144,7 +144,7 @@ def _mirror_step(state: TableState) -> Callable[[], None] | None:
         return None
 
     def step() -> None:
-        state.mirror.publish()
+        state.publish_mirror()
         state.mirror.prune()
 
     return step
@@ -254,7 +254,7 @@ def _mirror_files(state: TableState) -> set[str]:
     mirror file is an orphan."""
     if not state.mirrors_iceberg:
         return set()
-    state.mirror.publish()
+    state.publish_mirror()
     state.mirror.prune()
     return (state.mirror.referenced() or set()) | {layout.ICEBERG_VERSION_HINT}
 

@@ -13,10 +13,12 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.dataset as ds
 
-from appendtable import arguments, display
+from appendtable import arguments, display, handoff
 from appendtable._state import SchemaView, TableState
 from appendtable.datafiles.arrow_schema import arrow_type
+from appendtable.datafiles.expressions import to_expression
 from appendtable.datafiles.projection import Projection
 from appendtable.datafiles.reading import read_as, read_files_as
 from appendtable.errors import InvalidFilterError
@@ -159,6 +161,11 @@ class Scan:
 
     ``plan()`` lists the splits; ``to_arrow()`` / ``to_batches()`` / ``to_pandas()`` read them;
     ``count()`` answers from metadata alone when the filter allows it.
+
+    Other engines take a scan as an Arrow stream (``to_arrow_reader()``, or the scan itself
+    through the Arrow PyCapsule protocol: ``pa.table(scan)``, ``polars.DataFrame(scan)``,
+    DuckDB), as a pyarrow dataset of its snapshot's files that they scan with their own
+    filters (``to_dataset()``), or directly (``to_polars()``, ``to_duckdb()``).
     """
 
     def __init__(
@@ -227,6 +234,78 @@ class Scan:
 
     def to_pandas(self) -> Any:
         return self.to_arrow().to_pandas()
+
+    def to_arrow_reader(self) -> pa.RecordBatchReader:
+        """The matching rows as a ``pyarrow.RecordBatchReader`` in read order (the batches of
+        ``to_batches()``): planned now (metadata only), each data file opened only when the
+        consumer reaches it, so memory holds about one row group at a time, never the whole
+        scan."""
+        self.plan()
+        return handoff.stream_of(self.output_schema, self.to_batches())
+
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
+        """The Arrow PyCapsule stream protocol: a new ``to_arrow_reader()`` per call, so
+        ``pa.table(scan)``, ``polars.DataFrame(scan)`` and DuckDB read the scan without a
+        copy, as often as they like (always the same snapshot)."""
+        return self.to_arrow_reader().__arrow_c_stream__(requested_schema)
+
+    def __arrow_c_schema__(self) -> object:
+        """The Arrow PyCapsule schema protocol: ``output_schema`` (``pa.schema(scan)``)."""
+        return self.output_schema.__arrow_c_schema__()
+
+    def to_dataset(self) -> ds.Dataset:
+        """A ``pyarrow.dataset.Dataset`` of the scan's snapshot (never a later commit), for
+        engines that push their own projections and filters down (DuckDB, Polars'
+        ``scan_pyarrow_dataset``, DataFusion).
+
+        Its schema is ``output_schema``: the snapshot's schema, projected to the scan's
+        columns. Its files are the planned ones, each with its partition values as a
+        partition expression (an engine's filter on partition columns skips files unopened).
+        A filter on partition keys only is applied exactly by that file selection; any other
+        filter raises ``InvalidFilterError``, because a dataset cannot carry a row filter that
+        every engine honours (filter in the engine instead, or read with
+        ``to_arrow_reader()``). Files of older schema versions that cannot be read by column
+        name (a renamed column, say) are read now, by field id, into an in-memory part of
+        the dataset (compaction rewrites them in the current schema). A dataset has no row
+        order; for the scan's order use ``to_arrow_reader()``."""
+        keys = set(self.view.schema.partition_keys)
+        if self.filter is not None and not self.filter.columns <= keys:
+            others = sorted(self.filter.columns - keys)
+            raise InvalidFilterError(
+                f"to_dataset() cannot apply the scan's filter on {', '.join(others)}: a dataset "
+                "has no row filter that every engine applies (only filters on partition keys "
+                "select whole files); filter in the engine, or use to_arrow_reader() / "
+                "to_duckdb() / to_polars(), which apply the scan's filter"
+            )
+        return handoff.dataset_of(
+            self._state.storage, self._projection, self.plan(), self.output_schema
+        )
+
+    def to_polars(self) -> Any:
+        """The matching rows as a ``polars.DataFrame`` (needs ``appendtable[polars]``)."""
+        polars = handoff.optional_module("polars", "polars", "Scan.to_polars()")
+        return polars.from_arrow(self.to_arrow())
+
+    def to_duckdb(self, connection: Any = None) -> Any:
+        """The matching rows as a DuckDB relation on ``connection`` (default: DuckDB's
+        default connection; needs ``appendtable[duckdb]``). The relation reads the scan's
+        snapshot lazily, every time it runs, through a dataset of its files with the scan's
+        filter applied (see ``to_dataset()``), so DuckDB pushes its own filters and
+        projections down too."""
+        duckdb = handoff.optional_module("duckdb", "duckdb", "Scan.to_duckdb()")
+        if connection is None:
+            default = duckdb.default_connection  # a function since DuckDB 1.1, once an object
+            connection = default() if callable(default) else default
+        columns = self.output_schema.names
+        needed = set(columns) | (self.filter.columns if self.filter is not None else set())
+        names = [name for name in self.view.arrow_schema.names if name in needed]
+        schema = pa.schema([self.view.arrow_schema.field(name) for name in names])
+        dataset = handoff.dataset_of(
+            self._state.storage, self._projection, self.plan(), schema, row_filter=self.filter
+        )
+        if self.filter is not None:
+            dataset = dataset.filter(to_expression(self.filter))
+        return handoff.duckdb_relation(connection, dataset, columns)
 
     def count(self) -> int:
         """The number of matching rows. Without a filter, or with one on partition keys only,

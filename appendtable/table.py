@@ -725,7 +725,7 @@ class Table:
                 "the Iceberg mirror is off: set option 'metadata.iceberg.storage' = "
                 "'table-location' first"
             )
-        return self._state.mirror.publish()
+        return self._state.publish_mirror()
 
     # ---- tags -------------------------------------------------------------------------------
 

@@ -74,6 +74,8 @@ class IcebergMirror:
         self._manifests = manifests
         self._schemas = schemas
         self._known: dict[str, _ManifestInfo] = {}
+        self._lineages: dict[int, list[TableSchema]] = {}
+        self._mappings: dict[int, str] = {}
         self._lock = threading.Lock()
 
     # ---- reading the current mirror -------------------------------------------------------
@@ -114,17 +116,21 @@ class IcebergMirror:
 
     # ---- publishing -------------------------------------------------------------------------
 
-    def publish(self) -> str | None:
-        """Mirror the retained snapshots (the latest as current), unless the newest mirror
-        already does; returns the location of the metadata file that does. None for a table
-        without snapshots."""
+    def publish(self, max_snapshots: int = 100) -> str | None:
+        """Mirror the newest ``max_snapshots`` retained snapshots (the latest as current),
+        unless the newest mirror already does; returns the location of the metadata file that
+        does. None for a table without snapshots. Costs a constant number of reads and writes
+        per new snapshot, whatever the history: snapshots already mirrored are copied from
+        the current metadata."""
         for _ in range(_ATTEMPTS):
             latest = self._snapshots.latest()
             if latest is None:
                 return None
             version = self.current_version()
             current = self._read_metadata(version) if version is not None else None
-            retained = [i for i in self._snapshots.list_ids() if i <= latest.id]
+            earliest = self._snapshots.earliest_id() or 1
+            first = max(earliest, latest.id - max(1, max_snapshots) + 1)
+            retained = list(range(first, latest.id + 1))
             if current is not None:
                 mirrored = [s["snapshot-id"] for s in current.get("snapshots", [])]
                 if current.get("current-snapshot-id", -1) > latest.id or mirrored == retained:
@@ -146,21 +152,25 @@ class IcebergMirror:
         current: dict[str, Any] | None,
         version: int | None,
     ) -> dict[str, Any]:
-        known_lists = {
-            s["snapshot-id"]: s["manifest-list"] for s in (current or {}).get("snapshots", [])
-        }
-        snapshots = [self._snapshots.get(i) for i in retained]
+        known = {s["snapshot-id"]: s for s in (current or {}).get("snapshots", [])}
+        listed = set(retained)
         entries = []
-        for snapshot in snapshots:
-            manifest_list = known_lists.get(snapshot.id) or self._manifest_list(snapshot)
-            entries.append(
-                iceberg.snapshot_entry(
-                    snapshot, manifest_list, parent_retained=snapshot.parent_id in retained
+        log = []
+        for snapshot_id in retained:
+            entry = known.get(snapshot_id)
+            if entry is None:
+                snapshot = self._snapshots.get(snapshot_id)
+                entry = iceberg.snapshot_entry(
+                    snapshot, self._manifest_list(snapshot), parent_retained=True
                 )
-            )
-        schema_ids = sorted({s.schema_id for s in snapshots} | {latest.schema_id})
+            entry = dict(entry)
+            if entry.get("parent-snapshot-id") not in listed:
+                entry.pop("parent-snapshot-id", None)
+            entries.append(entry)
+            log.append({"timestamp-ms": entry["timestamp-ms"], "snapshot-id": snapshot_id})
+        schema_ids = sorted({e["schema-id"] for e in entries} | {latest.schema_id})
         schemas = [self._schemas.get(i) for i in schema_ids]
-        every = [self._schemas.get(i) for i in self._schemas.list_ids() if i <= latest.schema_id]
+        every = self._lineage(latest.schema_id)
         current_schema = self._schemas.get(latest.schema_id)
         spec = iceberg.partition_spec(current_schema)
         return {
@@ -178,16 +188,37 @@ class IcebergMirror:
             "default-sort-order-id": 0,
             "sort-orders": [{"order-id": 0, "fields": []}],
             "properties": {
-                "schema.name-mapping.default": json.dumps(iceberg.name_mapping(every)),
+                "schema.name-mapping.default": self._name_mapping(latest.schema_id, every),
                 "appendtable.bucket": current_schema.options.get("bucket", "-1"),
             },
             "current-snapshot-id": latest.id,
             "refs": {"main": {"snapshot-id": latest.id, "type": "branch"}},
             "snapshots": entries,
-            "snapshot-log": [{"timestamp-ms": s.time_ms, "snapshot-id": s.id} for s in snapshots],
+            "snapshot-log": log,
             # Older versions are pruned when snapshots expire: no log of them to follow.
             "metadata-log": [],
         }
+
+    def _lineage(self, schema_id: int) -> list[TableSchema]:
+        """Every schema version up to ``schema_id`` (cached per current schema: the listing
+        is done once per schema change)."""
+        with self._lock:
+            cached = self._lineages.get(schema_id)
+        if cached is None:
+            ids = [i for i in self._schemas.list_ids() if i <= schema_id]
+            cached = [self._schemas.get(i) for i in ids]
+            with self._lock:
+                self._lineages[schema_id] = cached
+        return cached
+
+    def _name_mapping(self, schema_id: int, lineage: list[TableSchema]) -> str:
+        with self._lock:
+            cached = self._mappings.get(schema_id)
+        if cached is None:
+            cached = json.dumps(iceberg.name_mapping(lineage))
+            with self._lock:
+                self._mappings[schema_id] = cached
+        return cached
 
     def _table_uuid(self) -> str:
         first = self._schemas.get(0)

@@ -192,6 +192,12 @@ ICEBERG_STORAGE = _define(
     "disabled",
     "mirror every snapshot as Iceberg v2 metadata under <table>/metadata/",
 )
+ICEBERG_MAX_SNAPSHOTS = _define(
+    "metadata.iceberg.max-snapshots",
+    _parse_int,
+    100,
+    "most snapshots the Iceberg mirror lists (the newest retained ones)",
+)
 PARTITION_DEFAULT_NAME = _define(
     "partition.default-name",
     _parse_str,

@@ -577,7 +577,7 @@ def test_changes_inside_lists_and_maps_read_old_rows_by_id(uri: str) -> None:
 
 def test_a_refused_required_column_writes_no_schema_version(table: at.Table) -> None:
     table.append(_rows(0, 1))
-    with pytest.raises(at.SchemaChangeError, match="'must'.*1 row,") as info:
+    with pytest.raises(at.SchemaChangeError, match=r"'must'.*1 row,") as info:
         table.update_schema().add_column("must", pa.int64(), nullable=False).commit()
     assert info.value.column == "must"
     assert list(table.schemas()) == [0]

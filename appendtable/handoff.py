@@ -1,0 +1,190 @@
+"""Handing a scan to other engines: an Arrow stream, a pyarrow Dataset, Polars and DuckDB.
+
+Two shapes, for two kinds of consumer:
+
+* a **stream** (``pyarrow.RecordBatchReader``, also through the Arrow PyCapsule protocol) of
+  the scan's own read: its snapshot, columns and filter, in its read order, one batch in memory
+  at a time;
+* a **dataset** (``pyarrow.dataset.Dataset``) over the data files of the scan's snapshot, which
+  an engine scans with its own projection and filter pushed down. Partition columns are stored
+  in every data file; each file also carries its partition values as the fragment's partition
+  expression, so an engine's filter on them skips whole files unopened. Parquet columns are
+  matched by name, so a file written under an older schema version that a dataset cannot read
+  by name (a column renamed, or dropped and added again under its old name; a nested type
+  changed) is read here instead, by field id, into an in-memory part of the dataset.
+
+Polars and DuckDB are optional dependencies, imported on first use (``optional_module``).
+"""
+
+from __future__ import annotations
+
+import decimal
+import functools
+import importlib
+import operator
+from collections.abc import Iterator, Sequence
+from types import ModuleType
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from appendtable.datafiles.arrow_schema import arrow_type
+from appendtable.datafiles.file_columns import INT96_UNIT
+from appendtable.datafiles.projection import FileLayout, Projection
+from appendtable.datafiles.reading import arrow_filesystem, read_as
+from appendtable.metadata.models import DataFileMeta, Split, StatValue
+from appendtable.metadata.types import FieldSpec, TypeSpec
+from appendtable.planning.evolution import same_fields
+from appendtable.planning.filters import Filter
+from appendtable.storage import Storage
+
+__all__ = [
+    "dataset_of",
+    "duckdb_relation",
+    "optional_module",
+    "quoted",
+    "reads_by_name",
+    "stream_of",
+]
+
+#: How engines read the data files: as the table's own reads do (INT96 timestamps of adopted
+#: Spark files in microseconds, every page checked against its CRC).
+_PARQUET = ds.ParquetFileFormat(
+    read_options=ds.ParquetReadOptions(coerce_int96_timestamp_unit=INT96_UNIT),
+    default_fragment_scan_options=ds.ParquetFragmentScanOptions(page_checksum_verification=True),
+)
+
+
+def optional_module(name: str, extra: str, needed_by: str) -> ModuleType:
+    """The optional dependency ``name``, imported on first use, or an ``ImportError`` that
+    says which extra installs it."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        raise ImportError(
+            f"{needed_by} needs {name}, which is not installed: "
+            f"pip install 'appendtable[{extra}]' (or pip install {name})",
+            name=name,
+        ) from exc
+
+
+def stream_of(schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> pa.RecordBatchReader:
+    """A reader that pulls ``batches`` one at a time, as the consumer asks for them."""
+    return pa.RecordBatchReader.from_batches(schema, batches)
+
+
+def reads_by_name(projection: Projection, layout: FileLayout, names: Sequence[str]) -> bool:
+    """Whether a file of ``layout`` gives the target's columns ``names`` when a dataset reads
+    it by column name (casting a widened leaf type): no column renamed, none dropped and added
+    again under its old name, no nested type changed."""
+    if layout.native:
+        return True
+    targets = {f.name: f for f in projection.target.fields}
+    stored = set(layout.arrow_schema.names)
+    for name in names:
+        source = layout.sources.get(name)
+        if source is None:
+            if name in stored:  # another column of that name: a dataset would read it
+                return False
+            continue  # added later: a dataset reads nulls, as the table does
+        target = targets[name]
+        if source.name != name:
+            return False
+        if (source.type.fields or target.type.fields) and not same_fields(
+            [FieldSpec(name=name, type=source.type, nullable=target.nullable, id=target.id)],
+            [target],
+        ):
+            return False
+    return True
+
+
+def _partition_expression(split: Split, names: Sequence[str]) -> pc.Expression | None:
+    """What every row of the split's files holds in the partition columns among ``names``."""
+    terms = []
+    for key, value, type_spec in zip(
+        split.partition_keys, split.partition_values, split.partition_types, strict=True
+    ):
+        if key not in names:
+            continue
+        if value is None:
+            terms.append(pc.field(key).is_null())
+            continue
+        scalar = _partition_scalar(value, type_spec)
+        if scalar is not None:
+            terms.append(pc.field(key) == scalar)
+    return functools.reduce(operator.and_, terms) if terms else None
+
+
+def _partition_scalar(value: StatValue, type_spec: TypeSpec) -> pa.Scalar | None:
+    """A stored partition value as an Arrow scalar of its column's type (dates are stored as
+    days, timestamps and times as integers in their unit, decimals as strings)."""
+    python: object = value
+    if type_spec.kind == "decimal" and isinstance(value, str):
+        python = decimal.Decimal(value)
+    elif type_spec.kind == "date64" and isinstance(value, int):
+        python = value * 86_400_000
+    try:
+        return pa.scalar(python, type=arrow_type(type_spec))
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+        # the files hold the value themselves: without the expression, an engine's filter
+        # on this key opens the files instead of skipping them, and reads the same rows
+        return None
+
+
+def dataset_of(
+    storage: Storage,
+    projection: Projection,
+    splits: Sequence[Split],
+    schema: pa.Schema,
+    *,
+    row_filter: Filter | None = None,
+) -> ds.Dataset:
+    """A dataset of the rows of ``splits``' files, with ``schema`` (target columns of
+    ``projection``). Files that read by name become fragments, with their partition values as
+    partition expressions; the others are read now, by field id, filtered by ``row_filter``
+    (the caller filters the dataset itself by it too), into an in-memory part."""
+    filesystem, root = arrow_filesystem(storage)
+    names = schema.names
+    fragments: list[ds.Fragment] = []
+    converted: list[DataFileMeta] = []
+    for split in splits:
+        expression = _partition_expression(split, names)
+        for file in split.files:
+            if not reads_by_name(projection, projection.layout(file.schema_id), names):
+                converted.append(file)
+                continue
+            fragments.append(
+                _PARQUET.make_fragment(
+                    f"{root}/{file.path}",
+                    filesystem=filesystem,
+                    partition_expression=expression,
+                    file_size=file.file_size,
+                )
+            )
+    files = ds.FileSystemDataset(fragments, schema, _PARQUET, filesystem=filesystem)
+    if not converted:
+        return files
+    batches = [
+        batch
+        for file in converted
+        for batch in read_as(storage, file, projection, columns=names, row_filter=row_filter)
+    ]
+    memory = ds.InMemoryDataset(pa.Table.from_batches(batches, schema=schema))
+    if not fragments:
+        return memory
+    return ds.UnionDataset(schema, [files, memory])
+
+
+def quoted(name: str) -> str:
+    """A column name as a SQL identifier."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def duckdb_relation(connection: Any, dataset: ds.Dataset, columns: Sequence[str]) -> Any:
+    """A DuckDB relation of ``dataset`` on ``connection``, with ``columns`` only."""
+    relation = connection.from_arrow(dataset)
+    if list(columns) == dataset.schema.names:
+        return relation
+    return relation.project(", ".join(quoted(c) for c in columns))
