@@ -19,6 +19,7 @@ from benchmarks.compaction import bench_compaction
 from benchmarks.data import SCHEMA, make_table
 from benchmarks.harness import Case, Result, Timing, cycle_setup, measure, sync_then, timed
 from benchmarks.integrity import bench_integrity
+from benchmarks.interop import bench_iceberg
 from benchmarks.memory import bench_memory
 from benchmarks.peers import bench_peers
 from benchmarks.rows import limit_row, speed_row
@@ -468,6 +469,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "stores": bench_stores,
     "plan": bench_plan,
     "integrity": bench_integrity,
+    "iceberg": bench_iceberg,
     "compaction": bench_compaction,
     "scaling": bench_scaling,
     "memory": bench_memory,
