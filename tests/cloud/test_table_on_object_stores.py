@@ -199,3 +199,27 @@ def test_schema_changes_tags_and_racing_changes(cloud: CloudStore) -> None:
     final.overwrite(final.scan().to_arrow().slice(0, 1))
     final.expire_snapshots(retain_min=1, retain_max=1, older_than_ms=FUTURE)
     assert _seqs(final, tag="v1") == list(range(20))
+
+
+def test_arrow_engines_read_a_pinned_snapshot(cloud: CloudStore) -> None:
+    duckdb = pytest.importorskip("duckdb")
+    polars = pytest.importorskip("polars")
+    table = at.create_table(
+        cloud.uri,
+        EVENTS,
+        partition_by=["day"],
+        options={"bucket": 2, "bucket-key": "key"},
+        storage_options=cloud.storage_options,
+    )
+    table.append(events(0, 40))
+    scan = table.scan()
+    table.append(events(40, 40))  # after the scan was pinned: never seen through it
+    expected = sorted(scan.to_arrow().column("seq").to_pylist())
+    assert expected == list(range(40))
+    assert sorted(pa.table(scan).column("seq").to_pylist()) == expected
+    assert sorted(polars.DataFrame(scan)["seq"].to_list()) == expected
+    dataset = scan.to_dataset()
+    got = duckdb.connect().from_arrow(dataset).select("seq").fetchall()
+    assert sorted(row[0] for row in got) == expected
+    lazy = polars.scan_pyarrow_dataset(dataset).filter(polars.col("seq") < 10).collect()
+    assert sorted(lazy["seq"].to_list()) == list(range(10))
