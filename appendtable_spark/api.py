@@ -12,6 +12,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 import appendtable as at
+from appendtable_spark import evolution
 from appendtable_spark.settings import Settings
 from appendtable_spark.source import FORMAT, AppendTableDataSource, open_or_create
 from appendtable_spark.staged import staged_write_unsupported, write_staged
@@ -69,6 +70,7 @@ def write_table(
     partition_by: list[str] | str | None = None,
     native: bool | None = None,
     partitions: list[dict[str, object]] | None = None,
+    merge_schema: bool = False,
 ) -> None:
     """Write ``df`` as one snapshot (``mode="overwrite"``: an OVERWRITE of the whole table, or
     with ``partitions=[{"day": date(2024, 5, 1)}]`` of those static partitions only: a row of
@@ -83,7 +85,13 @@ def write_table(
     exactly. Either way the columns are checked against the table before anything is written
     (SchemaMismatchError), bucketed tables are repartitioned with Spark's native
     ``pmod(hash(key), N)`` so each bucket has one writer, and options ``commitUser`` +
-    ``commitIdentifier`` make the write idempotent."""
+    ``commitIdentifier`` make the write idempotent.
+
+    ``merge_schema`` (or option ``mergeSchema``): columns and struct fields only ``df`` has are
+    first added to the table as nullable fields (one ALTER snapshot), and the table's nullable
+    columns and struct fields ``df`` lacks are written as nulls. Types are never changed.
+    Without it, a DataFrame whose columns differ from the table's fails with
+    SchemaMismatchError naming the column, and nothing is written."""
     if mode not in ("append", "overwrite"):
         raise at.InvalidOptionError(f"mode must be 'append' or 'overwrite', not {mode!r}")
     if partitions is not None and mode != "overwrite":
@@ -98,9 +106,15 @@ def write_table(
         writer_options["partition-by"] = ",".join(keys)
     if partitions:
         writer_options["overwritePartitions"] = json.dumps(partitions, default=str)
+    if merge_schema:
+        writer_options["mergeSchema"] = "true"
     settings = Settings.parse({**writer_options, "path": uri})
+    merge = settings.merge_schema()
     table = open_or_create(settings, df.schema)
-    table.check_write_schema(spark_arrow_schema(df.schema))
+    data = spark_arrow_schema(df.schema)
+    if merge:
+        evolution.merge_schema(table, data)
+    evolution.check_write(table, data, merge=merge)
     unsupported = staged_write_unsupported(table)
     if native and unsupported:
         raise at.InvalidOptionError(f"no native write path for {uri}: {unsupported}")
@@ -120,6 +134,7 @@ def write_table(
         commit_user=user or f"spark-write-{uuid.uuid4().hex}",
         identifier=identifier,
         partitions=settings.overwrite_partitions(),
+        merge=merge,
     )
 
 
@@ -133,8 +148,10 @@ def foreach_batch_sink(
     commit_user: str | None = None,
     options: Mapping[str, object] | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    merge_schema: bool = False,
 ) -> Callable[[DataFrame, int], None]:
-    """A ``foreachBatch`` function that appends each micro-batch exactly once.
+    """A ``foreachBatch`` function that appends each micro-batch exactly once (with
+    ``merge_schema`` or option ``mergeSchema``, as ``write_table(..., merge_schema=True)``).
 
     Each batch commits idempotently as (commit user, batch id): a batch replayed after a crash
     (even one between the table commit and Spark's checkpoint commit) is skipped. The commit
@@ -144,7 +161,13 @@ def foreach_batch_sink(
     def sink(batch: DataFrame, batch_id: int) -> None:
         user = commit_user or _query_user(batch)
         table_options = {**(options or {}), "commitUser": user, "commitIdentifier": batch_id}
-        write_table(batch, uri, options=table_options, storage_options=storage_options)
+        write_table(
+            batch,
+            uri,
+            options=table_options,
+            storage_options=storage_options,
+            merge_schema=merge_schema,
+        )
 
     return sink
 

@@ -1,9 +1,13 @@
 """Spark's own Parquet reader over a pinned, pruned snapshot.
 
 The core plans the read (snapshot, partition/statistics/bucket pruning); Spark's native
-Parquet reader carries the data. The table's data files hold every column, so the files of a
-snapshot read as one Parquet dataset with the table's schema. Tables with types Spark's
-Parquet reader cannot read (nanosecond timestamps) go through the Python data source instead.
+Parquet reader carries the data. A data file holds every column of the schema version it was
+written with, so when every file of the read was written with the snapshot's own schema
+version they read as one Parquet dataset in that schema. Spark's reader matches columns by
+name, which is wrong across schema changes (a renamed column would read as null, a column
+dropped and added again under its old name would read the old values): when the files span
+several schema versions, and for types Spark's Parquet reader cannot read (nanosecond
+timestamps), the read goes through the Python data source, which matches them by field id.
 """
 
 from __future__ import annotations
@@ -79,26 +83,41 @@ def read_table(
     *,
     snapshot_id: int | None = None,
     timestamp_ms: int | None = None,
+    tag: str | None = None,
     columns: Sequence[str] | None = None,
     filter: Sequence[Any] | None = None,
     storage_options: Mapping[str, Any] | None = None,
 ) -> DataFrame:
-    """A DataFrame of one snapshot (the latest by default), read by Spark's Parquet reader
-    from the files the core planned: pruned by partition, statistics and bucket, then filtered
-    exactly by Spark. Falls back to the ``appendtable`` format when a column type needs it."""
+    """A DataFrame of one snapshot (the latest by default, or ``snapshot_id``,
+    ``timestamp_ms`` or ``tag``: time travel, in the schema that snapshot had), read by
+    Spark's Parquet reader from the files the core planned: pruned by partition, statistics and
+    bucket, then filtered exactly by Spark. Falls back to the ``appendtable`` format when a
+    column type needs it or the files span several schema versions."""
     table = at.open_table(uri, storage_options=storage_options)
     scan = table.scan(
-        snapshot_id=snapshot_id, timestamp_ms=timestamp_ms, columns=columns, filter=filter
+        snapshot_id=snapshot_id, timestamp_ms=timestamp_ms, tag=tag, columns=columns, filter=filter
     )
-    wanted = list(columns) if columns is not None else table.schema.names
-    if not native_readable(table.schema):
+    snapshot = scan.snapshot
+    if tag is not None:
+        whole = table.scan(tag=tag)
+    else:
+        whole = table.scan(snapshot_id=snapshot.id if snapshot is not None else None)
+    snapshot_schema = whole.output_schema  # every column, in the snapshot's schema
+    wanted = list(columns) if columns is not None else snapshot_schema.names
+    splits = scan.plan()
+    versions = {f.schema_id for split in splits for f in split.files}
+    if not native_readable(snapshot_schema) or (
+        snapshot is not None and versions - {snapshot.schema_id}
+    ):
         reader = spark.read.format(FORMAT)
-        if scan.snapshot is not None:
-            reader = reader.option("scan.snapshot-id", str(scan.snapshot.id))
+        if tag is not None:
+            reader = reader.option("scan.tag-name", tag)
+        elif snapshot is not None:
+            reader = reader.option("scan.snapshot-id", str(snapshot.id))
         df = reader.load(uri)
     else:
-        paths = [spark_location(table.uri, f.path) for split in scan.plan() for f in split.files]
-        schema = spark_schema(table.schema)
+        paths = [spark_location(table.uri, f.path) for split in splits for f in split.files]
+        schema = spark_schema(snapshot_schema)
         df = (
             spark.read.schema(schema).parquet(*paths)
             if paths

@@ -30,6 +30,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 import appendtable as at
+from appendtable_spark.pinning import ReadPin, retarget
 from appendtable_spark.settings import Settings
 from appendtable_spark.tables import cached_table
 from appendtable_spark.types import cast_batch, spark_arrow_schema
@@ -115,12 +116,12 @@ def to_terms(filters: Sequence[Filter], column_names: set[str]) -> list[Term]:
     return terms
 
 
-def _usable(table: at.Table, snapshot_id: int | None, terms: list[Term]) -> list[Term]:
+def _usable(table: at.Table, pin: ReadPin, terms: list[Term]) -> list[Term]:
     """Terms the core accepts (a value of an unexpected type is left to Spark alone)."""
     usable = []
     for term in terms:
         try:
-            table.scan(snapshot_id=snapshot_id, filter=[term])
+            pin.scan(table, filter=[term])
         except at.InvalidFilterError:
             continue
         usable.append(term)
@@ -128,35 +129,40 @@ def _usable(table: at.Table, snapshot_id: int | None, terms: list[Term]) -> list
 
 
 class BatchReader(DataSourceReader):  # type: ignore[misc]
-    def __init__(self, settings: Settings, schema: StructType, snapshot_id: int | None) -> None:
+    """A batch read of one pinned snapshot, in the DataFrame's schema version (the snapshot's
+    own for time travel): every split is read as that version, by field id."""
+
+    def __init__(self, settings: Settings, schema: StructType, pin: ReadPin) -> None:
         self._settings = settings
         self._schema = schema
-        self._snapshot_id = snapshot_id
+        self._pin = pin
         self._terms: list[Term] = []
 
     def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
         """Prune with every filter the table understands, and hand all of them back: Spark
-        re-checks them, so pruning never has to be exact."""
-        table = cached_table(self._settings)
-        terms = to_terms(filters, set(table.schema.names))
-        self._terms = _usable(table, self._snapshot_id, terms)
+        re-checks them, so pruning never has to be exact. Only where the DataFrame has the
+        snapshot's own schema (the filters name its columns)."""
+        pin = self._pin
+        if pin.snapshot_id is not None:
+            table = cached_table(self._settings)
+            scan = pin.scan(table)
+            if scan.snapshot is not None and scan.snapshot.schema_id == pin.schema_id:
+                terms = to_terms(filters, set(scan.output_schema.names))
+                self._terms = _usable(table, pin, terms)
         yield from filters
 
     def partitions(self) -> list[SplitsPartition]:
+        pin = self._pin
+        if pin.snapshot_id is None and pin.missing is None:
+            return []  # the table had no snapshot
         table = cached_table(self._settings)
-        if self._snapshot_id is None:
-            return []
-        scan = table.scan(
-            snapshot_id=self._snapshot_id,
-            columns=self._settings.columns(),
-            filter=self._terms or None,
-        )
+        scan = pin.scan(table, filter=self._terms or None)
         target = self._settings.integer("splittargetbytes") or _DEFAULT_TARGET
         return [
             SplitsPartition(
                 uri=self._settings.uri,
                 storage_options=self._settings.storage_options,
-                splits=[split.to_bytes() for split in group],
+                splits=[retarget(split, pin.schema_id).to_bytes() for split in group],
                 columns=self._settings.columns(),
                 terms=self._terms,
             )

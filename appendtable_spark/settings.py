@@ -35,6 +35,7 @@ ADAPTER_OPTIONS = frozenset(
         "splittargetbytes",
         "checkpointlocation",
         "overwritepartitions",
+        "mergeschema",
     }
 )
 
@@ -121,6 +122,40 @@ class Settings:
                 '[{"day": "2024-05-01"}]'
             )
         return specs
+
+    def merge_schema(self) -> bool:
+        """Option ``mergeSchema``: add the DataFrame's new columns (and struct fields) to the
+        table before writing, and write the table columns it lacks as nulls."""
+        text = self.adapter.get("mergeschema", "false").strip().lower()
+        if text not in ("true", "false"):
+            raise at.InvalidOptionError(f"option 'mergeSchema' must be true or false, not {text!r}")
+        return text == "true"
+
+    def read_target(self) -> tuple[int | None, int | None, str | None]:
+        """The snapshot a batch read names: (``scan.snapshot-id``, ``scan.timestamp-millis``,
+        ``scan.tag-name``), at most one of them set."""
+        snapshot = self.format_options.get("scan.snapshot-id") or None
+        timestamp = self.format_options.get("scan.timestamp-millis") or None
+        tag = self.format_options.get("scan.tag-name") or None
+        given = [
+            name
+            for name, value in (
+                ("scan.snapshot-id", snapshot),
+                ("scan.timestamp-millis", timestamp),
+                ("scan.tag-name", tag),
+            )
+            if value is not None
+        ]
+        if len(given) > 1:
+            raise at.InvalidOptionError(f"give one of options {' and '.join(given)}, not both")
+        try:
+            return (
+                int(snapshot) if snapshot is not None else None,
+                int(timestamp) if timestamp is not None else None,
+                tag,
+            )
+        except ValueError as exc:
+            raise at.InvalidOptionError(f"option {given[0]} must be an integer: {exc}") from exc
 
     def integer(self, key: str) -> int | None:
         value = self.adapter.get(key)

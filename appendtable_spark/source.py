@@ -9,6 +9,8 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStrea
 from pyspark.sql.types import StructType
 
 import appendtable as at
+from appendtable_spark.evolution import check_write, merge_schema
+from appendtable_spark.pinning import pin
 from appendtable_spark.reader import BatchReader
 from appendtable_spark.settings import Settings
 from appendtable_spark.streaming import StreamSource
@@ -20,19 +22,6 @@ __all__ = ["FORMAT", "AppendTableDataSource", "open_or_create"]
 FORMAT = "appendtable"
 
 
-def _pin(table: at.Table, settings: Settings) -> int | None:
-    """The snapshot a batch read uses: ``scan.snapshot-id``, ``scan.timestamp-millis`` or the
-    latest at the time the DataFrame is defined."""
-    snapshot_id = settings.format_options.get("scan.snapshot-id")
-    timestamp = settings.format_options.get("scan.timestamp-millis")
-    if snapshot_id:
-        return table.snapshot(int(snapshot_id)).id
-    if timestamp:
-        return table.scan(timestamp_ms=int(timestamp)).snapshot.id  # type: ignore[union-attr]
-    latest = table.latest_snapshot()
-    return latest.id if latest is not None else None
-
-
 class AppendTableDataSource(DataSource):  # type: ignore[misc]
     """``spark.read/readStream/write/writeStream.format("appendtable")``."""
 
@@ -41,28 +30,46 @@ class AppendTableDataSource(DataSource):  # type: ignore[misc]
         return FORMAT
 
     def schema(self) -> StructType:
-        """The table's schema (or the ``columns`` option's projection). Also pins the
-        snapshot, so every scan of this DataFrame reads the same one."""
+        """The schema of the snapshot read (the latest, or the one named by ``scan.snapshot-id``,
+        ``scan.timestamp-millis`` or ``scan.tag-name``: time travel returns the columns of its
+        time), or the ``columns`` option's projection of it. With ``scan.mode`` (a stream's
+        start), the current schema. Also pins the snapshot, so every scan of this DataFrame
+        reads the same one, in this schema."""
         settings = Settings.parse(self.options)
         table = settings.open()
-        self._pinned = _pin(table, settings)
+        self._pinned, arrow = pin(table, settings)
         columns = settings.columns()
-        arrow = (
-            table.schema if columns is None else pa.schema([table.schema.field(c) for c in columns])
-        )
+        if columns is not None:
+            missing = [c for c in columns if c not in arrow.names]
+            if missing:
+                raise at.InvalidFilterError(
+                    f"option 'columns': unknown column '{missing[0]}' (columns: "
+                    f"{', '.join(arrow.names)})"
+                )
+            arrow = pa.schema([arrow.field(c) for c in columns])
         return spark_schema(arrow)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         settings = Settings.parse(self.options)
         pinned = getattr(self, "_pinned", None)
         if pinned is None:  # a user-specified schema skips schema()
-            pinned = _pin(settings.open(), settings)
+            pinned, _ = pin(settings.open(), settings)
         return BatchReader(settings, schema, pinned)
 
-    def writer(self, schema: StructType, overwrite: bool) -> BatchWriter:
+    def _write_table(self, schema: StructType) -> tuple[Settings, at.Table]:
+        """The table to write (created if missing), merged with ``schema`` under
+        ``mergeSchema``, and checked against it."""
         settings = Settings.parse(self.options)
         table = open_or_create(settings, schema)
-        table.check_write_schema(spark_arrow_schema(schema))
+        data = spark_arrow_schema(schema)
+        merge = settings.merge_schema()
+        if merge:
+            merge_schema(table, data)
+        check_write(table, data, merge=merge)
+        return settings, table
+
+    def writer(self, schema: StructType, overwrite: bool) -> BatchWriter:
+        settings, table = self._write_table(schema)
         user, identifier = settings.commit_identity()
         latest = table.latest_snapshot()
         return BatchWriter(
@@ -77,12 +84,13 @@ class AppendTableDataSource(DataSource):  # type: ignore[misc]
         )
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return StreamSource(Settings.parse(self.options), schema)
+        pinned = getattr(self, "_pinned", None)
+        return StreamSource(
+            Settings.parse(self.options), schema, pinned.schema_id if pinned else None
+        )
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> StreamWriter:
-        settings = Settings.parse(self.options)
-        table = open_or_create(settings, schema)
-        table.check_write_schema(spark_arrow_schema(schema))
+        settings, _ = self._write_table(schema)
         return StreamWriter(
             settings,
             commit_user=settings.adapter.get("commituser"),

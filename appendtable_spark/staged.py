@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import re
 
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
 import appendtable as at
+from appendtable_spark.evolution import check_write, shaped_columns
 from appendtable_spark.locations import spark_location
 from appendtable_spark.types import spark_arrow_schema, spark_type
 
@@ -69,26 +71,25 @@ def _quoted(name: str) -> Column:
     return F.col("`" + name.replace("`", "``") + "`")
 
 
-def _unused(name: str, table: at.Table) -> str:
-    while name in table.schema.names:
+def _unused(name: str, schema: pa.Schema) -> str:
+    while name in schema.names:
         name += "-"
     return name
 
 
-def _shaped(df: DataFrame, table: at.Table) -> tuple[DataFrame, list[str]]:
-    """The rows as the table's files hold them, plus the hidden directory columns (bucket
-    first)."""
-    frame = df.select(
-        *[_quoted(f.name).cast(spark_type(f.type, f.name)).alias(f.name) for f in table.schema]
-    )
+def _shaped(df: DataFrame, table: at.Table, schema: pa.Schema) -> tuple[DataFrame, list[str]]:
+    """The rows as the table's files hold them (``schema``: the table's columns, struct fields
+    matched by name, missing nullable ones as nulls), plus the hidden directory columns
+    (bucket first)."""
+    frame = df.select(*shaped_columns(df.schema, schema))
     hidden = []
     if table.bucket > 0:
         keys = [_quoted(name) for name in table.bucket_key]
-        bucket = _unused(BUCKET_COLUMN, table)
+        bucket = _unused(BUCKET_COLUMN, schema)
         frame = frame.withColumn(bucket, F.pmod(F.hash(*keys), F.lit(table.bucket)))
         hidden.append(bucket)
     if table.partition_by:
-        partition = _unused(PARTITION_COLUMN, table)
+        partition = _unused(PARTITION_COLUMN, schema)
         frame = frame.withColumn(
             partition, F.xxhash64(*[_quoted(name) for name in table.partition_by])
         )
@@ -128,6 +129,26 @@ def _buckets(
     return [name for name, _ in kept], [bucket for _, bucket in kept]
 
 
+#: Staging areas made before giving up when the schema keeps changing under the check.
+_ATTEMPTS = 20
+
+
+def _checked_area(table: at.Table, df: DataFrame, merge: bool) -> at.StagingArea:
+    """A new staging area whose schema (the current one when it is made: its files are
+    checked against and recorded with it) ``df`` was checked against."""
+    data = spark_arrow_schema(df.schema)
+    for _ in range(_ATTEMPTS):
+        schema_id = table.schema_id
+        check_write(table, data, merge=merge)
+        area = table.staging_area()
+        if area.view.schema.id == schema_id:
+            return area
+        area.remove()  # the schema changed meanwhile: check again
+    raise at.SchemaChangeError(
+        f"the schema of {table.uri} kept changing while a write was checked: retry later"
+    )
+
+
 def write_staged(
     df: DataFrame,
     table: at.Table,
@@ -136,12 +157,16 @@ def write_staged(
     commit_user: str,
     identifier: int | None,
     partitions: list[dict[str, object]] | None = None,
+    merge: bool = False,
 ) -> at.Snapshot | None:
     """Write ``df`` with Spark's Parquet writer and commit it as one snapshot (an OVERWRITE of
     the whole table with ``overwrite``, or of the static ``partitions``). Returns the snapshot,
-    or None when nothing was committed (no rows, or this identifier had already landed)."""
-    frame, hidden = _shaped(df, table)
-    with table.staging_area() as area:
+    or None when nothing was committed (no rows, or this identifier had already landed).
+    ``merge``: the nullable columns and struct fields ``df`` lacks are written as nulls (the
+    table was already merged with its schema). The files are written in the schema the
+    staging area pins, which ``df`` is checked against, and recorded with it."""
+    with _checked_area(table, df, merge) as area:
+        frame, hidden = _shaped(df, table, area.view.arrow_schema)
         base = area.since_snapshot_id  # the latest snapshot before anything was written
         _spark_write(frame, hidden, table, spark_location(table.uri, area.path))
         files, buckets = _buckets(area.files(), hidden, table)

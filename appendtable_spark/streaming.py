@@ -31,6 +31,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 import appendtable as at
+from appendtable_spark.pinning import retarget
 from appendtable_spark.settings import Settings
 from appendtable_spark.tables import cached_table
 from appendtable_spark.types import cast_batch, spark_arrow_schema
@@ -62,9 +63,17 @@ def _position(offset: Offset) -> at.StreamPosition:
 
 
 class StreamSource(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
-    def __init__(self, settings: Settings, schema: StructType) -> None:
+    """A stream in the schema the query started with (``schema_id``, the version of the
+    DataFrame's schema; None: the core stream's, the current one when it opens): rows of files
+    written after a schema change are read as that version by field id (columns added later
+    are not there, renamed ones keep their start name, dropped ones read as null)."""
+
+    def __init__(
+        self, settings: Settings, schema: StructType, schema_id: int | None = None
+    ) -> None:
         self._settings = settings
         self._schema = schema
+        self._schema_id = schema_id
         self._stream: at.StreamReader | None = None
         self._target: int | None = None
 
@@ -77,7 +86,8 @@ class StreamSource(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type
         if self._stream is None:
             table = self._settings.open()
             self._stream = table.stream(
-                columns=self._settings.columns(), options=self._settings.format_options
+                tag=self._settings.format_options.get("scan.tag-name") or None,
+                options=self._settings.format_options,
             )
         return self._stream
 
@@ -157,7 +167,7 @@ class StreamSource(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type
                     return self._partitions(groups)
                 split = unit.splits[index]
                 groups.setdefault((split.partition_values, split.bucket), []).append(
-                    split.to_bytes()
+                    retarget(split, self._schema_id).to_bytes()
                 )
             if (unit.next_position, 0) == stop:
                 break

@@ -31,6 +31,7 @@ from pyspark.sql.datasource import (
 )
 
 import appendtable as at
+from appendtable_spark.evolution import pad_batch
 from appendtable_spark.settings import Settings
 from appendtable_spark.tables import cached_table
 
@@ -48,13 +49,17 @@ class FilesMessage(WriterCommitMessage):  # type: ignore[misc]
 
 
 def write_task(settings: Settings, area_id: str, batches: Iterator[pa.RecordBatch]) -> list[bytes]:
-    """Write one task's rows into the write's staging area; the serialized commit messages of
-    its files."""
+    """Write one task's rows into the write's staging area, in the table's current schema (a
+    worker's cached table is refreshed first: the driver may just have changed it); the
+    serialized commit messages of its files. Under ``mergeSchema`` the nullable columns and
+    struct fields the rows lack are written as nulls."""
     table = cached_table(settings)
+    _ = table.schema_id  # refreshes the cached table's schema, which the re-opened area takes
     area = table.staging_area(area_id)
+    schema = area.view.arrow_schema if settings.merge_schema() else None
     with area.writer() as writer:
         for batch in batches:
-            writer.write(batch)
+            writer.write(batch if schema is None else pad_batch(batch, schema))
         return [message.to_bytes() for message in writer.prepare_commit()]
 
 
