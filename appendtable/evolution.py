@@ -103,18 +103,26 @@ def _unchanged(base: TableSchema, new: TableSchema) -> bool:
 
 
 def commit_schema_change(
-    state: TableState, changes: Sequence[SchemaChange], commit_user: str
+    state: TableState,
+    changes: Sequence[SchemaChange] | Callable[[TableSchema], Sequence[SchemaChange]],
+    commit_user: str,
 ) -> Snapshot | None:
     """Apply ``changes`` to the current schema and commit the result as an ALTER snapshot
     (see the module doc). Returns it, or None when the changes change nothing. An empty
-    ``changes`` on a format-version-1 table upgrades it to the current format version."""
+    ``changes`` on a format-version-1 table upgrades it to the current format version.
+    ``changes`` may be a function of the current schema, called again after a lost race (a
+    merge computes what to add against the schema it lands on)."""
     for _ in range(_MAX_ATTEMPTS):
         latest = state.snapshots.latest()
         base = state.schemas.current(latest)
+        planned = changes(base) if callable(changes) else changes
+        if callable(changes) and not planned:
+            state.refresh(latest)
+            return None
         new_id, first_free = state.schemas.next_ids()
         applied = apply_changes(
             base,
-            changes,
+            planned,
             new_id=new_id,
             first_free_field_id=first_free,
             time_ms=int(time.time() * 1000),

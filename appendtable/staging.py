@@ -68,6 +68,7 @@ class StagingArea:
         area_id: str | None = None,
         *,
         since_snapshot_id: int | None = None,
+        schema_id: int | None = None,
     ) -> None:
         self._state = state
         latest = state.snapshots.latest() if area_id is None else None
@@ -75,7 +76,11 @@ class StagingArea:
             since_snapshot_id = latest.id if latest is not None else None
         #: The schema the area's files are checked against and recorded with: the current one
         #: when the area is made (a later schema change does not move it; files keep it).
-        self.view = state.refresh(latest) if area_id is None else state.view
+        #: A worker re-opening the area passes the creator's ``view.schema.id``.
+        if schema_id is not None:
+            self.view = state.view_of(schema_id)
+        else:
+            self.view = state.refresh(latest) if area_id is None else state.view
         #: The area's id: give it to ``Table.staging_area`` to re-open the area elsewhere.
         self.id = area_id or uuid.uuid4().hex
         #: The directory, relative to the table root (created where directories exist).

@@ -312,15 +312,22 @@ class Table:
         )
 
     def staging_area(
-        self, area_id: str | None = None, *, since_snapshot_id: int | None = None
+        self,
+        area_id: str | None = None,
+        *,
+        since_snapshot_id: int | None = None,
+        schema_id: int | None = None,
     ) -> StagingArea:
         """A new private directory inside the table for the files of one write (or, with
         ``area_id``, an existing one re-opened by a worker): another engine's Parquet files,
         which ``StagingArea.adopt`` turns into commit messages without rewriting them, or
         files of ``StagingArea.writer()``, which ``adopt_written`` moves into the table. Use
         it as a context manager: leaving the block removes the directory (see
-        ``appendtable.staging``)."""
-        return StagingArea(self._state, area_id, since_snapshot_id=since_snapshot_id)
+        ``appendtable.staging``). A new area pins the current schema (``area.view``); a
+        worker re-opening it passes ``schema_id=area.view.schema.id`` to write the same."""
+        return StagingArea(
+            self._state, area_id, since_snapshot_id=since_snapshot_id, schema_id=schema_id
+        )
 
     def committer(self, commit_user: str | None = None) -> TableCommit:
         """The second phase: commit messages as ``commit_user`` (stable per job for
@@ -383,10 +390,24 @@ class Table:
     def _merge_schema(self, data: object) -> pa.Table:
         """Evolve the schema so that ``data`` fits it (``schema_mode="merge"``)."""
         table = to_table(data, self._state.refresh().arrow_schema)
-        changes = merge_changes(self._state.schema.fields, field_specs(table.schema))
-        if changes:
-            commit_schema_change(self._state, changes, self._commit_user)
+        self.merge_schema(table.schema)
         return table
+
+    def merge_schema(self, schema: pa.Schema) -> Snapshot | None:
+        """Add the columns and struct fields of ``schema`` the table lacks, as nullable
+        fields, in one ALTER snapshot (None if it has them all). Types are never changed.
+        Concurrent merges adding the same column both succeed: what to add is computed again
+        against the schema each attempt lands on. What ``schema_mode="merge"`` writes do."""
+        if not isinstance(schema, pa.Schema):
+            raise InvalidArgumentError(
+                f"schema must be a pyarrow.Schema, got {type(schema).__name__}"
+            )
+        incoming = field_specs(schema)
+        snapshot = commit_schema_change(
+            self._state, lambda base: merge_changes(base.fields, incoming), self._commit_user
+        )
+        self._landed(snapshot)
+        return snapshot
 
     def overwrite(
         self,
@@ -439,11 +460,20 @@ class Table:
                 )
             return committer.commit(messages, watermark=watermark)
 
-    def check_write_schema(self, schema: pa.Schema) -> None:
+    def check_write_schema(self, schema: pa.Schema, *, schema_mode: str = "strict") -> None:
         """Raise SchemaMismatchError (naming the column) unless data with ``schema`` can be
         written: same column names, types that cast safely. Null values in non-nullable
-        columns are rejected when the data is written."""
-        check_compatible(schema, self._state.refresh().arrow_schema)
+        columns are rejected when the data is written. ``schema_mode="merge"``: columns the
+        table lacks are fine (they would be added) and so are missing nullable ones."""
+        _check_schema_mode(schema_mode)
+        table_schema = self._state.refresh().arrow_schema
+        if schema_mode == "merge":
+            present = set(schema.names)
+            common = [f for f in schema if f.name in table_schema.names]
+            expected = [f for f in table_schema if f.name in present or not f.nullable]
+            check_compatible(pa.schema(common), pa.schema(expected))
+            return
+        check_compatible(schema, table_schema)
 
     def has_committed(
         self,
@@ -558,6 +588,8 @@ class Table:
         ``position`` (or a consumer's committed progress) overrides the start mode. ``tag``:
         start at the tagged snapshot (``from-snapshot`` unless ``mode`` says otherwise, e.g.
         ``from-snapshot-full``); the snapshot must still be in the log."""
+        if tag is None and options and options.get(opt.SCAN_TAG_NAME.key):
+            tag = str(options[opt.SCAN_TAG_NAME.key])
         if tag is not None:
             if snapshot_id is not None:
                 raise InvalidArgumentError("give snapshot_id or tag, not both")

@@ -332,8 +332,49 @@ def conform(data: pa.Table, schema: pa.Schema, *, missing_as_null: bool = False)
             columns.append(pa.chunked_array([pa.nulls(data.num_rows, field.type)]))
             continue
         column = data.column(field.name)
+        if missing_as_null:
+            column = _with_missing_struct_fields(column, field.type)
         columns.append(_conform_column(column, field))
     return fill_hidden_nulls(pa.Table.from_arrays(columns, schema=schema))
+
+
+def _with_missing_struct_fields(column: pa.ChunkedArray, target: pa.DataType) -> pa.ChunkedArray:
+    """Struct values with the nullable fields of ``target`` they lack added as nulls, at any
+    depth of structs (a merge-mode write); anything else unchanged."""
+    if not (pa.types.is_struct(column.type) and pa.types.is_struct(target)):
+        return column
+    if all(
+        column.type.get_field_index(target.field(i).name) >= 0 for i in range(target.num_fields)
+    ) and all(not pa.types.is_struct(target.field(i).type) for i in range(target.num_fields)):
+        return column
+    chunks = [_fill_struct(chunk, target) for chunk in column.chunks]
+    return pa.chunked_array(chunks, type=chunks[0].type) if chunks else column
+
+
+def _fill_struct(array: pa.StructArray, target: pa.DataType) -> pa.Array:
+    present = {array.type.field(i).name: i for i in range(array.type.num_fields)}
+    children: list[pa.Array] = []
+    fields: list[pa.Field] = []
+    for i in range(target.num_fields):
+        wanted = target.field(i)
+        index = present.get(wanted.name)
+        if index is None:
+            if not wanted.nullable:
+                continue  # left for the cast to refuse, naming the column
+            children.append(pa.nulls(len(array), wanted.type))
+            fields.append(wanted)
+            continue
+        child = array.field(index)
+        if pa.types.is_struct(child.type) and pa.types.is_struct(wanted.type):
+            child = _fill_struct(child, wanted.type)
+        children.append(child)
+        fields.append(array.type.field(index).with_type(child.type))
+    for name, index in present.items():  # extra fields stay, for the cast to refuse
+        if target.get_field_index(name) < 0:
+            children.append(array.field(index))
+            fields.append(array.type.field(index))
+    mask = array.is_null() if array.null_count else None
+    return pa.StructArray.from_arrays(children, fields=fields, mask=mask)
 
 
 def _conform_column(column: pa.ChunkedArray, field: pa.Field) -> pa.ChunkedArray:

@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from appendtable.datafiles.arrow_schema import arrow_schema
+from appendtable.errors import SchemaMismatchError
 from appendtable.metadata.models import TableSchema
 from appendtable.metadata.types import FieldSpec
 from appendtable.planning.evolution import same_fields, stats_positions
@@ -95,9 +96,18 @@ class Projection:
             if source is None:
                 arrays.append(pa.nulls(batch.num_rows, target_field.type))
             else:
-                arrays.append(
-                    _convert(batch.column(source.name), source, target, target_field.type)
-                )
+                try:
+                    arrays.append(
+                        _convert(batch.column(source.name), source, target, target_field.type)
+                    )
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                    raise SchemaMismatchError(
+                        f"column '{name}': values written under schema {layout.schema.id} do "
+                        f"not fit the type {target_field.type} of schema {self.target.id} "
+                        f"this read uses (the column was widened since it started: read again, "
+                        f"or reopen the stream, to get the wider type): {exc}",
+                        column=name,
+                    ) from exc
             fields.append(target_field)
         return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
 

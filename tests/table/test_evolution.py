@@ -594,3 +594,85 @@ def test_a_top_level_name_cannot_hide_a_struct_field_path(table: at.Table) -> No
         table.update_schema().rename_column("action", "payload.x").commit()
     with pytest.raises(at.SchemaChangeError, match="payload"):
         table.update_schema().add_column(("payload.tag",), pa.string()).commit()
+
+
+def test_a_stream_older_than_a_widening_names_the_column_values_do_not_fit(
+    table: at.Table,
+) -> None:
+    table.append(_rows(0, 2))
+    reader = table.stream(mode="latest")
+    with table.update_schema() as update:
+        update.update_column("clicks", type=pa.int64())
+    wide = _rows(5, 1).cast(SCHEMA.set(3, pa.field("clicks", pa.int64())))
+    landed = table.append(wide.set_column(3, "clicks", pa.array([2**40], pa.int64())))
+    assert landed is not None
+    with pytest.raises(at.SchemaMismatchError, match=r"'clicks'.*reopen the stream") as info:
+        list(reader.batches(timeout=0))
+    assert info.value.column == "clicks"
+    again = table.stream(mode="from-snapshot", snapshot_id=landed.id)
+    assert [r["clicks"] for b in again.batches(timeout=0) for r in b.to_pylist()] == [2**40]
+
+
+def test_concurrent_merges_adding_the_same_column_all_succeed(uri: str) -> None:
+    import threading
+
+    at.create_table(uri, pa.schema([("a", pa.int64())]))
+    errors: list[BaseException] = []
+
+    def merge(i: int) -> None:
+        try:
+            at.open_table(uri).append(pa.table({"a": [i], "extra": [f"e{i}"]}), schema_mode="merge")
+        except BaseException as exc:  # collected: the assertion below names it
+            errors.append(exc)
+
+    threads = [threading.Thread(target=merge, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    table = at.open_table(uri)
+    assert table.schema.names == ["a", "extra"]
+    assert sorted(table.scan().to_arrow().column("extra").to_pylist()) == [
+        f"e{i}" for i in range(4)
+    ]
+
+
+def test_merge_fills_missing_nested_fields_and_merge_schema_is_public(table: at.Table) -> None:
+    table.append(_rows(0, 1))
+    partial = _rows(1, 1).set_column(6, "payload", pa.array([{"x": 7}]))
+    table.append(partial, schema_mode="merge")
+    rows = _by_clicks(table.scan().to_arrow())
+    assert rows[1]["payload"] == {"x": 7, "tag": None}
+    assert table.merge_schema(pa.schema([("note", pa.string())])) is not None
+    assert table.merge_schema(pa.schema([("note", pa.string())])) is None
+    assert table.schema.names[-1] == "note"
+    table.check_write_schema(
+        pa.schema([("user_id", pa.int64()), ("clicks", pa.int32()), ("new", pa.int8())]),
+        schema_mode="merge",
+    )
+    with pytest.raises(at.SchemaMismatchError, match="user_id"):
+        table.check_write_schema(pa.schema([("clicks", pa.int32())]), schema_mode="merge")
+
+
+def test_a_reopened_staging_area_can_pin_its_creators_schema(table: at.Table) -> None:
+    area = table.staging_area()
+    with table.update_schema() as update:
+        update.add_column("country", pa.string())
+    worker = at.open_table(table.uri).staging_area(area.id, schema_id=area.view.schema.id)
+    assert worker.view.schema.id == area.view.schema.id == 0
+    writer = worker.writer()
+    writer.write(_rows(0, 2))  # the creator's columns: no 'country'
+    messages = area.adopt_written(writer.prepare_commit())
+    table.committer().commit(messages)
+    assert table.scan().to_arrow().column("country").to_pylist() == [None, None]
+    area.__exit__(None, None, None)
+
+
+def test_a_stream_can_start_at_the_scan_tag_name_option(table: at.Table) -> None:
+    table.append(_rows(0, 2))
+    table.create_tag("t")
+    table.append(_rows(2, 1))
+    reader = table.stream(options={"scan.tag-name": "t"})
+    clicks = sorted(r["clicks"] for b in reader.batches(timeout=0) for r in b.to_pylist())
+    assert clicks == [0, 1, 2]
