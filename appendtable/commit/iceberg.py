@@ -27,6 +27,7 @@ import json
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,6 +60,22 @@ class _ManifestInfo:
     partitions: list[Any]
 
 
+@dataclass(frozen=True)
+class _Build:
+    snapshot: Snapshot
+    schema: TableSchema
+    partition_types: list[TypeSpec]
+
+
+@dataclass(frozen=True)
+class _ListState:
+    """What a snapshot's manifest list was made of: per manifest of ours, its files no
+    longer live and the mirror manifest of the rest (None: nothing live)."""
+
+    schema_id: int
+    manifests: dict[str, tuple[frozenset[str], _ManifestInfo | None]]
+
+
 class IcebergMirror:
     """Publishes and prunes the Iceberg mirror of one table. Thread-safe."""
 
@@ -75,6 +92,7 @@ class IcebergMirror:
         self._schemas = schemas
         self._known: dict[str, _ManifestInfo] = {}
         self._lineages: dict[int, list[TableSchema]] = {}
+        self._states: OrderedDict[int, _ListState] = OrderedDict()
         self._mappings: dict[int, str] = {}
         self._lock = threading.Lock()
 
@@ -228,25 +246,19 @@ class IcebergMirror:
         schema = self._schemas.get(snapshot.schema_id)
         types = {f.name: f.type for f in schema.fields}
         partition_types = [types[k] for k in schema.partition_keys]
-        live = {e.file.path for e in self._manifests.live_files(snapshot)}
-        assigned: set[str] = set()
-        infos: list[_ManifestInfo] = []
-        for meta in self._manifests.all_manifests(snapshot):
-            entries = self._manifests.read_manifest(meta.file_name)
-            adds = [
-                e
-                for e in entries
-                if e.kind == FileKind.ADD and e.file.path in live and e.file.path not in assigned
-            ]
-            if not adds:
-                continue
-            assigned.update(e.file.path for e in adds)
-            gone = sorted(
-                e.file.path for e in entries if e.kind == FileKind.ADD and e.file.path not in live
-            )
-            infos.append(
-                self._manifest(snapshot, schema, partition_types, meta.file_name, adds, gone)
-            )
+        build = _Build(snapshot, schema, partition_types)
+        with self._lock:
+            parent = self._states.get(snapshot.parent_id) if snapshot.parent_id else None
+        state = None
+        if parent is not None and parent.schema_id == schema.id:
+            state = self._incremental(build, parent)
+        if state is None:
+            state = self._from_live_files(build)
+        with self._lock:
+            self._states[snapshot.id] = state
+            while len(self._states) > 8:
+                self._states.popitem(last=False)
+        infos = [info for _, info in state.manifests.values() if info is not None]
         records = [
             {
                 "manifest_path": self._storage.uri(info.path),
@@ -282,16 +294,74 @@ class IcebergMirror:
         self._storage.put_if_absent(path, body)
         return self._storage.uri(path)
 
+    def _from_live_files(self, build: _Build) -> _ListState:
+        """Each manifest's live files, from the snapshot's whole live set (a first
+        publish, a rollback, a merge of our manifests, or a schema change)."""
+        live = {e.file.path for e in self._manifests.live_files(build.snapshot)}
+        assigned: set[str] = set()
+        manifests: dict[str, tuple[frozenset[str], _ManifestInfo | None]] = {}
+        for meta in self._manifests.all_manifests(build.snapshot):
+            entries = self._manifests.read_manifest(meta.file_name)
+            adds = [
+                e
+                for e in entries
+                if e.kind == FileKind.ADD and e.file.path in live and e.file.path not in assigned
+            ]
+            assigned.update(e.file.path for e in adds)
+            gone = frozenset(
+                e.file.path for e in entries if e.kind == FileKind.ADD and e.file.path not in live
+            )
+            info = self._manifest(build, meta.file_name, adds, gone) if adds else None
+            manifests[meta.file_name] = (gone, info)
+        return _ListState(build.schema.id, manifests)
+
+    def _incremental(self, build: _Build, parent: _ListState) -> _ListState | None:
+        """The parent's manifests, changed only where this snapshot deleted files, plus its
+        own new ones: work proportional to the change, not to the table. None when a
+        manifest appears that is neither (a merge of ours): then the live set decides."""
+        snapshot = build.snapshot
+        delta_names = {m.file_name for m in self._manifests.read_list(snapshot.delta_manifest_list)}
+        deleted = {
+            e.file.path
+            for e in self._manifests.delta_entries(snapshot)
+            if e.kind == FileKind.DELETE
+        }
+        manifests: dict[str, tuple[frozenset[str], _ManifestInfo | None]] = {}
+        for meta in self._manifests.all_manifests(snapshot):
+            name = meta.file_name
+            known = parent.manifests.get(name)
+            if known is not None:
+                gone, info = known
+                if deleted and info is not None:
+                    adds = self._adds(name)
+                    newly = {e.file.path for e in adds if e.file.path in deleted}
+                    if newly:
+                        gone = gone | newly
+                        remaining = [e for e in adds if e.file.path not in gone]
+                        info = self._manifest(build, name, remaining, gone) if remaining else None
+                manifests[name] = (gone, info)
+            elif name in delta_names:
+                adds = [e for e in self._adds(name) if e.file.path not in deleted]
+                info = self._manifest(build, name, adds, frozenset()) if adds else None
+                manifests[name] = (frozenset(), info)
+            else:
+                return None
+        return _ListState(build.schema.id, manifests)
+
+    def _adds(self, name: str) -> list[ManifestEntry]:
+        return [e for e in self._manifests.read_manifest(name) if e.kind == FileKind.ADD]
+
     def _manifest(
         self,
-        snapshot: Snapshot,
-        schema: TableSchema,
-        partition_types: list[TypeSpec],
+        build: _Build,
         source: str,
         adds: list[ManifestEntry],
-        gone: list[str],
+        gone: frozenset[str],
     ) -> _ManifestInfo:
-        key = hashlib.sha256("\n".join([source, str(schema.id), *gone]).encode()).hexdigest()[:32]
+        snapshot, schema, partition_types = build.snapshot, build.schema, build.partition_types
+        key = hashlib.sha256(
+            "\n".join([source, str(schema.id), *sorted(gone)]).encode()
+        ).hexdigest()[:32]
         path = f"{layout.ICEBERG_DIR}/{key}-m0.avro"
         with self._lock:
             known = self._known.get(path)
@@ -300,7 +370,7 @@ class IcebergMirror:
         try:
             data = self._storage.read(path)
         except ObjectNotFoundError:
-            data = self._write_manifest(path, snapshot, schema, partition_types, adds, gone)
+            data = self._write_manifest(path, snapshot, schema, partition_types, adds, bool(gone))
         header, _ = read_container(data, self._storage.uri(path))
         status = _EXISTING if gone else _ADDED
         info = _ManifestInfo(
@@ -323,7 +393,7 @@ class IcebergMirror:
         schema: TableSchema,
         partition_types: list[TypeSpec],
         adds: list[ManifestEntry],
-        gone: list[str],
+        rewritten: bool,
     ) -> bytes:
         layouts: dict[int, dict[str, int | None]] = {}
         records = []
@@ -336,7 +406,7 @@ class IcebergMirror:
                 )
             records.append(
                 iceberg.data_file_record(
-                    status=_EXISTING if gone else _ADDED,
+                    status=_EXISTING if rewritten else _ADDED,
                     snapshot_id=snapshot.id,
                     uri=self._storage.uri(entry.file.path),
                     file=entry.file,
