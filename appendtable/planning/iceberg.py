@@ -73,30 +73,33 @@ def check_mirrorable(fields: Sequence[FieldSpec], option: str) -> None:
             )
 
 
+#: Iceberg primitive type names of the kinds that need no parameter.
+_SIMPLE = {
+    "bool": "boolean",
+    **dict.fromkeys(_INT, "int"),
+    **dict.fromkeys(_LONG, "long"),
+    "float32": "float",
+    "float64": "double",
+    "string": "string",
+    "large_string": "string",
+    "binary": "binary",
+    "large_binary": "binary",
+    "date32": "date",
+    "date64": "date",
+    "time32": "time",
+    "time64": "time",
+}
+
+
 def _primitive(spec: TypeSpec) -> str:
     kind = spec.kind
-    if kind == "bool":
-        return "boolean"
-    if kind in _INT:
-        return "int"
-    if kind in _LONG:
-        return "long"
-    if kind == "float32":
-        return "float"
-    if kind == "float64":
-        return "double"
-    if kind in ("string", "large_string"):
-        return "string"
-    if kind in ("binary", "large_binary"):
-        return "binary"
+    simple = _SIMPLE.get(kind)
+    if simple is not None:
+        return simple
     if kind == "fixed_size_binary":
         return f"fixed[{spec.byte_width}]"
-    if kind in ("date32", "date64"):
-        return "date"
     if kind == "timestamp":
         return "timestamptz" if spec.tz else "timestamp"
-    if kind in ("time32", "time64"):
-        return "time"
     if kind == "decimal":
         return f"decimal({spec.precision}, {spec.scale})"
     raise InvalidSchemaError(f"type {kind} has no Iceberg type")
@@ -260,22 +263,24 @@ def encode_bound(value: object, spec: TypeSpec) -> bytes | None:
     return None
 
 
+#: The Avro encoding of partition values, by Iceberg type (the spec's Avro mapping).
+_AVRO = {
+    "boolean": "boolean",
+    "int": "int",
+    "long": "long",
+    "string": "string",
+    "date": {"type": "int", "logicalType": "date"},
+    "time": {"type": "long", "logicalType": "time-micros"},
+}
+
+
 def _avro_type(spec: TypeSpec, field_id: int) -> Any:
     kind = spec.kind
-    if kind == "bool":
-        return "boolean"
-    if kind in _INT:
-        return "int"
-    if kind in _LONG:
-        return "long"
-    if kind in ("string", "large_string"):
-        return "string"
-    if kind in ("date32", "date64"):
-        return {"type": "int", "logicalType": "date"}
+    avro = _AVRO.get(_SIMPLE.get(kind, ""))
+    if avro is not None:
+        return avro
     if kind == "timestamp":
         return {"type": "long", "logicalType": "timestamp-micros", "adjust-to-utc": bool(spec.tz)}
-    if kind in ("time32", "time64"):
-        return {"type": "long", "logicalType": "time-micros"}
     if kind == "decimal":
         precision = spec.precision or 38
         return {

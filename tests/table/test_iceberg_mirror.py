@@ -389,3 +389,49 @@ def test_random_operations_keep_the_mirror_exact(tmp_path: Path) -> None:
             files.extend(r["data_file"]["file_path"] for r in manifest)
         expected = sorted(table.files(snapshot.id).column("uri").to_pylist())
         assert sorted(files) == expected
+
+
+def test_partition_values_of_every_kind_read_and_prune_in_pyiceberg(tmp_path: Path) -> None:
+    schema = pa.schema(
+        [
+            ("i8", pa.int8()),
+            ("flag", pa.bool_()),
+            ("name", pa.string()),
+            ("at", pa.timestamp("us", tz="UTC")),
+            ("price", pa.decimal128(9, 3)),
+            ("v", pa.int64()),
+        ]
+    )
+    keys = ["i8", "flag", "name", "at", "price"]
+    table = at.create_table(str(tmp_path / "t"), schema, partition_by=keys, options=MIRROR)
+    moment = dt.datetime(2024, 5, 1, 12, tzinfo=dt.UTC)
+    data = pa.table(
+        {
+            "i8": pa.array([-3, 4, None], pa.int8()),
+            "flag": [True, False, None],
+            "name": ["a b/c", "é", None],
+            "at": pa.array([moment, moment + dt.timedelta(days=1), None], schema.field("at").type),
+            "price": pa.array(
+                [decimal.Decimal("-1.500"), decimal.Decimal("2.250"), None], pa.decimal128(9, 3)
+            ),
+            "v": [1, 2, 3],
+        },
+        schema=schema,
+    )
+    table.append(data)
+    iceberg = _iceberg(table)
+    assert _normal(iceberg.scan().to_arrow().to_pylist()) == _normal(
+        table.scan().to_arrow().to_pylist()
+    )
+    for row_filter, expected in [
+        ("i8 = -3", [1]),
+        ("flag = false", [2]),
+        ("name = 'a b/c'", [1]),
+        ("price = -1.500", [1]),
+        ("price > 0.000", [2]),
+        ("i8 is null", [3]),
+    ]:
+        tasks = list(iceberg.scan(row_filter=row_filter).plan_files())
+        assert len(tasks) == len(expected), row_filter
+        got = iceberg.scan(row_filter=row_filter).to_arrow().column("v").to_pylist()
+        assert sorted(got) == expected, row_filter
