@@ -44,7 +44,7 @@ def bench_iceberg(ws: Workspace) -> list[Result]:
             if mirror:
                 options["metadata.iceberg.storage"] = "table-location"
             table.set_options(options)  # the mirror catches up here, once
-            tables[mirror] = table
+            tables[mirror] = at.open_table(table.uri)  # re-opened: fsync on from here
         build_seconds = time.perf_counter() - build_start
         samples: dict[bool, list[float]] = {False: [], True: []}
         start = history + 1

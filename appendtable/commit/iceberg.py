@@ -36,7 +36,7 @@ from appendtable.commit.schemas import SchemaStore
 from appendtable.commit.snapshots import SnapshotStore
 from appendtable.errors import CommitConflictError, ObjectNotFoundError
 from appendtable.metadata import layout
-from appendtable.metadata.avro import read_container, write_container
+from appendtable.metadata.avro import read_container, read_header, write_container
 from appendtable.metadata.models import FileKind, ManifestEntry, Snapshot, TableSchema
 from appendtable.metadata.types import TypeSpec
 from appendtable.planning import iceberg
@@ -155,7 +155,7 @@ class IcebergMirror:
                     return self.location()
             metadata = self._metadata(latest, retained, current, version)
             target = layout.iceberg_metadata_path((version or 0) + 1)
-            body = json.dumps(metadata, indent=1, sort_keys=True).encode()
+            body = json.dumps(metadata, sort_keys=True).encode()  # C encoder: no indent
             if self._storage.put_if_absent(target, body):
                 self._storage.write_hint(
                     layout.ICEBERG_VERSION_HINT, str((version or 0) + 1).encode()
@@ -371,7 +371,7 @@ class IcebergMirror:
             data = self._storage.read(path)
         except ObjectNotFoundError:
             data = self._write_manifest(path, snapshot, schema, partition_types, adds, bool(gone))
-        header, _ = read_container(data, self._storage.uri(path))
+        header = read_header(data, self._storage.uri(path))
         status = _EXISTING if gone else _ADDED
         info = _ManifestInfo(
             path=path,

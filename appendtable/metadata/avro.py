@@ -20,7 +20,7 @@ from typing import Any
 
 from appendtable.errors import CorruptMetadataError
 
-__all__ = ["read_container", "write_container"]
+__all__ = ["read_container", "read_header", "write_container"]
 
 MAGIC = b"Obj\x01"
 _BLOCK_RECORDS = 4096
@@ -262,11 +262,29 @@ def read_container(data: bytes, path: str = "") -> tuple[dict[str, bytes], list[
         raise CorruptMetadataError(f"{path}: not a valid Avro file ({exc})", path=path) from exc
 
 
-def _read(data: bytes) -> tuple[dict[str, bytes], list[Any]]:
+def read_header(data: bytes, path: str = "") -> dict[str, bytes]:
+    """The header metadata of an Avro object container file, without decoding its records."""
+    try:
+        decoder = _header_decoder(data)
+        return dict(
+            decoder._blocks(
+                lambda: (decoder.raw(decoder.long()).decode(), decoder.raw(decoder.long()))
+            )
+        )
+    except (ValueError, KeyError, IndexError) as exc:
+        raise CorruptMetadataError(f"{path}: not a valid Avro file ({exc})", path=path) from exc
+
+
+def _header_decoder(data: bytes) -> _Decoder:
     if not data.startswith(MAGIC):
         raise _Malformed("not an Avro object container file")
     decoder = _Decoder(data)
     decoder.pos = len(MAGIC)
+    return decoder
+
+
+def _read(data: bytes) -> tuple[dict[str, bytes], list[Any]]:
+    decoder = _header_decoder(data)
     metadata: dict[str, bytes] = dict(
         decoder._blocks(lambda: (decoder.raw(decoder.long()).decode(), decoder.raw(decoder.long())))
     )
