@@ -6,18 +6,21 @@ from __future__ import annotations
 import logging
 
 from appendtable._state import TableState
+from appendtable.metadata.models import Snapshot
 
 __all__ = ["publish_mirror_quietly"]
 
 log = logging.getLogger("appendtable")
 
 
-def publish_mirror_quietly(state: TableState, snapshot_id: int | None) -> None:
-    """Publish the Iceberg mirror if the table has it on. Runs after a snapshot landed, so it
-    never raises: a failure is logged with the snapshot id, and the next commit (or
-    ``appendtable iceberg TABLE --repair``) completes the mirror."""
+def publish_mirror_quietly(state: TableState, snapshot: Snapshot) -> None:
+    """Publish the Iceberg mirror if the table has it on (as of ``snapshot``, which just
+    landed: no metadata is read when it is off). Never raises: a failure is logged with the
+    snapshot id, and the next commit (or ``appendtable iceberg TABLE --repair``) completes the
+    mirror."""
+    snapshot_id = snapshot.id
     try:
-        state.refresh()
+        state.refresh(snapshot)
         if state.mirrors_iceberg:
             state.publish_mirror()
     except Exception as exc:  # the snapshot landed: report, never raise

@@ -276,7 +276,7 @@ class Table:
         """After a snapshot landed outside ``TableCommit`` (compaction, rollback, a schema
         change): the Iceberg mirror follows. Never raises."""
         if snapshot is not None:
-            publish_mirror_quietly(self._state, snapshot.id)
+            publish_mirror_quietly(self._state, snapshot)
 
     def set_options(self, options: Mapping[str, object]) -> Snapshot | None:
         """Change table options, as a new schema version (validated as at creation; options
@@ -364,7 +364,7 @@ class Table:
                 self._auto_compaction.after_commit(written)
             expire_snapshots(self._state, release_tags=False)
         finally:
-            publish_mirror_quietly(self._state, snapshot.id)
+            publish_mirror_quietly(self._state, snapshot)
 
     def append(
         self, data: object, *, watermark: int | None = None, schema_mode: str = "strict"
