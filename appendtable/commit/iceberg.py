@@ -317,9 +317,13 @@ class IcebergMirror:
 
     def _incremental(self, build: _Build, parent: _ListState) -> _ListState | None:
         """The parent's manifests, changed only where this snapshot deleted files, plus its
-        own new ones: work proportional to the change, not to the table. None when a
-        manifest appears that is neither (a merge of ours): then the live set decides."""
+        own new ones and the merges of ours it wrote: work proportional to the change, not to
+        the table. A merged manifest holds files of the parent's manifests, so those the
+        parent no longer had live (its ``gone`` sets) or this snapshot deleted are not live.
+        None for a rollback (it re-adds files the parent had removed): the live set decides."""
         snapshot = build.snapshot
+        if snapshot.last_rollback == snapshot.id:
+            return None
         delta_names = {m.file_name for m in self._manifests.read_list(snapshot.delta_manifest_list)}
         deleted = {
             e.file.path
@@ -327,6 +331,7 @@ class IcebergMirror:
             if e.kind == FileKind.DELETE
         }
         manifests: dict[str, tuple[frozenset[str], _ManifestInfo | None]] = {}
+        removed: frozenset[str] | None = None
         for meta in self._manifests.all_manifests(snapshot):
             name = meta.file_name
             known = parent.manifests.get(name)
@@ -344,8 +349,15 @@ class IcebergMirror:
                 adds = [e for e in self._adds(name) if e.file.path not in deleted]
                 info = self._manifest(build, name, adds, frozenset()) if adds else None
                 manifests[name] = (frozenset(), info)
-            else:
-                return None
+            else:  # a merge of the parent's manifests
+                if removed is None:
+                    removed = frozenset().union(*(g for g, _ in parent.manifests.values()))
+                    removed |= deleted
+                adds = self._adds(name)
+                gone = frozenset(e.file.path for e in adds if e.file.path in removed)
+                remaining = [e for e in adds if e.file.path not in gone]
+                info = self._manifest(build, name, remaining, gone) if remaining else None
+                manifests[name] = (gone, info)
         return _ListState(build.schema.id, manifests)
 
     def _adds(self, name: str) -> list[ManifestEntry]:

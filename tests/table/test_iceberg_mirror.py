@@ -350,13 +350,16 @@ def test_random_operations_keep_the_mirror_exact(tmp_path: Path) -> None:
             "compaction.min.file-num": 2,
             "snapshot.num-retained.min": 3,
             "snapshot.time-retained": "1 ms",
+            "manifest.merge-min-count": 2,  # our manifests merge often: the mirror follows
             **MIRROR,
         },
     )
     days = [dt.date(2024, 1, d) for d in (1, 2, 3)]
     start = 0
-    for _ in range(30):
-        op = rng.choice(["append", "append", "append", "compact", "overwrite", "expire"])
+    for _ in range(60):
+        op = rng.choice(
+            ["append", "append", "append", "compact", "overwrite", "expire", "rollback"]
+        )
         if op == "append":
             table.append(_rows(start, rng.randint(1, 6), rng.choice(days)))
             start += 10
@@ -366,6 +369,9 @@ def test_random_operations_keep_the_mirror_exact(tmp_path: Path) -> None:
             day = rng.choice(days)
             table.overwrite(_rows(start, 2, day), partitions=[{"day": day}])
             start += 10
+        elif op == "rollback":
+            retained = [s.id for s in table.snapshots()]
+            table.rollback_to(rng.choice(retained))
         else:
             table.expire_snapshots()
         location = table.iceberg_metadata_location()
