@@ -90,8 +90,17 @@ def _venv(name: str, requirements: Sequence[str]) -> Runner:
     return Runner(name, str(python), f"installed {pins} into {home.relative_to(REPO)}", seconds)
 
 
+def _shown(python: Path) -> str:
+    """A path as the report may print it: relative to the repository, never the machine's
+    absolute path."""
+    try:
+        return str(python.relative_to(REPO))
+    except ValueError:
+        return python.name
+
+
 def _runners() -> list[Runner]:
-    ours = f"this virtualenv ({sys.executable})"
+    ours = f"this virtualenv ({_shown(Path(sys.executable))})"
     return [
         Runner("appendtable", sys.executable, ours),
         *(_venv(name, requirements) for name, requirements in PEERS.items()),

@@ -7,6 +7,7 @@ import os
 import platform
 import subprocess
 import sys
+import tempfile
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -72,7 +73,9 @@ def machine_info(root: Path, mode: str, temp_root: str) -> dict[str, Any]:
         "numpy": np.__version__,
         "appendtable": at.__version__,
         "git": _git_revision(root),
-        "temp_dir": temp_root,
+        "temp_dir": "the system temp directory"
+        if Path(temp_root).resolve().is_relative_to(Path(tempfile.gettempdir()).resolve())
+        else "a directory given with --tmp",
         "loadavg": _loadavg(),
         "argv": sys.argv[1:],
     }
@@ -103,8 +106,27 @@ def read_json(path: Path) -> tuple[dict[str, Any], list[Result]]:
     return payload["meta"], [Result(**row) for row in payload["results"]]
 
 
+_REPO = Path(__file__).resolve().parents[1]
+
+
+def portable(value: Any) -> Any:
+    """``value`` with no absolute path of this machine: paths in the repository become
+    relative, temporary files their names (the output is committed and compared)."""
+    if isinstance(value, str):
+        if value.startswith(str(_REPO) + os.sep):
+            return value[len(str(_REPO)) + 1 :]
+        if value.startswith(tempfile.gettempdir() + os.sep):
+            return "<tmp>/" + value.rsplit(os.sep, 1)[-1]
+        return value.replace(str(_REPO) + os.sep, "")
+    if isinstance(value, dict):
+        return {key: portable(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [portable(item) for item in value]
+    return value
+
+
 def write_json(path: Path, meta: dict[str, Any], results: Sequence[Result]) -> None:
-    payload = {"meta": meta, "results": [result.to_json() for result in results]}
+    payload = portable({"meta": meta, "results": [result.to_json() for result in results]})
     path.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
