@@ -93,9 +93,9 @@ class TableState:
             self._mirror = IcebergMirror(self.storage, self.snapshots, self.manifests, self.schemas)
         return self._mirror
 
-    def publish_mirror(self) -> str | None:
+    def publish_mirror(self, *, rebuild: bool = False) -> str | None:
         """Bring the Iceberg mirror up to date (see ``commit.iceberg``); its location."""
-        return self.mirror.publish(self.options.get(opt.ICEBERG_MAX_SNAPSHOTS))
+        return self.mirror.publish(self.options.get(opt.ICEBERG_MAX_SNAPSHOTS), rebuild=rebuild)
 
     @property
     def mirrors_iceberg(self) -> bool:

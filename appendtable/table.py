@@ -748,16 +748,18 @@ class Table:
             return None
         return self._state.mirror.location()
 
-    def publish_iceberg(self) -> str | None:
+    def publish_iceberg(self, *, rebuild: bool = False) -> str | None:
         """Write (or complete) the Iceberg mirror now, raising what fails; the location of the
-        metadata file. What ``appendtable iceberg --repair`` runs."""
+        metadata file. ``rebuild``: a new version written from the table's own metadata alone,
+        re-creating any mirror file that went missing. What ``appendtable iceberg --repair``
+        runs (with ``rebuild``)."""
         self._state.refresh()
         if not self._state.mirrors_iceberg:
             raise InvalidOptionError(
                 "the Iceberg mirror is off: set option 'metadata.iceberg.storage' = "
                 "'table-location' first"
             )
-        return self._state.publish_mirror()
+        return self._state.publish_mirror(rebuild=rebuild)
 
     # ---- tags -------------------------------------------------------------------------------
 

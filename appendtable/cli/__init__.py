@@ -221,8 +221,9 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
         "print where the Iceberg mirror's metadata is (or --repair it)",
         "With option metadata.iceberg.storage = table-location, every snapshot is mirrored "
         "as Iceberg v2 metadata under URI/metadata/, which any Iceberg reader opens. This "
-        "prints the location of the newest metadata.json. --repair writes the mirror now "
-        "(after a failed mirror write; the next commit would also complete it).",
+        "prints the location of the newest metadata.json. --repair writes a new version of the "
+        "mirror from the table's own metadata, re-creating any mirror file that went missing "
+        "(after a failed mirror write the next commit would also complete it).",
         """\
   appendtable iceberg /data/events
   appendtable iceberg /data/events --repair

@@ -185,8 +185,8 @@ def run_delete_consumer(args: argparse.Namespace, ctx: Context) -> int:
 def run_iceberg(args: argparse.Namespace, ctx: Context) -> int:
     table = ctx.open(args.uri)
     if args.repair:
-        location = table.publish_iceberg()
-        ctx.say(f"Iceberg mirror up to date: {location or 'no snapshot to mirror yet'}")
+        location = table.publish_iceberg(rebuild=True)
+        ctx.say(f"Iceberg mirror rebuilt: {location or 'no snapshot to mirror yet'}")
         return 0
     location = table.iceberg_metadata_location()
     if location is None:

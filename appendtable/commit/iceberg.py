@@ -134,12 +134,13 @@ class IcebergMirror:
 
     # ---- publishing -------------------------------------------------------------------------
 
-    def publish(self, max_snapshots: int = 100) -> str | None:
+    def publish(self, max_snapshots: int = 100, *, rebuild: bool = False) -> str | None:
         """Mirror the newest ``max_snapshots`` retained snapshots (the latest as current),
         unless the newest mirror already does; returns the location of the metadata file that
         does. None for a table without snapshots. Costs a constant number of reads and writes
         per new snapshot, whatever the history: snapshots already mirrored are copied from
-        the current metadata."""
+        the current metadata. ``rebuild``: write a new version from the table's own metadata
+        alone, re-creating any mirror file that is missing (a repair)."""
         for _ in range(_ATTEMPTS):
             latest = self._snapshots.latest()
             if latest is None:
@@ -149,11 +150,15 @@ class IcebergMirror:
             earliest = self._snapshots.earliest_id() or 1
             first = max(earliest, latest.id - max(1, max_snapshots) + 1)
             retained = list(range(first, latest.id + 1))
-            if current is not None:
+            if rebuild:
+                with self._lock:
+                    self._known.clear()
+                    self._states.clear()
+            elif current is not None:
                 mirrored = [s["snapshot-id"] for s in current.get("snapshots", [])]
                 if current.get("current-snapshot-id", -1) > latest.id or mirrored == retained:
                     return self.location()
-            metadata = self._metadata(latest, retained, current, version)
+            metadata = self._metadata(latest, retained, None if rebuild else current, version)
             target = layout.iceberg_metadata_path((version or 0) + 1)
             body = json.dumps(metadata, sort_keys=True).encode()  # C encoder: no indent
             if self._storage.put_if_absent(target, body):

@@ -625,5 +625,8 @@ def test_the_iceberg_command_prints_and_repairs_the_mirror(cli: Cli, uri: str) -
     location = ok(cli("iceberg", uri)).out.strip()
     assert location.endswith(".metadata.json") and Path(location).exists()
     assert location == at.open_table(uri).iceberg_metadata_location()
-    repaired = ok(cli("iceberg", uri, "--repair")).out
-    assert repaired.strip().endswith(location.rsplit("/", 1)[-1])
+    repaired = ok(cli("iceberg", uri, "--repair")).out.strip()
+    assert repaired.startswith("Iceberg mirror rebuilt: ")
+    rebuilt = repaired.split(": ", 1)[1]
+    assert rebuilt != location and Path(rebuilt).exists()
+    assert rebuilt == at.open_table(uri).iceberg_metadata_location()

@@ -441,3 +441,24 @@ def test_partition_values_of_every_kind_read_and_prune_in_pyiceberg(tmp_path: Pa
         assert len(tasks) == len(expected), row_filter
         got = iceberg.scan(row_filter=row_filter).to_arrow().column("v").to_pylist()
         assert sorted(got) == expected, row_filter
+
+
+def test_a_damaged_mirror_is_rebuilt_by_a_repair(table: at.Table) -> None:
+    for i in range(3):
+        table.append(_rows(i * 10, 5, dt.date(2024, 1, 1)))
+    metadata_dir = Path(table.uri) / "metadata"
+    for manifest in metadata_dir.glob("*-m0.avro"):
+        manifest.unlink()  # lost mirror files: the newest metadata now dangles
+    fresh = at.open_table(table.uri)
+    location = fresh.publish_iceberg(rebuild=True)
+    assert location is not None and location == fresh.iceberg_metadata_location()
+    _no_dangling_reference_in(Path(location))
+    _agree(fresh)
+
+
+def _no_dangling_reference_in(metadata_file: Path) -> None:
+    metadata = json.loads(metadata_file.read_text())
+    for snapshot in metadata["snapshots"]:
+        _, lists = read_container(Path(snapshot["manifest-list"]).read_bytes())
+        for entry in lists:
+            assert Path(entry["manifest_path"]).exists()
