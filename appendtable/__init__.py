@@ -11,6 +11,7 @@ atomic snapshots, time travel, pruned batch scans, ordered streaming reads and c
 """
 
 from appendtable.commit.discard import DiscardResult
+from appendtable.commit.metadata_cache import clear_metadata_caches
 from appendtable.compaction import CompactionPlan, CompactionProgress, Compactor
 from appendtable.datafiles.table_write import TableWriter
 from appendtable.errors import (
@@ -105,6 +106,7 @@ __all__ = [
     "UnsupportedFormatVersionError",
     "UpdateSchema",
     "__version__",
+    "clear_metadata_caches",
     "create_table",
     "open_table",
 ]

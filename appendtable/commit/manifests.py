@@ -3,12 +3,10 @@ into the live file set, and executing manifest merges."""
 
 from __future__ import annotations
 
-import threading
 import uuid
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
-from typing import TypeVar
 
+from appendtable.commit.metadata_cache import MetadataCache
 from appendtable.metadata import codec, layout
 from appendtable.metadata.models import (
     CommitUserRecord,
@@ -27,11 +25,14 @@ from appendtable.storage import Storage
 
 __all__ = ["ManifestStore", "fold_live"]
 
-_V = TypeVar("_V")
 EntryFilter = Callable[[ManifestEntry], bool]
 ManifestFilter = Callable[[ManifestFileMeta], bool]
 
-_CACHE_MAX_ENTRIES = 2_000_000
+#: Decoded manifests, manifest lists and commit user records of every table in the process
+#: (they are immutable: see ``metadata_cache``), bounded by the entries they hold.
+_MANIFESTS: MetadataCache[list[ManifestEntry]] = MetadataCache(max_weight=2_000_000)
+_LISTS: MetadataCache[list[ManifestFileMeta]] = MetadataCache(max_weight=500_000)
+_USERS: MetadataCache[list[CommitUserRecord]] = MetadataCache(max_weight=500_000)
 
 
 def fold_live(entries: Iterable[ManifestEntry]) -> dict[str, ManifestEntry]:
@@ -91,16 +92,16 @@ def _lt(a: StatValue, b: StatValue) -> bool:
 
 
 class ManifestStore:
-    """Reads and writes the manifests of one table."""
+    """Reads and writes the manifests of one table. Decoded files are cached process-wide
+    (``metadata_cache``): a new handle of a table reads only manifests no handle has read."""
 
     def __init__(self, storage: Storage, *, target_size: int) -> None:
         self._storage = storage
         self._target_size = target_size
-        self._cache: OrderedDict[str, list[ManifestEntry]] = OrderedDict()
-        self._cached_entries = 0
-        self._lists: OrderedDict[str, list[ManifestFileMeta]] = OrderedDict()
-        self._users: OrderedDict[str, list[CommitUserRecord]] = OrderedDict()
-        self._lock = threading.Lock()
+        self._root = storage.uri("")
+
+    def _key(self, name: str) -> tuple[str, str]:
+        return (self._root, name)
 
     # ---- manifests --------------------------------------------------------------------------
 
@@ -125,7 +126,7 @@ class ManifestStore:
         name = f"manifest-{uuid.uuid4().hex}"
         data = codec.encode(Manifest(entries), codec.Kind.MANIFEST)
         self._storage.create(layout.manifest_path(name), data)
-        self._remember(name, entries)
+        _MANIFESTS.put(self._key(name), entries, len(entries))
         width = len(entries[0].partition)
         low, high, nulls = _partition_bounds((e.partition for e in entries), width)
         return ManifestFileMeta(
@@ -144,26 +145,15 @@ class ManifestStore:
         )
 
     def read_manifest(self, name: str) -> list[ManifestEntry]:
-        with self._lock:
-            cached = self._cache.get(name)
-            if cached is not None:
-                self._cache.move_to_end(name)
-                return cached
+        key = self._key(name)
+        cached = _MANIFESTS.get(key)
+        if cached is not None:
+            return cached
         path = layout.manifest_path(name)
         data = self._storage.read(path)
         entries = codec.decode(data, Manifest, codec.Kind.MANIFEST, self._storage.uri(path)).entries
-        self._remember(name, entries)
+        _MANIFESTS.put(key, entries, len(entries))
         return entries
-
-    def _remember(self, name: str, entries: list[ManifestEntry]) -> None:
-        with self._lock:
-            if name in self._cache:
-                return
-            self._cache[name] = entries
-            self._cached_entries += len(entries)
-            while self._cached_entries > _CACHE_MAX_ENTRIES and len(self._cache) > 1:
-                _, dropped = self._cache.popitem(last=False)
-                self._cached_entries -= len(dropped)
 
     # ---- manifest lists ---------------------------------------------------------------------
 
@@ -171,30 +161,21 @@ class ManifestStore:
         name = f"manifest-list-{uuid.uuid4().hex}"
         data = codec.encode(ManifestList(list(manifests)), codec.Kind.MANIFEST_LIST)
         self._storage.create(layout.manifest_path(name), data)
-        with self._lock:
-            self._lists[name] = list(manifests)
-            self._trim(self._lists)
+        _LISTS.put(self._key(name), list(manifests), len(manifests))
         return name
 
     def read_list(self, name: str) -> list[ManifestFileMeta]:
-        with self._lock:
-            cached = self._lists.get(name)
-            if cached is not None:
-                return cached
+        key = self._key(name)
+        cached = _LISTS.get(key)
+        if cached is not None:
+            return cached
         path = layout.manifest_path(name)
         data = self._storage.read(path)
         manifests = codec.decode(
             data, ManifestList, codec.Kind.MANIFEST_LIST, self._storage.uri(path)
         ).manifests
-        with self._lock:
-            self._lists[name] = manifests
-            self._trim(self._lists)
+        _LISTS.put(key, manifests, len(manifests))
         return manifests
-
-    @staticmethod
-    def _trim(cache: OrderedDict[str, _V], limit: int = 256) -> None:
-        while len(cache) > limit:
-            cache.popitem(last=False)
 
     def all_manifests(self, snapshot: Snapshot) -> list[ManifestFileMeta]:
         """Base then delta manifests of a snapshot: together, all of its files."""
@@ -270,24 +251,20 @@ class ManifestStore:
         name = f"commit-users-{uuid.uuid4().hex}"
         data = codec.encode(CommitUsers(list(records)), codec.Kind.COMMIT_USERS)
         self._storage.create(layout.manifest_path(name), data)
-        with self._lock:
-            self._users[name] = list(records)
-            self._trim(self._users)
+        _USERS.put(self._key(name), list(records), len(records))
         return name
 
     def read_users(self, name: str | None) -> list[CommitUserRecord]:
         if name is None:
             return []
-        with self._lock:
-            cached = self._users.get(name)
-            if cached is not None:
-                return cached
+        key = self._key(name)
+        cached = _USERS.get(key)
+        if cached is not None:
+            return cached
         path = layout.manifest_path(name)
         data = self._storage.read(path)
         records = codec.decode(
             data, CommitUsers, codec.Kind.COMMIT_USERS, self._storage.uri(path)
         ).records
-        with self._lock:
-            self._users[name] = records
-            self._trim(self._users)
+        _USERS.put(key, records, len(records))
         return records
