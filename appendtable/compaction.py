@@ -407,9 +407,18 @@ class AutoCompaction:
         self._small = int(options.target_file_size * options.get(opt.COMPACTION_SMALL_FILE_RATIO))
         self._full_every = options.get(opt.FULL_COMPACTION_DELTA_COMMITS)
         self._commits = 0
+        self._full_due = False
 
-    def after_commit(self, written: Iterable[tuple[PartitionValues, int]]) -> Snapshot | None:
-        self._commits += 1
+    def after_commit(
+        self, written: Iterable[tuple[PartitionValues, int]], *, commits: int = 1
+    ) -> Snapshot | None:
+        """Compact after ``commits`` commits (merged into one round) wrote ``written``; the
+        full compaction every ``full-compaction.delta-commits`` counts each of them."""
+        before = self._commits
+        self._commits += commits
+        self._full_due = self._full_every > 0 and (
+            self._commits // self._full_every > before // self._full_every
+        )
         return self._compactor.run(lambda: self._plan(set(written)))
 
     def _plan(self, written: set[tuple[PartitionValues, int]]) -> CompactionPlan:
@@ -418,7 +427,7 @@ class AutoCompaction:
         if snapshot_id is None:
             return CompactionPlan(None, [])
         if self._state.options.bucket > 0:
-            full = self._full_every > 0 and self._commits % self._full_every == 0
+            full = self._full_due
             tasks = []
             for key in written:
                 files = sorted(

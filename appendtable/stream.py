@@ -26,9 +26,11 @@ Guarantees:
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Final, TypeVar
 
@@ -38,10 +40,19 @@ import pyarrow as pa
 from appendtable import display
 from appendtable._state import TableState
 from appendtable.commit.consumers import ConsumerStore, WatermarkGroupStore
+from appendtable.datafiles.read_ahead import ReadAheadLimits, read_ahead
+from appendtable.datafiles.reading import read_as
 from appendtable.errors import InvalidOptionError, SnapshotExpiredError
 from appendtable.metadata import layout
 from appendtable.metadata import options as opt
-from appendtable.metadata.models import CommitKind, ConsumerState, ManifestEntry, Snapshot, Split
+from appendtable.metadata.models import (
+    CommitKind,
+    ConsumerState,
+    DataFileMeta,
+    ManifestEntry,
+    Snapshot,
+    Split,
+)
 from appendtable.planning.filters import Filter, parse_filter
 from appendtable.planning.streaming import (
     StartRequest,
@@ -55,6 +66,9 @@ from appendtable.scan import check_columns, plan_entries, read_split, splits_of
 __all__ = ["StreamPosition", "StreamReader", "StreamUnit"]
 
 _RANGE_CHECK_EVERY = 16
+#: Units planned ahead of the one being handed out (their small files are read ahead).
+_UNITS_AHEAD = 64
+_READ_THREADS = min(4, os.cpu_count() or 1)
 _T = TypeVar("_T")
 
 
@@ -208,6 +222,14 @@ def _start_request(config: StreamConfig) -> StartRequest:
     )
 
 
+#: A unit and the position after it.
+_Pulled = tuple["StreamUnit", "StreamPosition"]
+
+
+def _files_of(pulled: _Pulled) -> list[DataFileMeta]:
+    return [file for split in pulled[0].splits for file in split.files]
+
+
 class StreamReader:
     """Tails a table. Use ``poll()`` for units of work, or iterate for record batches.
 
@@ -244,6 +266,7 @@ class StreamReader:
             else None
         )
         self._published_ms = 0
+        self._pool: ThreadPoolExecutor | None = None
         if position is None:
             position = self._start_position()
         self._position = position
@@ -420,46 +443,88 @@ class StreamReader:
         return None
 
     def read(self, unit: StreamUnit) -> Iterator[pa.RecordBatch]:
-        """The rows of a unit, in order."""
-        for split in unit.splits:
-            yield from read_split(
-                self._state, split, self._projection, columns=self.columns, row_filter=self._filter
-            )
+        """The rows of a unit, in order (its small files are read ahead on a few threads)."""
+        if sum(len(split.files) for split in unit.splits) <= 1:  # nothing to read ahead
+            for split in unit.splits:
+                yield from read_split(
+                    self._state,
+                    split,
+                    self._projection,
+                    columns=self.columns,
+                    row_filter=self._filter,
+                )
+            return
+        pulled = [(unit, unit.next_position)]
+        for _, batch in self._read_ahead(lambda _: pulled.pop() if pulled else None, 1):
+            if batch is not None:
+                yield batch
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
         """Record batches in stream order, blocking while there is nothing new; ends when a
         bounded stream ends. The position moves past a unit only once all its batches have
-        been taken, so ``commit()`` mid-unit re-delivers that unit after a restart."""
-        while True:
-            start = self._position
-            unit = self.poll()
-            if unit is None:
-                if self._finished:
-                    return
-                time.sleep(self._config.poll_interval_s)
-                continue
-            after = self._position
-            self._position = start  # not consumed until every batch was taken
-            yield from self.read(unit)
-            self._position = after
+        been taken, so ``commit()`` mid-unit re-delivers that unit after a restart. Small files
+        of the next units are read ahead while the current one is taken (which never changes
+        what is delivered or in which order)."""
+        return self.batches()
 
     def batches(self, *, timeout: float | None = None) -> Iterator[pa.RecordBatch]:
-        """Like iteration, but stops once no new unit arrived for ``timeout`` seconds."""
+        """Like iteration, but stops once no new unit arrived for ``timeout`` seconds
+        (``timeout=0``: catch up with what is committed now, then stop)."""
+        consumed = self._position  # what ``position`` reports: past fully taken units only
+        planned = self._position  # where planning continues (ahead of ``consumed``)
         deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            start = self._position
-            unit = self.poll()
-            if unit is None:
-                if self._finished or (deadline is not None and time.monotonic() >= deadline):
-                    return
+
+        def pull(block: bool) -> tuple[StreamUnit, StreamPosition] | None:
+            nonlocal planned
+            while True:
+                self._position = planned
+                try:
+                    unit = self.poll()
+                finally:
+                    planned, self._position = self._position, consumed
+                if unit is not None:
+                    return unit, planned
+                if not block or self._finished:
+                    return None
+                if deadline is not None and time.monotonic() >= deadline:
+                    return None
                 time.sleep(self._config.poll_interval_s)
-                continue
-            after = self._position
-            self._position = start
-            yield from self.read(unit)
-            self._position = after
-            if timeout is not None:
-                deadline = time.monotonic() + timeout
+
+        # Alignment publishes a unit's watermark when it is planned: plan one at a time there.
+        ahead = 1 if self._group is not None else _UNITS_AHEAD
+        try:
+            for (_, after), batch in self._read_ahead(pull, ahead):
+                if batch is not None:
+                    yield batch
+                    continue
+                consumed = self._position = after
+                if timeout is not None:
+                    deadline = time.monotonic() + timeout
+        finally:
+            self._position = consumed
+
+    def _read_ahead(
+        self, pull: Callable[[bool], _Pulled | None], units_ahead: int
+    ) -> Iterator[tuple[_Pulled, pa.RecordBatch | None]]:
+        state, projection, columns, row_filter = (
+            self._state,
+            self._projection,
+            self.columns,
+            self._filter,
+        )
+
+        def read(file: DataFileMeta) -> Iterator[pa.RecordBatch]:
+            return read_as(state.storage, file, projection, columns=columns, row_filter=row_filter)
+
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(_READ_THREADS, thread_name_prefix="appendtable-read")
+        return read_ahead(
+            pull,
+            _files_of,
+            read,
+            self._pool,
+            ReadAheadLimits(max_items=units_ahead),
+        )
 
     def checkpoint(self) -> StreamPosition:
         """The position to save and later ``seek`` to (an engine's offset)."""
@@ -523,7 +588,11 @@ class StreamReader:
             self._published_ms = now
 
     def close(self) -> None:
-        """Leave the watermark-alignment group (progress is saved only by ``commit``)."""
+        """Leave the watermark-alignment group (progress is saved only by ``commit``) and stop
+        the read-ahead threads."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
         if self._group is not None:
             self._group.leave(self._member)
 

@@ -19,7 +19,6 @@ from appendtable.commit.schemas import SchemaStore
 from appendtable.commit.snapshots import SnapshotStore
 from appendtable.commit.tags import TagStore
 from appendtable.compaction import (
-    AutoCompaction,
     Compactor,
     ProgressCallback,
     merge_new_files,
@@ -59,6 +58,7 @@ from appendtable.planning.bucket import unsupported_bucket_key_reason
 from appendtable.planning.evolution import merge_changes, with_field_ids
 from appendtable.planning.filters import parse_filter
 from appendtable.planning.splits import partition_sort_key
+from appendtable.post_commit import PostCommit
 from appendtable.scan import Scan, check_columns, read_split
 from appendtable.staging import StagingArea
 from appendtable.storage import Storage, open_storage
@@ -184,7 +184,7 @@ class Table:
     def __init__(self, state: TableState) -> None:
         self._state = state
         self._commit_user = f"appendtable-{uuid.uuid4().hex}"
-        self._auto_compaction: AutoCompaction | None = None
+        self._post_commit = PostCommit(state)
 
     # ---- description ------------------------------------------------------------------------
 
@@ -337,7 +337,7 @@ class Table:
         return TableCommit(
             self._state,
             commit_user or f"appendtable-{uuid.uuid4().hex}",
-            after_commit=self._after_commit,
+            after_commit=self._post_commit,
             before_commit=self._before_commit,
         )
 
@@ -350,21 +350,22 @@ class Table:
             return messages
         return merge_new_files(self._state, messages, since_snapshot_id=since_snapshot_id)
 
-    def _after_commit(self, snapshot: Snapshot, messages: Sequence[CommitMessage]) -> None:
-        """Post-commit maintenance: compaction of what was just written, then expiration.
-        ``TableCommit`` logs what this raises and never fails the landed commit with it."""
-        view = self._state.refresh(snapshot)  # the snapshot just committed: no read
-        try:
-            if view.options.get(opt.WRITE_ONLY):
-                return
-            written = {(m.partition, m.bucket) for m in messages if m.new_files}
-            if written:
-                if self._auto_compaction is None or self._auto_compaction.options != view.options:
-                    self._auto_compaction = AutoCompaction(self._state)
-                self._auto_compaction.after_commit(written)
-            expire_snapshots(self._state, release_tags=False)
-        finally:
-            publish_mirror_quietly(self._state, snapshot)
+    def wait_for_maintenance(self, timeout: float | None = None) -> bool:
+        """Block until the compaction and expiration that this handle's commits started in
+        the background (``commit.maintenance=background``, the default) have finished; True
+        once they have, False if ``timeout`` seconds passed first."""
+        return self._post_commit.wait(timeout)
+
+    def close(self) -> None:
+        """Finish this handle's background maintenance. The handle stays usable; leaving a
+        ``with`` block calls this, and so does interpreter exit for handles never closed."""
+        self._post_commit.wait()
+
+    def __enter__(self) -> Table:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def append(
         self, data: object, *, watermark: int | None = None, schema_mode: str = "strict"

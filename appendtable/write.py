@@ -26,7 +26,7 @@ from appendtable.errors import CommitStateUnknownError
 from appendtable.metadata import options as opt
 from appendtable.metadata.models import CommitKind, CommitMessage, Snapshot
 
-__all__ = ["AfterCommit", "BeforeCommit", "TableCommit"]
+__all__ = ["AfterCommit", "BeforeCommit", "TableCommit", "run_maintenance"]
 
 log = logging.getLogger("appendtable")
 
@@ -128,19 +128,9 @@ class TableCommit:
         return snapshot
 
     def _maintain(self, snapshot: Snapshot, messages: Sequence[CommitMessage]) -> None:
-        """Post-commit maintenance, which must never make a landed commit look failed."""
         assert self._after_commit is not None
-        try:
-            self._after_commit(snapshot, messages)
-        except Exception as exc:  # any failure: the commit landed, so report it as landed
-            log.warning(
-                "snapshot %d landed, but the maintenance after it failed (left for the next "
-                "commit or a maintenance job): %s: %s",
-                snapshot.id,
-                type(exc).__name__,
-                exc,
-                exc_info=True,
-            )
+        after_commit = self._after_commit
+        run_maintenance(lambda: after_commit(snapshot, messages), snapshot)
 
     def overwrite(
         self,
@@ -213,6 +203,23 @@ class TableCommit:
             )
             return DiscardResult(left=tuple(paths))
         return self._state.discard(paths, since_snapshot_id=since_snapshot_id)
+
+
+def run_maintenance(work: Callable[[], object], snapshot: Snapshot) -> None:
+    """Run post-commit maintenance after ``snapshot`` landed, which must never make a landed
+    commit look failed: whatever it raises is logged with the snapshot id (the one place that
+    catches every exception, inline or on the background worker)."""
+    try:
+        work()
+    except Exception as exc:  # any failure: the commit landed, so report it as landed
+        log.warning(
+            "snapshot %d landed, but the maintenance after it failed (left for the next "
+            "commit or a maintenance job): %s: %s",
+            snapshot.id,
+            type(exc).__name__,
+            exc,
+            exc_info=True,
+        )
 
 
 def _paths(messages: Iterable[CommitMessage]) -> list[str]:

@@ -3,7 +3,9 @@
 Built once from a full read of a snapshot, then advanced snapshot by snapshot by applying each
 delta manifest list (ADD / DELETE), so a long-lived writer or compaction coordinator pays
 O(changes) per commit instead of reading every manifest again. A rollback snapshot (which
-replaces the whole file set) triggers a rebuild.
+replaces the whole file set) triggers a rebuild, and so does a gap: when snapshots the index
+has not applied yet have expired meanwhile (a handle that did not commit for a while, or one
+whose maintenance runs behind on a background worker), it is rebuilt from the latest.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 from appendtable.commit.changes import ROLLBACK_PROPERTY
 from appendtable.commit.manifests import ManifestStore
 from appendtable.commit.snapshots import SnapshotStore
+from appendtable.errors import SnapshotExpiredError
 from appendtable.metadata.models import FileKind, ManifestEntry, PartitionValues, Snapshot
 
 __all__ = ["LiveIndex", "Refresh"]
@@ -46,6 +49,18 @@ class LiveIndex:
             snapshot = self._snapshots.get(latest)
             self._rebuild(snapshot)
             return Refresh([snapshot], rebuilt=True)
+        try:
+            return self._advance(latest)
+        except SnapshotExpiredError:  # deltas it needs are gone: start again from the latest
+            snapshot = self._snapshots.latest()
+            if snapshot is None:
+                self.snapshot_id, self.groups = None, {}
+                return Refresh([], rebuilt=True)
+            self._rebuild(snapshot)
+            return Refresh([snapshot], rebuilt=True)
+
+    def _advance(self, latest: int) -> Refresh:
+        assert self.snapshot_id is not None
         applied = []
         rebuilt = False
         for snapshot_id in range(self.snapshot_id + 1, latest + 1):

@@ -263,6 +263,14 @@ COMMIT_TIMEOUT = _define(
 COMMIT_FSYNC = _define(
     "commit.fsync", parse_bool, True, "fsync data and metadata files on local disk before publish"
 )
+COMMIT_MAINTENANCE = _define(
+    "commit.maintenance",
+    _choice("background", "inline"),
+    "background",
+    "where the compaction and expiration after a commit run: 'background' (a worker thread "
+    "of the table handle, off the commit's latency; finished at close() and at interpreter "
+    "exit) or 'inline' (inside the commit call)",
+)
 COMMIT_SINGLE_WRITER = _define(
     "commit.single-writer",
     parse_bool,

@@ -125,6 +125,7 @@ def test_full_compaction_every_n_commits(uri: str) -> None:
     kinds = []
     for i in range(6):
         table.append(events(i * 10, 10))
+        assert table.wait_for_maintenance(timeout=60)  # each commit's round, in turn
         kinds.append(table.latest_snapshot().kind)  # type: ignore[union-attr]
     assert kinds == ["APPEND", "APPEND", "COMPACT", "APPEND", "APPEND", "COMPACT"]
     assert table.files().num_rows == 1
@@ -146,6 +147,7 @@ def test_writers_compact_after_committing_unless_write_only(uri: str) -> None:
     auto = at.create_table(uri, EVENTS)
     for i in range(12):
         auto.append(events(i * 10, 10))
+    assert auto.wait_for_maintenance(timeout=60)
     kinds = [s.kind for s in auto.snapshots()]
     assert at.CommitKind.COMPACT in kinds
     assert auto.files().num_rows < 12
@@ -167,9 +169,11 @@ def test_idle_partition_leftovers_are_compacted_after_some_rounds(uri: str) -> N
 
     for i in range(3):  # fewer than min.file-num: not worth a task yet
         table.append(on(quiet, i * 5))
+        assert table.wait_for_maintenance(timeout=60)
     assert table.files().num_rows == 3
     for i in range(7):  # the quiet partition ages while the other one gets writes
         table.append(on(busy, 100 + i * 5))
+        assert table.wait_for_maintenance(timeout=60)  # one round per commit: ages counted
     quiet_files = [r for r in table.files().to_pylist() if r["partition"] == "day=2024-01-01"]
     assert len(quiet_files) == 1 and quiet_files[0]["source"] == "COMPACT"
     assert _rows(table) == list(range(15)) + list(range(100, 135))
@@ -280,9 +284,10 @@ def test_idle_partitions_leave_memory_and_are_found_again_after_a_restart(uri: s
     auto = at.create_table(uri + "-auto", EVENTS, partition_by=["day"])
     for i in range(4):  # below min.file-num: leftovers stay
         auto.append(events(i * 10, 10, days=1, seed=i))
+    auto.close()
     assert auto.files().num_rows == 4
-    again = at.open_table(uri + "-auto")  # a new writer process: its coordinator rescans
-    again.append(events(40, 10, days=1, seed=9))  # the 5th small file makes a task
+    with at.open_table(uri + "-auto") as again:  # a new writer process: its coordinator rescans
+        again.append(events(40, 10, days=1, seed=9))  # the 5th small file makes a task
     assert again.files().num_rows == 1
     assert sorted(again.scan().to_arrow().column("seq").to_pylist()) == list(range(50))
 

@@ -60,6 +60,7 @@ def test_defaults_keep_an_hour_and_ten_snapshots(tmp_path: Path) -> None:
     for i in range(15):
         short.append(events(i, 1))
         time.sleep(0.002)
+    assert short.wait_for_maintenance(timeout=60)
     assert 10 <= len(short.snapshots()) <= 12  # the newest ten (and the current commit's)
     assert short.scan().count() == 15
 

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 
 import appendtable as at
+from appendtable import post_commit
 from appendtable.commit.discard import referenced_files
 from appendtable.commit.manifests import ManifestStore
 from appendtable.commit.snapshots import SnapshotStore
@@ -141,7 +142,7 @@ POST_PUBLISH_STEPS = {
     "auto-compaction": (AutoCompaction, "after_commit"),
     "compaction-rewrite": (Compactor, "run_task"),
     "compaction-commit": (Compactor, "commit"),
-    "expiration": (at.table, "expire_snapshots"),
+    "expiration": (post_commit, "expire_snapshots"),
     "latest-hint": (SnapshotStore, "_write_hint"),
 }
 ERRORS = [
@@ -156,6 +157,7 @@ ERRORS = [
 @pytest.mark.parametrize("step", sorted(POST_PUBLISH_STEPS))
 @pytest.mark.parametrize("error", ERRORS, ids=lambda e: type(e).__name__)
 @pytest.mark.parametrize("bucketed", [False, True], ids=["scalable", "bucketed"])
+@pytest.mark.parametrize("maintenance", ["background", "inline"])
 def test_a_failure_after_the_publish_never_fails_the_commit(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -163,9 +165,11 @@ def test_a_failure_after_the_publish_never_fails_the_commit(
     step: str,
     error: BaseException,
     bucketed: bool,
+    maintenance: str,
 ) -> None:
     root = tmp_path / "t"
     options: dict[str, object] = {
+        "commit.maintenance": maintenance,
         "compaction.min.file-num": 2,
         "snapshot.num-retained.min": 1,
         "snapshot.num-retained.max": 2,
@@ -190,6 +194,7 @@ def test_a_failure_after_the_publish_never_fails_the_commit(
                 messages = writer.prepare_commit()
             assert table.committer().commit(messages) is not None
             written.append(events(1000 + start, 5))
+        assert table.wait_for_maintenance(timeout=60)
     assert sorted_rows(table.scan().to_arrow()) == sorted_rows(pa.concat_tables(written))
     _assert_every_referenced_file_exists(table, root)
     assert calls  # the failing step did run

@@ -401,6 +401,7 @@ def test_option_changes_take_effect_on_the_next_commit_of_every_handle(uri: str)
     # Turn on aggressive compaction through another handle: the writer's next commit compacts.
     admin.set_options({"compaction.min.file-num": 2, "write-only": False})
     writer_handle.append(pa.table({"a": [3]}))
+    assert writer_handle.wait_for_maintenance(timeout=60)
     kinds = writer_handle.history().column("kind").to_pylist()
     assert kinds[-1] == "COMPACT", kinds
     admin.set_options({"write-only": True})

@@ -202,6 +202,7 @@ def test_automatic_compaction_after_adopting_strict_files(tmp_path: Path) -> Non
             snapshot = table.committer().commit(area.adopt(["part.parquet"]))
         assert snapshot is not None
         written += rows
+    assert table.wait_for_maintenance(timeout=60)
     kinds = [s.kind for s in table.snapshots()]
     assert at.CommitKind.COMPACT in kinds  # the automatic compaction ran, and succeeded
     assert table.scan().to_arrow().sort_by("id").to_pylist() == _model(written)

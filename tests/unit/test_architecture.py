@@ -113,7 +113,7 @@ def test_no_function_local_imports_in_the_core() -> None:
 BROAD_HANDLERS_ALLOWED = {
     # A landed commit is reported as landed: post-commit maintenance may fail in any way
     # (a bug, a foreign library's error), and that must never reach the committer's caller.
-    "appendtable.write:_maintain",
+    "appendtable.write:run_maintenance",
     # The same for the Iceberg mirror after a snapshot that did not go through TableCommit
     # (compaction, rollback, schema change): it follows the landed snapshot, never fails it.
     "appendtable.interop:publish_mirror_quietly",

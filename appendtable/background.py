@@ -1,0 +1,146 @@
+"""Post-commit maintenance (compaction, expiration, the Iceberg mirror) off the committer's
+latency path: one worker thread per table handle.
+
+Guarantees:
+
+* **A commit returns as soon as its snapshot landed.** It only records what the maintenance
+  after it must look at; a worker thread does the work.
+* **Nothing is skipped, work is coalesced.** Requests that arrive while the worker is busy are
+  merged into one round: the latest snapshot, every (partition, bucket) written since the last
+  round and the number of commits it covers. A round always starts after the request it
+  serves was made, so it sees that commit.
+* **Finished before the handle or the process goes.** ``wait()`` blocks until no work is
+  pending; ``Table.close()`` calls it; at interpreter exit every worker finishes its pending
+  work before thread pools shut down (a script that exits right after an append still
+  compacts). A process killed meanwhile loses nothing: the snapshots landed, and the next
+  commit or a maintenance job does what was left.
+* **Failures are logged, never raised**, neither to the commit that asked for the work nor to
+  a later one (the runner given to the worker is the one place that catches them).
+* The thread exists only while there is work: an idle handle holds no thread.
+"""
+
+from __future__ import annotations
+
+import atexit
+import concurrent.futures.thread  # noqa: F401  (its exit hook must be registered before ours)
+import logging
+import os
+import threading
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from appendtable.metadata.models import PartitionValues, Snapshot
+
+__all__ = ["BackgroundMaintenance", "MaintenanceRound", "wait_for_all"]
+
+log = logging.getLogger("appendtable")
+
+Written = frozenset[tuple[PartitionValues, int]]
+
+
+@dataclass(frozen=True)
+class MaintenanceRound:
+    """What one round of maintenance covers: the latest snapshot it must see, the
+    (partition, bucket) pairs written by the commits it serves, and how many commits."""
+
+    snapshot: Snapshot
+    written: Written = field(default_factory=frozenset)
+    commits: int = 1
+
+    def merged(self, later: MaintenanceRound) -> MaintenanceRound:
+        newest = later.snapshot if later.snapshot.id >= self.snapshot.id else self.snapshot
+        return MaintenanceRound(newest, self.written | later.written, self.commits + later.commits)
+
+
+#: Runs one round; must not raise (it logs what fails).
+Runner = Callable[[MaintenanceRound], None]
+
+_workers: weakref.WeakSet[BackgroundMaintenance] = weakref.WeakSet()
+_workers_lock = threading.Lock()
+
+
+class BackgroundMaintenance:
+    """A worker that runs maintenance rounds one at a time, in submission order, merging the
+    requests that wait."""
+
+    def __init__(self, runner: Runner, *, name: str) -> None:
+        self._runner = runner
+        self._name = name
+        self._pending: MaintenanceRound | None = None
+        self._thread: threading.Thread | None = None
+        self._changed = threading.Condition()
+        with _workers_lock:
+            _workers.add(self)
+
+    def submit(self, request: MaintenanceRound) -> None:
+        """Ask for a round (merged with any still waiting); returns at once."""
+        with self._changed:
+            self._pending = request if self._pending is None else self._pending.merged(request)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._loop, name=f"appendtable-maintenance {self._name}", daemon=False
+                )
+                self._thread.start()
+
+    @property
+    def busy(self) -> bool:
+        """Whether a round is running or waiting."""
+        with self._changed:
+            return self._thread is not None
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until every requested round has finished (True), or ``timeout`` seconds passed
+        (False). Called from the worker itself (a round that commits), returns at once."""
+        with self._changed:
+            if self._thread is threading.current_thread():
+                return True
+            return self._changed.wait_for(lambda: self._thread is None, timeout)
+
+    def _loop(self) -> None:
+        while True:
+            with self._changed:
+                work = self._pending
+                self._pending = None
+                if work is None:
+                    self._thread = None
+                    self._changed.notify_all()
+                    return
+            self._runner(work)
+
+    def _forget_thread(self) -> None:
+        """In a forked child: the parent's thread does not exist here (its pending work is the
+        parent's to do)."""
+        self._changed = threading.Condition()
+        self._thread = None
+        self._pending = None
+
+
+def wait_for_all(timeout: float | None = None) -> None:
+    """Wait for every worker of the process (at interpreter exit)."""
+    with _workers_lock:
+        workers = list(_workers)
+    for worker in workers:
+        if not worker.wait(timeout):
+            log.warning("post-commit maintenance of %s did not finish in time", worker._name)
+
+
+def _after_fork_in_child() -> None:
+    for worker in list(_workers):
+        worker._forget_thread()
+
+
+def _register_exit_hook() -> None:
+    """Finish pending maintenance at interpreter exit *before* thread pools refuse new work:
+    ``threading`` runs these hooks before it joins threads, in reverse order of registration,
+    and ``concurrent.futures`` registered its own when it was imported (before this module)."""
+    register = getattr(threading, "_register_atexit", None)
+    if register is not None:
+        register(wait_for_all)
+    else:  # pragma: no cover - every supported Python has it
+        atexit.register(wait_for_all)
+
+
+_register_exit_hook()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

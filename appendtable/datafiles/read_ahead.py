@@ -1,0 +1,161 @@
+"""Reading the small data files of a sequence of items (stream units, splits) ahead of their
+consumer, on a few threads, while handing out their rows strictly in order.
+
+What dominates catching up on many small commits is per-file work: opening the file, reading
+and checking its footer, setting up the reader. pyarrow releases the GIL for most of it, so
+files read on worker threads overlap with each other and with the consumer's planning.
+
+Guarantees:
+
+* **Order.** Batches come item by item in the order items are pulled, and within an item file
+  by file in the given order, each file's batches in file order: exactly the order of reading
+  everything one by one.
+* **Same results, same errors.** A file read ahead is read by the same function; whatever that
+  raises is raised when the consumer reaches the file, not before, and nothing after it is
+  handed out.
+* **Bounded.** Only files of at most ``max_file_bytes`` are read ahead (larger ones are read in
+  place, batch by batch, when their turn comes), and the files read ahead but not yet handed
+  out total at most ``budget_bytes`` (stored size) beyond the one being handed out. Items are
+  pulled ahead only while there is room.
+* **Cancellation.** Closing the generator early cancels reads that have not started and drops
+  what was read ahead.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Executor, Future
+from typing import Generic, TypeVar
+
+import pyarrow as pa
+
+from appendtable.metadata.models import DataFileMeta
+
+__all__ = ["ReadAheadLimits", "read_ahead"]
+
+T = TypeVar("T")
+FileReader = Callable[[DataFileMeta], Iterator[pa.RecordBatch]]
+
+
+class ReadAheadLimits:
+    """How far ahead to read: files of at most ``max_file_bytes``, ``budget_bytes`` in all,
+    ``max_items`` items pulled ahead of the one being handed out."""
+
+    def __init__(
+        self, *, budget_bytes: int = 32 << 20, max_file_bytes: int = 8 << 20, max_items: int = 64
+    ) -> None:
+        self.budget_bytes = budget_bytes
+        self.max_file_bytes = max_file_bytes
+        self.max_items = max_items
+
+
+class _File:
+    """One file of an item: read ahead (``future``) or, until there is room, deferred."""
+
+    __slots__ = ("file", "future")
+
+    def __init__(self, file: DataFileMeta) -> None:
+        self.file = file
+        self.future: Future[list[pa.RecordBatch]] | None = None
+
+
+class _Item(Generic[T]):
+    __slots__ = ("files", "item")
+
+    def __init__(self, item: T, files: Sequence[DataFileMeta]) -> None:
+        self.item = item
+        self.files = deque(_File(f) for f in files)
+
+
+class _Window(Generic[T]):
+    """Items pulled but not yet handed out, and the bytes read ahead for them."""
+
+    def __init__(self, read: FileReader, pool: Executor, limits: ReadAheadLimits) -> None:
+        self.items: deque[_Item[T]] = deque()
+        self.unstarted: deque[_File] = deque()  # files of ``items`` not read ahead yet, in order
+        self.read = read
+        self.pool = pool
+        self.limits = limits
+        self.in_flight = 0
+
+    def room(self) -> bool:
+        return self.in_flight < self.limits.budget_bytes
+
+    def add(self, item: T, files: Sequence[DataFileMeta]) -> None:
+        pending = _Item(item, files)
+        self.items.append(pending)
+        self.unstarted.extend(pending.files)
+
+    def top_up(self) -> None:
+        """Start reading small files not started yet, in order, while there is room (large
+        files are left to be read in place)."""
+        while self.unstarted and self.room():
+            entry = self.unstarted.popleft()
+            size = entry.file.file_size
+            if entry.future is None and size <= self.limits.max_file_bytes:
+                entry.future = self.pool.submit(_read_all, self.read, entry.file)
+                self.in_flight += size
+
+    def take(self, entry: _File) -> Iterator[pa.RecordBatch]:
+        """The batches of the file at the head: its read-ahead result, or read in place."""
+        if entry.future is None:
+            return self.read(entry.file)
+        try:
+            batches = entry.future.result()
+        finally:
+            self.in_flight -= entry.file.file_size
+        return iter(batches)
+
+    def drop(self) -> None:
+        for pending in self.items:
+            for entry in pending.files:
+                if entry.future is not None:
+                    entry.future.cancel()
+        self.items.clear()
+        self.unstarted.clear()
+        self.in_flight = 0
+
+
+def _read_all(read: FileReader, file: DataFileMeta) -> list[pa.RecordBatch]:
+    return list(read(file))
+
+
+def read_ahead(
+    pull: Callable[[bool], T | None],
+    files_of: Callable[[T], Sequence[DataFileMeta]],
+    read: FileReader,
+    pool: Executor,
+    limits: ReadAheadLimits | None = None,
+) -> Iterator[tuple[T, pa.RecordBatch | None]]:
+    """For each item, in the order ``pull`` gives them: ``(item, batch)`` for every batch of
+    its files (``files_of(item)``, read by ``read``), then ``(item, None)`` once all of them
+    were handed out.
+
+    ``pull(block)`` gives the next item. With ``block=False`` (asked only to read ahead) it
+    returns None when no item is ready now; with ``block=True`` (asked when nothing is left to
+    hand out) None ends the iteration."""
+    window: _Window[T] = _Window(read, pool, limits or ReadAheadLimits())
+    try:
+        while True:
+            while window.room() and len(window.items) <= window.limits.max_items:
+                item = pull(not window.items)
+                if item is None:
+                    break
+                window.add(item, files_of(item))
+                window.top_up()
+            if not window.items:
+                return
+            head = window.items[0]
+            while head.files:
+                entry = head.files.popleft()
+                if window.unstarted and window.unstarted[0] is entry:
+                    window.unstarted.popleft()  # its turn came before there was room: in place
+                batches = window.take(entry)
+                window.top_up()
+                for batch in batches:
+                    yield head.item, batch
+            window.items.popleft()
+            yield head.item, None
+    finally:
+        window.drop()
