@@ -52,12 +52,12 @@ class LiveIndex:
         try:
             return self._advance(latest)
         except SnapshotExpiredError:  # deltas it needs are gone: start again from the latest
-            snapshot = self._snapshots.latest()
-            if snapshot is None:
+            newest = self._snapshots.latest()
+            if newest is None:
                 self.snapshot_id, self.groups = None, {}
                 return Refresh([], rebuilt=True)
-            self._rebuild(snapshot)
-            return Refresh([snapshot], rebuilt=True)
+            self._rebuild(newest)
+            return Refresh([newest], rebuilt=True)
 
     def _advance(self, latest: int) -> Refresh:
         assert self.snapshot_id is not None
