@@ -126,6 +126,8 @@ def wait_for_all(timeout: float | None = None) -> None:
 
 
 def _after_fork_in_child() -> None:
+    global _workers_lock
+    _workers_lock = threading.Lock()
     for worker in list(_workers):
         worker._forget_thread()
 

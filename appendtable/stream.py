@@ -26,11 +26,9 @@ Guarantees:
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Final, TypeVar
 
@@ -40,7 +38,12 @@ import pyarrow as pa
 from appendtable import display
 from appendtable._state import TableState
 from appendtable.commit.consumers import ConsumerStore, WatermarkGroupStore
-from appendtable.datafiles.read_ahead import ReadAheadLimits, read_ahead
+from appendtable.datafiles.read_ahead import (
+    ReadAheadLimits,
+    read_ahead,
+    read_files_ahead,
+    shared_pool,
+)
 from appendtable.datafiles.reading import read_as
 from appendtable.errors import InvalidOptionError, SnapshotExpiredError
 from appendtable.metadata import layout
@@ -61,14 +64,13 @@ from appendtable.planning.streaming import (
     resolve_mode,
     resolve_start,
 )
-from appendtable.scan import check_columns, plan_entries, read_split, splits_of
+from appendtable.scan import check_columns, plan_entries, splits_of
 
 __all__ = ["StreamPosition", "StreamReader", "StreamUnit"]
 
 _RANGE_CHECK_EVERY = 16
 #: Units planned ahead of the one being handed out (their small files are read ahead).
 _UNITS_AHEAD = 64
-_READ_THREADS = min(4, os.cpu_count() or 1)
 _T = TypeVar("_T")
 
 
@@ -266,7 +268,6 @@ class StreamReader:
             else None
         )
         self._published_ms = 0
-        self._pool: ThreadPoolExecutor | None = None
         if position is None:
             position = self._start_position()
         self._position = position
@@ -444,20 +445,7 @@ class StreamReader:
 
     def read(self, unit: StreamUnit) -> Iterator[pa.RecordBatch]:
         """The rows of a unit, in order (its small files are read ahead on a few threads)."""
-        if sum(len(split.files) for split in unit.splits) <= 1:  # nothing to read ahead
-            for split in unit.splits:
-                yield from read_split(
-                    self._state,
-                    split,
-                    self._projection,
-                    columns=self.columns,
-                    row_filter=self._filter,
-                )
-            return
-        pulled = [(unit, unit.next_position)]
-        for _, batch in self._read_ahead(lambda _: pulled.pop() if pulled else None, 1):
-            if batch is not None:
-                yield batch
+        return read_files_ahead(_files_of((unit, unit.next_position)), self._read_file)
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
         """Record batches in stream order, blocking while there is nothing new; ends when a
@@ -503,26 +491,23 @@ class StreamReader:
         finally:
             self._position = consumed
 
+    def _read_file(self, file: DataFileMeta) -> Iterator[pa.RecordBatch]:
+        return read_as(
+            self._state.storage,
+            file,
+            self._projection,
+            columns=self.columns,
+            row_filter=self._filter,
+        )
+
     def _read_ahead(
         self, pull: Callable[[bool], _Pulled | None], units_ahead: int
     ) -> Iterator[tuple[_Pulled, pa.RecordBatch | None]]:
-        state, projection, columns, row_filter = (
-            self._state,
-            self._projection,
-            self.columns,
-            self._filter,
-        )
-
-        def read(file: DataFileMeta) -> Iterator[pa.RecordBatch]:
-            return read_as(state.storage, file, projection, columns=columns, row_filter=row_filter)
-
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(_READ_THREADS, thread_name_prefix="appendtable-read")
         return read_ahead(
             pull,
             _files_of,
-            read,
-            self._pool,
+            self._read_file,
+            shared_pool(),
             ReadAheadLimits(max_items=units_ahead),
         )
 
@@ -588,11 +573,7 @@ class StreamReader:
             self._published_ms = now
 
     def close(self) -> None:
-        """Leave the watermark-alignment group (progress is saved only by ``commit``) and stop
-        the read-ahead threads."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+        """Leave the watermark-alignment group (progress is saved only by ``commit``)."""
         if self._group is not None:
             self._group.leave(self._member)
 

@@ -16,6 +16,7 @@ the least recently used files first. Thread-safe.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from typing import Generic, TypeVar
@@ -74,6 +75,17 @@ class MetadataCache(Generic[V]):
     def __len__(self) -> int:
         with self._lock:
             return len(self._items)
+
+
+def _new_locks_in_child() -> None:
+    """After ``fork``: a lock another thread of the parent held would never be released in the
+    child; the child keeps the cached files with fresh locks."""
+    for cache in _all_caches:
+        cache._lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_locks_in_child)
 
 
 def clear_metadata_caches() -> None:

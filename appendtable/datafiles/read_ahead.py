@@ -23,16 +23,18 @@ Guarantees:
 
 from __future__ import annotations
 
+import os
+import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Generic, TypeVar
 
 import pyarrow as pa
 
 from appendtable.metadata.models import DataFileMeta
 
-__all__ = ["ReadAheadLimits", "read_ahead"]
+__all__ = ["ReadAheadLimits", "read_ahead", "read_files_ahead", "shared_pool"]
 
 T = TypeVar("T")
 FileReader = Callable[[DataFileMeta], Iterator[pa.RecordBatch]]
@@ -159,3 +161,51 @@ def read_ahead(
             yield head.item, None
     finally:
         window.drop()
+
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def shared_pool() -> Executor:
+    """The process's read-ahead threads (a few: reading small files is mostly waiting on
+    storage and pyarrow, which releases the GIL). Only leaf reads run on it, never work that
+    waits for other reads, so it cannot deadlock."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            threads = min(4, os.cpu_count() or 1)
+            _pool = ThreadPoolExecutor(threads, thread_name_prefix="appendtable-read")
+        return _pool
+
+
+def _forget_pool_in_child() -> None:
+    """After ``fork``: the parent's threads do not exist in the child (its executor would queue
+    work for them forever); the child starts threads of its own on first use."""
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool_in_child)
+
+
+def read_files_ahead(
+    files: Sequence[DataFileMeta], read: FileReader, limits: ReadAheadLimits | None = None
+) -> Iterator[pa.RecordBatch]:
+    """The batches of ``files`` in order (each file's in file order), small files read ahead
+    on the shared pool; a single file is read in place."""
+    if len(files) <= 1:
+        for file in files:
+            yield from read(file)
+        return
+    pending = list(reversed(files))
+    for _, batch in read_ahead(
+        lambda _: pending.pop() if pending else None,
+        lambda file: (file,),
+        read,
+        shared_pool(),
+        limits,
+    ):
+        if batch is not None:
+            yield batch

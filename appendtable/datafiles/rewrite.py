@@ -14,6 +14,7 @@ import msgspec
 import pyarrow as pa
 
 from appendtable.datafiles.projection import Projection
+from appendtable.datafiles.read_ahead import read_files_ahead
 from appendtable.datafiles.reading import read_as
 from appendtable.datafiles.writing import FileWriteSpec, write_files
 from appendtable.metadata.models import DataFileMeta, FileSource
@@ -26,10 +27,10 @@ def read_tables(
     storage: Storage, files: Sequence[DataFileMeta], projection: Projection
 ) -> Iterator[pa.Table]:
     """The rows of ``files`` in order, as the projection's target schema (files of older
-    schema versions are converted by field id), a table per record batch."""
-    for file in files:
-        for batch in read_as(storage, file, projection):
-            yield pa.Table.from_batches([batch])
+    schema versions are converted by field id), a table per record batch; small files are read
+    ahead on a few threads (``read_ahead``)."""
+    for batch in read_files_ahead(files, lambda file: read_as(storage, file, projection)):
+        yield pa.Table.from_batches([batch])
 
 
 def rewrite_files(

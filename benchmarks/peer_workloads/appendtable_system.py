@@ -27,6 +27,10 @@ class AppendTable:
         assert snapshot is not None
         return snapshot.id
 
+    def finish(self, handle: at.Table) -> None:
+        """Wait for the compaction the commits started in the background."""
+        handle.close()
+
     def read(self, handle: at.Table, key: int | None = None) -> pa.Table:
         return handle.scan(filter=None if key is None else [("key", "=", key)]).to_arrow()
 
@@ -34,12 +38,10 @@ class AppendTable:
         return sum(len(split.files) for split in handle.scan().plan())
 
     def incremental(self, handle: at.Table, first: object, commits: int) -> int:
+        """Catch up from ``first`` to what is committed now (``batches(timeout=0)``)."""
         assert isinstance(first, int)
-        reader = handle.stream(mode="from-snapshot", snapshot_id=first)
-        rows = 0
-        while (unit := reader.poll()) is not None:
-            rows += sum(batch.num_rows for batch in reader.read(unit))
-        return rows
+        with handle.stream(mode="from-snapshot", snapshot_id=first) as reader:
+            return sum(batch.num_rows for batch in reader.batches(timeout=0))
 
     def compact(self, handle: at.Table) -> int:
         handle.compact(full=True)

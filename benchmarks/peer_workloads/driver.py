@@ -172,6 +172,9 @@ class Workload:
                     _timed(lambda: adapter.plan(adapter.open(path)), collect=False)[0]
                     for _ in range(5)
                 )
+        finish = getattr(adapter, "finish", None)
+        if finish is not None:  # background work the commits started (not timed)
+            finish(handle)
         self.out["commit_latencies"] = latencies
         self.out["plan_curve"] = plan_curve
         self.out["files_after_commits"] = adapter.plan(adapter.open(path))

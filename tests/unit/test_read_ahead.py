@@ -3,6 +3,7 @@ place, bounded memory, nothing left running after an early stop."""
 
 from __future__ import annotations
 
+import multiprocessing
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -13,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from appendtable.datafiles.read_ahead import ReadAheadLimits, read_ahead
+from appendtable.datafiles.read_ahead import ReadAheadLimits, read_ahead, read_files_ahead
 from appendtable.metadata.models import DataFileMeta
 
 POOL = ThreadPoolExecutor(4)
@@ -216,3 +217,19 @@ def test_failure_of_a_file_read_ahead_surfaces_at_its_turn(budget: int) -> None:
         for unit, batch in stream:
             got.append((unit, batch is None))
     assert got == [(0, False), (0, False), (0, True)]
+
+
+def _read_in_child() -> None:
+    files = [_file(f"f{i}", 1, 1) for i in range(10)]
+    got = [b["label"][0].as_py() for b in read_files_ahead(files, Reader(set()))]
+    assert got == [f"f{i}#0" for i in range(10)]
+
+
+def test_a_forked_child_reads_ahead_with_threads_of_its_own() -> None:
+    """The parent's read threads do not exist after fork: the child must not queue work for
+    them (it would wait forever)."""
+    _read_in_child()  # the parent's pool has threads now
+    child = multiprocessing.get_context("fork").Process(target=_read_in_child)
+    child.start()
+    child.join(60)
+    assert child.exitcode == 0
