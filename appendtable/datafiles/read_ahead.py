@@ -13,10 +13,10 @@ Guarantees:
 * **Same results, same errors.** A file read ahead is read by the same function; whatever that
   raises is raised when the consumer reaches the file, not before, and nothing after it is
   handed out.
-* **Bounded.** Only files of at most ``max_file_bytes`` are read ahead (larger ones are read in
-  place, batch by batch, when their turn comes), and the files read ahead but not yet handed
-  out total at most ``budget_bytes`` (stored size) beyond the one being handed out. Items are
-  pulled ahead only while there is room.
+* **Bounded.** Only files of ``min_file_bytes`` to ``max_file_bytes`` are read ahead (others
+  are read in place, batch by batch, when their turn comes), and the files read ahead but not
+  yet handed out total at most ``budget_bytes`` (stored size) beyond the one being handed out.
+  Items are pulled ahead only while there is room.
 * **Cancellation.** Closing the generator early cancels reads that have not started and drops
   what was read ahead.
 """
@@ -41,25 +41,52 @@ FileReader = Callable[[DataFileMeta], Iterator[pa.RecordBatch]]
 
 
 class ReadAheadLimits:
-    """How far ahead to read: files of at most ``max_file_bytes``, ``budget_bytes`` in all,
-    ``max_items`` items pulled ahead of the one being handed out."""
+    """How far ahead to read: files of ``min_file_bytes`` to ``max_file_bytes``,
+    ``budget_bytes`` in all, ``max_items`` items pulled ahead of the one being handed out; up
+    to ``group_files`` files per task.
+
+    Tiny files are read in place: their read is mostly Python-level set-up under the GIL, so
+    another thread cannot overlap it, and the hand-off costs more than it saves (measured:
+    100 files of 3 KB take 59 ms in place, 72 ms read ahead; 40 files of 2 MB take 299 ms in
+    place, 180 ms read ahead, on 2 cores)."""
 
     def __init__(
-        self, *, budget_bytes: int = 32 << 20, max_file_bytes: int = 8 << 20, max_items: int = 64
+        self,
+        *,
+        budget_bytes: int = 32 << 20,
+        min_file_bytes: int = 64 << 10,
+        max_file_bytes: int = 8 << 20,
+        max_items: int = 64,
+        group_files: int = 8,
     ) -> None:
         self.budget_bytes = budget_bytes
+        self.min_file_bytes = min_file_bytes
         self.max_file_bytes = max_file_bytes
         self.max_items = max_items
+        self.group_files = group_files
+
+
+class _Group:
+    """Files read ahead by one task, in order; the task's result has their batches."""
+
+    __slots__ = ("bytes", "count", "future")
+
+    def __init__(self, future: Future[list[list[pa.RecordBatch]]], count: int, size: int) -> None:
+        self.future = future
+        self.count = count
+        self.bytes = size
 
 
 class _File:
-    """One file of an item: read ahead (``future``) or, until there is room, deferred."""
+    """One file of an item: read ahead (as file ``index`` of ``group``) or, until there is
+    room, not started."""
 
-    __slots__ = ("file", "future")
+    __slots__ = ("file", "group", "index")
 
     def __init__(self, file: DataFileMeta) -> None:
         self.file = file
-        self.future: Future[list[pa.RecordBatch]] | None = None
+        self.group: _Group | None = None
+        self.index = 0
 
 
 class _Item(Generic[T]):
@@ -90,37 +117,59 @@ class _Window(Generic[T]):
         self.unstarted.extend(pending.files)
 
     def top_up(self) -> None:
-        """Start reading small files not started yet, in order, while there is room (large
-        files are left to be read in place)."""
+        """Start reading small files not started yet, in order and in groups, while there is
+        room (large files are left to be read in place)."""
+        limits = self.limits
         while self.unstarted and self.room():
-            entry = self.unstarted.popleft()
-            size = entry.file.file_size
-            if entry.future is None and size <= self.limits.max_file_bytes:
-                entry.future = self.pool.submit(_read_all, self.read, entry.file)
-                self.in_flight += size
+            entries: list[_File] = []
+            size = 0
+            while (
+                self.unstarted
+                and len(entries) < limits.group_files
+                and self.in_flight + size < limits.budget_bytes
+            ):
+                entry = self.unstarted[0]
+                if not limits.min_file_bytes <= entry.file.file_size <= limits.max_file_bytes:
+                    if not entries:
+                        self.unstarted.popleft()  # read in place at its turn
+                    break
+                self.unstarted.popleft()
+                entries.append(entry)
+                size += entry.file.file_size
+            if not entries:
+                continue
+            files = [entry.file for entry in entries]
+            group = _Group(self.pool.submit(_read_all, self.read, files), len(files), size)
+            for index, entry in enumerate(entries):
+                entry.group, entry.index = group, index
+            self.in_flight += size
 
     def take(self, entry: _File) -> Iterator[pa.RecordBatch]:
-        """The batches of the file at the head: its read-ahead result, or read in place."""
-        if entry.future is None:
+        """The batches of the file at the head: read ahead, or read in place (also when its
+        group failed: reading in place raises the file's own error at its turn, after every
+        file before it was handed out)."""
+        group = entry.group
+        if group is None:
             return self.read(entry.file)
-        try:
-            batches = entry.future.result()
-        finally:
-            self.in_flight -= entry.file.file_size
-        return iter(batches)
+        failed = group.future.exception() is not None  # (waits for the task)
+        if entry.index == group.count - 1:
+            self.in_flight -= group.bytes
+        if failed:
+            return self.read(entry.file)
+        return iter(group.future.result()[entry.index])
 
     def drop(self) -> None:
         for pending in self.items:
             for entry in pending.files:
-                if entry.future is not None:
-                    entry.future.cancel()
+                if entry.group is not None:
+                    entry.group.future.cancel()
         self.items.clear()
         self.unstarted.clear()
         self.in_flight = 0
 
 
-def _read_all(read: FileReader, file: DataFileMeta) -> list[pa.RecordBatch]:
-    return list(read(file))
+def _read_all(read: FileReader, files: Sequence[DataFileMeta]) -> list[list[pa.RecordBatch]]:
+    return [list(read(file)) for file in files]
 
 
 def read_ahead(
@@ -193,8 +242,8 @@ if hasattr(os, "register_at_fork"):
 def read_files_ahead(
     files: Sequence[DataFileMeta], read: FileReader, limits: ReadAheadLimits | None = None
 ) -> Iterator[pa.RecordBatch]:
-    """The batches of ``files`` in order (each file's in file order), small files read ahead
-    on the shared pool; a single file is read in place."""
+    """The batches of ``files`` in order (each file's in file order), files of moderate size
+    read ahead on the shared pool; a single file is read in place."""
     if len(files) <= 1:
         for file in files:
             yield from read(file)

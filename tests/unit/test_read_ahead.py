@@ -98,7 +98,9 @@ def test_same_batches_in_the_same_order_as_reading_one_by_one(
         return queue.pop(0)
 
     reader = Reader(failing)
-    limits = ReadAheadLimits(budget_bytes=budget, max_file_bytes=max_file, max_items=max_items)
+    limits = ReadAheadLimits(
+        budget_bytes=budget, min_file_bytes=0, max_file_bytes=max_file, max_items=max_items
+    )
     got: list[tuple[int, str | None]] = []
     error = None
     try:
@@ -124,7 +126,7 @@ def test_reads_ahead_within_the_budget() -> None:
     units = [[_file(f"u{u}", 10, 1)] for u in range(20)]
     queue = list(range(20))
     pool = CountingPool()
-    limits = ReadAheadLimits(budget_bytes=35, max_file_bytes=100, max_items=100)
+    limits = ReadAheadLimits(budget_bytes=35, min_file_bytes=0, max_file_bytes=100, max_items=100)
     stream = read_ahead(
         lambda block: queue.pop(0) if queue else None,
         lambda u: units[u],
@@ -151,7 +153,7 @@ def test_large_files_are_read_in_place_at_their_turn() -> None:
         order.append(f"open {file.path}")
         yield pa.record_batch({"label": [file.path]})
 
-    limits = ReadAheadLimits(budget_bytes=1000, max_file_bytes=100)
+    limits = ReadAheadLimits(budget_bytes=1000, min_file_bytes=0, max_file_bytes=100)
     stream = read_ahead(
         lambda block: queue.pop(0) if queue else None, lambda u: units[u], read, POOL, limits
     )
@@ -177,7 +179,7 @@ def test_an_early_stop_cancels_what_has_not_started() -> None:
         lambda u: units[u],
         read,
         one_worker,
-        ReadAheadLimits(budget_bytes=100, max_items=100),
+        ReadAheadLimits(budget_bytes=100, min_file_bytes=0, max_items=100),
     )
     assert next(stream)[0] == 0
     stream.close()
@@ -195,7 +197,9 @@ def test_pull_blocks_only_when_nothing_is_left() -> None:
         calls.append(block)
         return queue.pop(0) if queue else None
 
-    list(read_ahead(pull, lambda u: units[u], Reader(set()), POOL))
+    list(
+        read_ahead(pull, lambda u: units[u], Reader(set()), POOL, ReadAheadLimits(min_file_bytes=0))
+    )
     assert calls[0] is True  # nothing pulled yet
     assert calls[1] is False  # one unit in hand: only asked to read ahead
     assert calls[-1] is True  # the end is asked for only once everything was handed out
@@ -210,7 +214,7 @@ def test_failure_of_a_file_read_ahead_surfaces_at_its_turn(budget: int) -> None:
         lambda u: units[u],
         Reader({"bad"}),
         POOL,
-        ReadAheadLimits(budget_bytes=budget),
+        ReadAheadLimits(budget_bytes=budget, min_file_bytes=0),
     )
     got = []
     with pytest.raises(Boom, match="bad"):
@@ -221,7 +225,8 @@ def test_failure_of_a_file_read_ahead_surfaces_at_its_turn(budget: int) -> None:
 
 def _read_in_child() -> None:
     files = [_file(f"f{i}", 1, 1) for i in range(10)]
-    got = [b["label"][0].as_py() for b in read_files_ahead(files, Reader(set()))]
+    limits = ReadAheadLimits(min_file_bytes=0)
+    got = [b["label"][0].as_py() for b in read_files_ahead(files, Reader(set()), limits)]
     assert got == [f"f{i}#0" for i in range(10)]
 
 
