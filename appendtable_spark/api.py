@@ -127,15 +127,16 @@ def write_table(
     user, identifier = settings.commit_identity()
     if user is not None and identifier is not None and table.has_committed(user, identifier):
         return  # this write already landed
-    write_staged(
-        df,
-        table,
-        overwrite=mode == "overwrite",
-        commit_user=user or f"spark-write-{uuid.uuid4().hex}",
-        identifier=identifier,
-        partitions=settings.overwrite_partitions(),
-        merge=merge,
-    )
+    with table:  # the write returns once the compaction after it is done too
+        write_staged(
+            df,
+            table,
+            overwrite=mode == "overwrite",
+            commit_user=user or f"spark-write-{uuid.uuid4().hex}",
+            identifier=identifier,
+            partitions=settings.overwrite_partitions(),
+            merge=merge,
+        )
 
 
 def _json(value: object) -> str:

@@ -86,7 +86,7 @@ def commit_staged(
     """Move the files of ``messages`` out of ``area`` and commit them as one snapshot (an
     OVERWRITE of the whole table with ``overwrite``, or of the static ``partitions``: rows of
     any other partition then fail the commit with SchemaMismatchError and nothing lands); the
-    area is removed afterwards. Files
+    area is removed afterwards, and the post-commit maintenance is waited for. Files
     of a commit that definitely failed, or of a replay whose identifier had landed, are
     discarded."""
     committer = table.committer(commit_user)
@@ -108,6 +108,9 @@ def commit_staged(
         return landed
     finally:
         area.remove()
+        # The driver's handle is per write: finish its compaction before the next batch, so
+        # batches do not pile up compactions that race each other.
+        table.close()
 
 
 class BatchWriter(DataSourceArrowWriter):  # type: ignore[misc]
