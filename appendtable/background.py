@@ -26,6 +26,7 @@ import concurrent.futures.thread  # noqa: F401  (its exit hook must be registere
 import logging
 import os
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,6 +36,9 @@ from appendtable.metadata.models import PartitionValues, Snapshot
 __all__ = ["BackgroundMaintenance", "MaintenanceRound", "wait_for_all"]
 
 log = logging.getLogger("appendtable")
+
+#: Pause before each round (seconds).
+_SETTLE_S = 0.002
 
 Written = frozenset[tuple[PartitionValues, int]]
 
@@ -99,6 +103,10 @@ class BackgroundMaintenance:
 
     def _loop(self) -> None:
         while True:
+            # A moment before each round: the committing thread returns without waiting for
+            # the GIL this thread would take, and commits in quick succession merge into one
+            # round.
+            time.sleep(_SETTLE_S)
             with self._changed:
                 work = self._pending
                 self._pending = None

@@ -14,23 +14,43 @@ import msgspec
 import pyarrow as pa
 
 from appendtable.datafiles.projection import Projection
-from appendtable.datafiles.read_ahead import read_files_ahead
-from appendtable.datafiles.reading import read_as
+from appendtable.datafiles.reading import read_as, read_files
 from appendtable.datafiles.writing import FileWriteSpec, write_files
 from appendtable.metadata.models import DataFileMeta, FileSource
 from appendtable.storage import Storage
 
 __all__ = ["read_tables", "rewrite_files"]
 
+#: Files up to this size are read in runs of up to ``_RUN_BYTES`` (stored sizes).
+_RUN_FILE_BYTES = 1 << 20
+_RUN_BYTES = 16 << 20
+
 
 def read_tables(
     storage: Storage, files: Sequence[DataFileMeta], projection: Projection
 ) -> Iterator[pa.Table]:
     """The rows of ``files`` in order, as the projection's target schema (files of older
-    schema versions are converted by field id), a table per record batch; small files are read
-    ahead on a few threads (``read_ahead``)."""
-    for batch in read_files_ahead(files, lambda file: read_as(storage, file, projection)):
-        yield pa.Table.from_batches([batch])
+    schema versions are converted by field id). Runs of small files in the target schema are
+    read together by Arrow's scanner (its threads open them concurrently and it keeps their
+    order: per-file set-up is what compacting many small files costs); other files are read
+    one by one, a table per record batch."""
+    run: list[DataFileMeta] = []
+    run_bytes = 0
+    for file in files:
+        if file.file_size <= _RUN_FILE_BYTES and projection.layout(file.schema_id).native:
+            run.append(file)
+            run_bytes += file.file_size
+            if run_bytes >= _RUN_BYTES:
+                yield read_files(storage, run, schema=projection.arrow_schema)
+                run, run_bytes = [], 0
+            continue
+        if run:
+            yield read_files(storage, run, schema=projection.arrow_schema)
+            run, run_bytes = [], 0
+        for batch in read_as(storage, file, projection):
+            yield pa.Table.from_batches([batch])
+    if run:
+        yield read_files(storage, run, schema=projection.arrow_schema)
 
 
 def rewrite_files(
