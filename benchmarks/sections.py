@@ -201,6 +201,57 @@ def _memory(results: Sequence[Result], _plots: Sequence[Plot]) -> str:
     return text
 
 
+# ---- where the time goes (profiles) ----------------------------------------------------------
+
+#: Profile summaries of the performance targets of issue 16, from cProfile and A/B runs in one
+#: process on this 2-CPU machine (2026-11-24). The figures in the tables above are the
+#: measurements; these say what bounds them.
+WHERE_THE_TIME_GOES = """\
+- **Commit latency, default options** (target p99 ≤ 5 ms at 1 and 10,000 snapshots). Before:
+  compaction and expiration ran inside the commit (the "maintenance inline" rows, p99 13-46 ms
+  in these runs). Now a worker thread per table handle runs them after the commit returned
+  (`commit.maintenance` = `background`, the default); the same live file counts afterwards (rows
+  "live files after the samples"). What is left at 10,000 snapshots (p99 about 5.2 ms against
+  3.0 ms write-only): the worker's rounds hold the GIL in Python (expiration lists the snapshot
+  directory, compaction plans), and the committing thread waits for it at each of its own
+  system calls (up to the 5 ms switch interval). Next: expire every N commits instead of every
+  round, and keep the snapshot listing incremental.
+- **Cold planning after 10,000 one-file commits** (target ≤ 10 ms). Decoded manifests, manifest
+  lists and commit-user records are cached process-wide, keyed by table root and file name
+  (they are immutable), so a new handle plans like a warm one. Per plan: about 45 % is reading
+  entries (10,205 `ManifestEntry` objects: msgspec decode 0.7 µs each, CRC-32C of 1.1 MB by
+  crcmod, about 3 ms, when not cached), 40 % grouping and sorting the entries per bucket and
+  packing splits (Python, one pass over 10,205 files), the rest the snapshot and list reads.
+  A process that has never read the table pays the decode (the "empty metadata cache" row,
+  about 24 ms); a columnar manifest encoding would be the way to cut that.
+- **Compacting 500 one-row files** (target ≤ 70 ms). Runs of small files in the table's schema
+  are now read by one Arrow scan (its threads open files concurrently, in order) instead of file
+  by file (224 -> 161 ms in an A/B run). Profile of what is left: Arrow's scan of the 500 files
+  about 98 ms (0.2 ms of C++ set-up per file: open, footer, column readers), footer checksums
+  5 ms, the write and commit the rest. Plain `pq.read_table` of the same files costs the same;
+  70 ms needs a reader with less per-file set-up than pyarrow's (delta-rs reads with arrow-rs).
+- **Stream catch-up over the last 100 commits** (target ≤ 25 ms). Profile (`batches(timeout=0)`
+  over 100 one-file commits of 100 rows): planning 7 ms (snapshot, delta manifest list and
+  manifest per unit), reading 52 ms: per file, the footer read and checked against its CRC,
+  column checks, `ParquetFile` set-up and `iter_batches`. The floor for those files with plain
+  pyarrow is 25 ms sequential (0.25 ms a file, mostly Python-level set-up under the GIL). Read-
+  ahead on threads does not help files this small (59 ms in place, 72 ms read ahead: the hand-
+  off costs more than the GIL-bound read), so files under 64 KB are read in place; for files of
+  2 MB read-ahead gives 1.7x (299 -> 180 ms for 40 files).
+- **Not worked on yet**: the bucketed append of narrow numeric rows (target 1), many
+  partitions x buckets with spilling (target 4), Spark read and write against a measured floor
+  (target 7) and file indexes for point lookups on other columns (target 8).
+"""
+
+
+def _where(results: Sequence[Result], plots: Sequence[Plot]) -> str:
+    return (
+        _standard(results, plots)
+        + "\nWhere the time goes, target by target:\n\n"
+        + (WHERE_THE_TIME_GOES)
+    )
+
+
 # ---- the sections --------------------------------------------------------------------------------
 
 
@@ -289,5 +340,15 @@ Each write runs in a fresh Python process (`python -m benchmarks.rss_probe`) tha
 the input from Parquet, then writes it once; `ru_maxrss` after the write is the peak.
 """,
         _memory,
+    ),
+    Section(
+        "Commit latency and planning, and where the time goes",
+        ("commit", "plan"),
+        "one-row commits (`TableCommit.commit` of a written file, so whatever maintenance the "
+        "table runs after a commit is included), fsync on, tables of each history size sampled "
+        "in rotation with a floor publish (the baseline column) per round; the inline rows are "
+        "copies of the default-options tables switched to `commit.maintenance=inline`. The "
+        "analysis comes from cProfile and A/B runs of each operation in one process.",
+        _where,
     ),
 )
