@@ -212,10 +212,11 @@ WHERE_THE_TIME_GOES = """\
   in these runs). Now a worker thread per table handle runs them after the commit returned
   (`commit.maintenance` = `background`, the default); the same live file counts afterwards (rows
   "live files after the samples"). What is left at 10,000 snapshots (p99 about 5.2 ms against
-  3.0 ms write-only): the worker's rounds hold the GIL in Python (expiration lists the snapshot
-  directory, compaction plans), and the committing thread waits for it at each of its own
-  system calls (up to the 5 ms switch interval). Next: expire every N commits instead of every
-  round, and keep the snapshot listing incremental.
+  3.0 ms write-only): a profile of the worker there shows rounds of about 4 ms, mostly waiting
+  for its rewrite threads and fsyncs (expiration 0.2 ms, little Python holding the GIL), so the
+  tail is the commit meeting the worker's work: concurrent fsyncs on the same disk and, when the
+  worker's COMPACT commit takes the next snapshot id first, one retry of the append. Next:
+  count those retries in the benchmark, and let the handle's own commits go first.
 - **Cold planning after 10,000 one-file commits** (target ≤ 10 ms). Decoded manifests, manifest
   lists and commit-user records are cached process-wide, keyed by table root and file name
   (they are immutable), so a new handle plans like a warm one. Per plan: about 45 % is reading
