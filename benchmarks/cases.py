@@ -48,10 +48,16 @@ Benchmark = Callable[[Workspace], list[Result]]
 
 
 def _append_benchmark(
-    group: str, label: str, options: Mapping[str, object], target_ratio: float
+    group: str,
+    label: str,
+    options: Mapping[str, object],
+    target_ratio: float,
+    *,
+    numeric: bool = False,
 ) -> Benchmark:
     def run(ws: Workspace) -> list[Result]:
-        data = ws.big_table
+        data = ws.big_numeric if numeric else ws.big_table
+        schema = data.schema
         observed: dict[str, Any] = {}
 
         def table_teardown(table: at.Table) -> None:
@@ -70,7 +76,7 @@ def _append_benchmark(
                     "appendtable",
                     run=lambda table: table.append(data),
                     setup=sync_then(
-                        lambda: at.create_table(ws.fresh_path(group), SCHEMA, options=options)
+                        lambda: at.create_table(ws.fresh_path(group), schema, options=options)
                     ),
                     teardown=table_teardown,
                 ),
@@ -83,7 +89,8 @@ def _append_benchmark(
             ],
             reps=ws.config.big_reps,
         )
-        benchmark = f"append {data.num_rows / 1e6:g} M rows, {label}"
+        shape = ", narrow numeric rows" if numeric else ""
+        benchmark = f"append {data.num_rows / 1e6:g} M rows{shape}, {label}"
         return [
             speed_row(
                 group,
@@ -529,6 +536,16 @@ BENCHMARKS: dict[str, Benchmark] = {
     "append-unaware": _append_benchmark("append-unaware", "bucket=-1", {}, 1.2),
     "append-bucketed": _append_benchmark(
         "append-bucketed", "bucket=8, bucket-key=key", {"bucket": 8, "bucket-key": "key"}, 0.8
+    ),
+    "append-unaware-numeric": _append_benchmark(
+        "append-unaware-numeric", "bucket=-1", {}, 1.5, numeric=True
+    ),
+    "append-bucketed-numeric": _append_benchmark(
+        "append-bucketed-numeric",
+        "bucket=8, bucket-key=key",
+        {"bucket": 8, "bucket-key": "key"},
+        1.0,
+        numeric=True,
     ),
     "read": bench_read,
     "point-query": bench_point_query,

@@ -5,10 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["KEY_CARDINALITY", "SCHEMA", "make_table", "one_row"]
+__all__ = ["KEY_CARDINALITY", "NUMERIC_SCHEMA", "SCHEMA", "make_numeric", "make_table", "one_row"]
 
 KEY_CARDINALITY = 100_000
 SCHEMA = pa.schema([("key", pa.int64()), ("value", pa.float64()), ("text", pa.string())])
+#: The narrow all-numeric rows of the seeds' example (issue 16, target 1).
+NUMERIC_SCHEMA = pa.schema([("key", pa.int64()), ("price", pa.float64()), ("sales", pa.int64())])
 _MIN_CHARS, _MAX_CHARS = 8, 12  # about 10 characters per string
 
 
@@ -32,6 +34,20 @@ def make_table(rows: int, seed: int = 42) -> pa.Table:
             _strings(rng, rows),
         ],
         schema=SCHEMA,
+    )
+
+
+def make_numeric(rows: int, seed: int = 43) -> pa.Table:
+    """``rows`` all-numeric rows: a ``key`` (product id) with ~100k distinct values, a random
+    price and a sales count."""
+    rng = np.random.default_rng(seed)
+    return pa.table(
+        [
+            pa.array(rng.integers(0, KEY_CARDINALITY, size=rows, dtype=np.int64)),
+            pa.array(rng.random(rows) * 100),
+            pa.array(rng.integers(0, 1000, size=rows, dtype=np.int64)),
+        ],
+        schema=NUMERIC_SCHEMA,
     )
 
 

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import appendtable as at
-from benchmarks.data import SCHEMA, make_table, one_row
+from benchmarks.data import SCHEMA, make_numeric, make_table, one_row
 
 __all__ = ["FULL", "QUICK", "Config", "Workspace", "commit_samples", "grow_history", "remove"]
 
@@ -158,6 +158,11 @@ class Workspace:
     def big_table(self) -> pa.Table:
         """The in-memory data of the append and read benchmarks (one copy, reused)."""
         return make_table(self.config.big_rows, seed=42)
+
+    @cached_property
+    def big_numeric(self) -> pa.Table:
+        """All-numeric rows of the same count (the narrow-row append benchmarks)."""
+        return make_numeric(self.config.big_rows)
 
     @cached_property
     def big_plain_file(self) -> str:
