@@ -245,8 +245,9 @@ WHERE_THE_TIME_GOES = """\
   Spark-compatible Murmur3 hash in numpy 0.04 s, `take` per bucket 0.02 s, index
   bookkeeping), then the caller waits 0.16 s for the eight bucket files to be encoded (zstd,
   statistics, page CRCs, fsync). On 2 CPUs the work is ~0.25 s of CPU against 0.14 s for the
-  plain single file, so about 1.1x is the ceiling even with perfect overlap: the routing itself
-  has to get cheaper (one sort-based pass instead of a `take` per bucket).
+  plain single file, so about 1.1x is the ceiling even with perfect overlap. Routing is already
+  one stable radix sort and one `take`; what could shrink is the hash (numpy, several passes
+  over the key; pyarrow has no Murmur3 kernel) and the int64 copies of the code folding.
 - **Not worked on yet**: many partitions x buckets with spilling (target 4), Spark read and
   write against a measured floor (target 7) and file indexes for point lookups on other columns
   (target 8).
