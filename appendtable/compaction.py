@@ -407,7 +407,6 @@ class AutoCompaction:
         self._small = int(options.target_file_size * options.get(opt.COMPACTION_SMALL_FILE_RATIO))
         self._full_every = options.get(opt.FULL_COMPACTION_DELTA_COMMITS)
         self._commits = 0
-        self._full_due = False
 
     def after_commit(
         self, written: Iterable[tuple[PartitionValues, int]], *, commits: int = 1
@@ -416,18 +415,17 @@ class AutoCompaction:
         full compaction every ``full-compaction.delta-commits`` counts each of them."""
         before = self._commits
         self._commits += commits
-        self._full_due = self._full_every > 0 and (
+        full = self._full_every > 0 and (
             self._commits // self._full_every > before // self._full_every
         )
-        return self._compactor.run(lambda: self._plan(set(written)))
+        return self._compactor.run(lambda: self._plan(set(written), full=full))
 
-    def _plan(self, written: set[tuple[PartitionValues, int]]) -> CompactionPlan:
+    def _plan(self, written: set[tuple[PartitionValues, int]], *, full: bool) -> CompactionPlan:
         refresh = self._index.refresh()
         snapshot_id = self._index.snapshot_id
         if snapshot_id is None:
             return CompactionPlan(None, [])
         if self._state.options.bucket > 0:
-            full = self._full_due
             tasks = []
             for key in written:
                 files = sorted(

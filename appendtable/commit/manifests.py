@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
 
 from appendtable.commit.metadata_cache import MetadataCache
 from appendtable.metadata import codec, layout
@@ -25,6 +26,7 @@ from appendtable.storage import Storage
 
 __all__ = ["ManifestStore", "fold_live"]
 
+_T = TypeVar("_T")
 EntryFilter = Callable[[ManifestEntry], bool]
 ManifestFilter = Callable[[ManifestFileMeta], bool]
 
@@ -33,6 +35,10 @@ ManifestFilter = Callable[[ManifestFileMeta], bool]
 _MANIFESTS: MetadataCache[list[ManifestEntry]] = MetadataCache(max_weight=2_000_000)
 _LISTS: MetadataCache[list[ManifestFileMeta]] = MetadataCache(max_weight=500_000)
 _USERS: MetadataCache[list[CommitUserRecord]] = MetadataCache(max_weight=500_000)
+
+
+def _decode_manifest(data: bytes, uri: str) -> Manifest:
+    return codec.decode(data, Manifest, codec.Kind.MANIFEST, uri)
 
 
 def fold_live(entries: Iterable[ManifestEntry]) -> dict[str, ManifestEntry]:
@@ -145,15 +151,23 @@ class ManifestStore:
         )
 
     def read_manifest(self, name: str) -> list[ManifestEntry]:
+        return self._read_cached(
+            _MANIFESTS, name, lambda data, uri: _decode_manifest(data, uri).entries
+        )
+
+    def _read_cached(
+        self, cache: MetadataCache[list[_T]], name: str, decode: Callable[[bytes, str], list[_T]]
+    ) -> list[_T]:
+        """The decoded metadata file ``name`` (immutable): from the process-wide ``cache``, or
+        read, decoded and remembered there."""
         key = self._key(name)
-        cached = _MANIFESTS.get(key)
+        cached = cache.get(key)
         if cached is not None:
             return cached
         path = layout.manifest_path(name)
-        data = self._storage.read(path)
-        entries = codec.decode(data, Manifest, codec.Kind.MANIFEST, self._storage.uri(path)).entries
-        _MANIFESTS.put(key, entries, len(entries))
-        return entries
+        decoded = decode(self._storage.read(path), self._storage.uri(path))
+        cache.put(key, decoded, len(decoded))
+        return decoded
 
     # ---- manifest lists ---------------------------------------------------------------------
 
@@ -165,17 +179,13 @@ class ManifestStore:
         return name
 
     def read_list(self, name: str) -> list[ManifestFileMeta]:
-        key = self._key(name)
-        cached = _LISTS.get(key)
-        if cached is not None:
-            return cached
-        path = layout.manifest_path(name)
-        data = self._storage.read(path)
-        manifests = codec.decode(
-            data, ManifestList, codec.Kind.MANIFEST_LIST, self._storage.uri(path)
-        ).manifests
-        _LISTS.put(key, manifests, len(manifests))
-        return manifests
+        return self._read_cached(
+            _LISTS,
+            name,
+            lambda data, uri: (
+                codec.decode(data, ManifestList, codec.Kind.MANIFEST_LIST, uri).manifests
+            ),
+        )
 
     def all_manifests(self, snapshot: Snapshot) -> list[ManifestFileMeta]:
         """Base then delta manifests of a snapshot: together, all of its files."""
@@ -257,14 +267,8 @@ class ManifestStore:
     def read_users(self, name: str | None) -> list[CommitUserRecord]:
         if name is None:
             return []
-        key = self._key(name)
-        cached = _USERS.get(key)
-        if cached is not None:
-            return cached
-        path = layout.manifest_path(name)
-        data = self._storage.read(path)
-        records = codec.decode(
-            data, CommitUsers, codec.Kind.COMMIT_USERS, self._storage.uri(path)
-        ).records
-        _USERS.put(key, records, len(records))
-        return records
+        return self._read_cached(
+            _USERS,
+            name,
+            lambda data, uri: codec.decode(data, CommitUsers, codec.Kind.COMMIT_USERS, uri).records,
+        )

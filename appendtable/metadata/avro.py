@@ -265,17 +265,12 @@ def read_container(data: bytes, path: str = "") -> tuple[dict[str, bytes], list[
 def read_header(data: bytes, path: str = "") -> dict[str, bytes]:
     """The header metadata of an Avro object container file, without decoding its records."""
     try:
-        decoder = _header_decoder(data)
-        return dict(
-            decoder._blocks(
-                lambda: (decoder.raw(decoder.long()).decode(), decoder.raw(decoder.long()))
-            )
-        )
+        return _header(_decoder_after_magic(data))
     except (ValueError, KeyError, IndexError) as exc:
         raise CorruptMetadataError(f"{path}: not a valid Avro file ({exc})", path=path) from exc
 
 
-def _header_decoder(data: bytes) -> _Decoder:
+def _decoder_after_magic(data: bytes) -> _Decoder:
     if not data.startswith(MAGIC):
         raise _Malformed("not an Avro object container file")
     decoder = _Decoder(data)
@@ -283,11 +278,16 @@ def _header_decoder(data: bytes) -> _Decoder:
     return decoder
 
 
-def _read(data: bytes) -> tuple[dict[str, bytes], list[Any]]:
-    decoder = _header_decoder(data)
-    metadata: dict[str, bytes] = dict(
+def _header(decoder: _Decoder) -> dict[str, bytes]:
+    """The header's metadata map (the decoder is left at the sync marker)."""
+    return dict(
         decoder._blocks(lambda: (decoder.raw(decoder.long()).decode(), decoder.raw(decoder.long())))
     )
+
+
+def _read(data: bytes) -> tuple[dict[str, bytes], list[Any]]:
+    decoder = _decoder_after_magic(data)
+    metadata = _header(decoder)
     sync = decoder.raw(16)
     schema = json.loads(metadata["avro.schema"])
     codec = metadata.get("avro.codec", b"null").decode()
