@@ -1,5 +1,5 @@
-"""Post-commit maintenance (compaction, expiration, the Iceberg mirror) off the committer's
-latency path: one worker thread per table handle.
+"""Post-commit maintenance (compaction and expiration; the mirror of what they commit) off the
+committer's latency path: one worker thread per table handle.
 
 Guarantees:
 

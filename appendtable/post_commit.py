@@ -41,6 +41,8 @@ class _Maintainer:
             if self._compaction is None or self._compaction.options != view.options:
                 self._compaction = AutoCompaction(state)
             compacted = self._compaction.after_commit(work.written, commits=work.commits)
+            # Inline, the commit's own mirror publish (after this round) covers the COMPACT
+            # snapshot; the worker publishes it itself.
             if compacted is not None and read_latest:
                 publish_mirror_quietly(state, compacted)
         expire_snapshots(state, release_tags=False)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, TypeVar
 
@@ -224,12 +224,8 @@ def _start_request(config: StreamConfig) -> StartRequest:
     )
 
 
-#: A unit and the position after it.
-_Pulled = tuple["StreamUnit", "StreamPosition"]
-
-
-def _files_of(pulled: _Pulled) -> list[DataFileMeta]:
-    return [file for split in pulled[0].splits for file in split.files]
+def _files_of(unit: StreamUnit) -> list[DataFileMeta]:
+    return [file for split in unit.splits for file in split.files]
 
 
 class StreamReader:
@@ -445,7 +441,7 @@ class StreamReader:
 
     def read(self, unit: StreamUnit) -> Iterator[pa.RecordBatch]:
         """The rows of a unit, in order (its small files are read ahead on a few threads)."""
-        return read_files_ahead(_files_of((unit, unit.next_position)), self._read_file)
+        return read_files_ahead(_files_of(unit), self._read_file)
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
         """Record batches in stream order, blocking while there is nothing new; ends when a
@@ -462,7 +458,7 @@ class StreamReader:
         planned = self._position  # where planning continues (ahead of ``consumed``)
         deadline = None if timeout is None else time.monotonic() + timeout
 
-        def pull(block: bool) -> tuple[StreamUnit, StreamPosition] | None:
+        def pull(block: bool) -> StreamUnit | None:
             nonlocal planned
             while True:
                 self._position = planned
@@ -471,7 +467,7 @@ class StreamReader:
                 finally:
                     planned, self._position = self._position, consumed
                 if unit is not None:
-                    return unit, planned
+                    return unit
                 if not block or self._finished:
                     return None
                 if deadline is not None and time.monotonic() >= deadline:
@@ -479,13 +475,13 @@ class StreamReader:
                 time.sleep(self._config.poll_interval_s)
 
         # Alignment publishes a unit's watermark when it is planned: plan one at a time there.
-        ahead = 1 if self._group is not None else _UNITS_AHEAD
+        limits = ReadAheadLimits(max_items=1 if self._group is not None else _UNITS_AHEAD)
         try:
-            for (_, after), batch in self._read_ahead(pull, ahead):
+            for unit, batch in read_ahead(pull, _files_of, self._read_file, shared_pool(), limits):
                 if batch is not None:
                     yield batch
                     continue
-                consumed = self._position = after
+                consumed = self._position = unit.next_position
                 if timeout is not None:
                     deadline = time.monotonic() + timeout
         finally:
@@ -498,17 +494,6 @@ class StreamReader:
             self._projection,
             columns=self.columns,
             row_filter=self._filter,
-        )
-
-    def _read_ahead(
-        self, pull: Callable[[bool], _Pulled | None], units_ahead: int
-    ) -> Iterator[tuple[_Pulled, pa.RecordBatch | None]]:
-        return read_ahead(
-            pull,
-            _files_of,
-            self._read_file,
-            shared_pool(),
-            ReadAheadLimits(max_items=units_ahead),
         )
 
     def checkpoint(self) -> StreamPosition:

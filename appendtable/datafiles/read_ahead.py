@@ -1,9 +1,10 @@
-"""Reading the small data files of a sequence of items (stream units, splits) ahead of their
-consumer, on a few threads, while handing out their rows strictly in order.
+"""Reading the data files of a sequence of items (stream units) ahead of their consumer, on a
+few threads, while handing out their rows strictly in order.
 
-What dominates catching up on many small commits is per-file work: opening the file, reading
-and checking its footer, setting up the reader. pyarrow releases the GIL for most of it, so
-files read on worker threads overlap with each other and with the consumer's planning.
+Decoding a file of some size (pages, decompression) runs in pyarrow without the GIL, so files
+read on worker threads overlap with each other and with the consumer's planning. Tiny files are
+the exception: their cost is Python-level set-up under the GIL, so they are read in place (see
+``ReadAheadLimits``).
 
 Guarantees:
 
@@ -28,6 +29,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 import pyarrow as pa
@@ -40,6 +42,7 @@ T = TypeVar("T")
 FileReader = Callable[[DataFileMeta], Iterator[pa.RecordBatch]]
 
 
+@dataclass(frozen=True)
 class ReadAheadLimits:
     """How far ahead to read: files of ``min_file_bytes`` to ``max_file_bytes``,
     ``budget_bytes`` in all, ``max_items`` items pulled ahead of the one being handed out; up
@@ -50,20 +53,11 @@ class ReadAheadLimits:
     100 files of 3 KB take 59 ms in place, 72 ms read ahead; 40 files of 2 MB take 299 ms in
     place, 180 ms read ahead, on 2 cores)."""
 
-    def __init__(
-        self,
-        *,
-        budget_bytes: int = 32 << 20,
-        min_file_bytes: int = 64 << 10,
-        max_file_bytes: int = 8 << 20,
-        max_items: int = 64,
-        group_files: int = 8,
-    ) -> None:
-        self.budget_bytes = budget_bytes
-        self.min_file_bytes = min_file_bytes
-        self.max_file_bytes = max_file_bytes
-        self.max_items = max_items
-        self.group_files = group_files
+    budget_bytes: int = 32 << 20
+    min_file_bytes: int = 64 << 10
+    max_file_bytes: int = 8 << 20
+    max_items: int = 64
+    group_files: int = 8
 
 
 class _Group:

@@ -462,3 +462,21 @@ def _no_dangling_reference_in(metadata_file: Path) -> None:
         _, lists = read_container(Path(snapshot["manifest-list"]).read_bytes())
         for entry in lists:
             assert Path(entry["manifest_path"]).exists()
+
+
+@pytest.mark.parametrize("maintenance", ["inline", "background"])
+def test_the_mirror_follows_automatic_compaction(tmp_path: Path, maintenance: str) -> None:
+    options = {
+        "bucket": 2,
+        "bucket-key": "user_id",
+        "full-compaction.delta-commits": 2,
+        "commit.maintenance": maintenance,
+        **MIRROR,
+    }
+    with at.create_table(str(tmp_path / "t"), SCHEMA, options=options) as table:
+        for start in range(0, 40, 10):
+            table.append(_rows(start, 10, dt.date(2024, 1, 1)))
+    latest = table.latest_snapshot()
+    assert latest is not None and latest.kind == at.CommitKind.COMPACT
+    assert _iceberg(table).metadata.current_snapshot_id == latest.id
+    _agree(table)
