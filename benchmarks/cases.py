@@ -507,28 +507,23 @@ def bench_plan(ws: Workspace) -> list[Result]:
     )
     details = {"snapshots": snapshot.id, "files": files, "manifests": _manifest_count(warm)}
     label = f"after {snapshot.id:,} commits"
+    rows = [
+        ("cold", "cold (open_table + plan)", 10.0),
+        ("empty-cache", "new handle with an empty metadata cache (a fresh process)", None),
+        ("warm", "warm (same handle)", None),
+    ]
     return [
         limit_row(
             "plan",
-            f"plan a full scan {label}, cold (open_table + plan)",
-            timings["cold"].median * 1000,
-            limit_ms=10,
-            details={"cold_ms": timings["cold"].summary(1000), **details},
-        ),
-        limit_row(
-            "plan",
-            f"plan a full scan {label}, new handle with an empty metadata cache (a fresh process)",
-            timings["empty-cache"].median * 1000,
-            limit_ms=None,
-            details={"empty_cache_ms": timings["empty-cache"].summary(1000)},
-        ),
-        limit_row(
-            "plan",
-            f"plan a full scan {label}, warm (same handle)",
-            timings["warm"].median * 1000,
-            limit_ms=None,
-            details={"warm_ms": timings["warm"].summary(1000)},
-        ),
+            f"plan a full scan {label}, {what}",
+            timings[case].median * 1000,
+            limit_ms=limit,
+            details={
+                f"{case.replace('-', '_')}_ms": timings[case].summary(1000),
+                **(details if case == "cold" else {}),
+            },
+        )
+        for case, what, limit in rows
     ]
 
 
