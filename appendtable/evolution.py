@@ -20,7 +20,7 @@ import pyarrow as pa
 from appendtable import arguments
 from appendtable._state import TableState
 from appendtable.commit.changes import CommitRequest, SchemaBaseMovedError, SchemaUpdate
-from appendtable.datafiles.arrow_schema import field_specs
+from appendtable.datafiles.arrow_schema import arrow_type, field_specs
 from appendtable.errors import InvalidArgumentError, InvalidSchemaError, SchemaChangeError
 from appendtable.metadata import options as opt
 from appendtable.metadata.models import CommitKind, Snapshot, TableSchema
@@ -37,6 +37,7 @@ from appendtable.planning.evolution import (
     apply_changes,
     same_fields,
 )
+from appendtable.planning.file_index import check_index_columns
 from appendtable.planning.iceberg import check_mirrorable
 
 __all__ = ["UpdateSchema", "check_table_schema", "commit_schema_change", "column_path"]
@@ -58,8 +59,8 @@ _MAX_ATTEMPTS = 100
 def check_table_schema(
     fields: Sequence[FieldSpec], partition_keys: Sequence[str], options: opt.Options
 ) -> None:
-    """The rules every schema version obeys: usable partition keys and watermark column.
-    InvalidSchemaError naming the column."""
+    """The rules every schema version obeys: usable partition keys, watermark column and
+    indexed columns. InvalidSchemaError (InvalidOptionError for an index) naming the column."""
     kinds = {f.name: f.type.kind for f in fields}
     for key in partition_keys:
         kind = kinds[key]
@@ -70,6 +71,9 @@ def check_table_schema(
             )
     if options.get(opt.ICEBERG_STORAGE) != "disabled":
         check_mirrorable(fields, opt.ICEBERG_STORAGE.key)
+    indexed = options.get(opt.FILE_INDEX_BLOOM_COLUMNS)
+    if indexed:
+        check_index_columns(indexed, {f.name: arrow_type(f.type) for f in fields})
     watermark_column = options.get(opt.WATERMARK_COLUMN)
     if watermark_column and kinds.get(watermark_column) not in _WATERMARK_KINDS:
         raise InvalidSchemaError(

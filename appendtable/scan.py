@@ -8,7 +8,6 @@ reading them in order yields each bucket's rows in write order.
 
 from __future__ import annotations
 
-import decimal
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -17,11 +16,11 @@ import pyarrow.dataset as ds
 
 from appendtable import arguments, display, handoff
 from appendtable._state import SchemaView, TableState
-from appendtable.datafiles.arrow_schema import arrow_type
 from appendtable.datafiles.expressions import to_expression
 from appendtable.datafiles.projection import Projection
 from appendtable.datafiles.reading import read_as, read_files_as
 from appendtable.errors import InvalidFilterError
+from appendtable.index_pruning import index_probe, literal_array, prune_with_index
 from appendtable.metadata import options as opt
 from appendtable.metadata.models import ManifestEntry, ManifestFileMeta, Snapshot, Split, StatValue
 from appendtable.planning.bucket import bucket_ids
@@ -40,13 +39,10 @@ def _bucket_function(view: SchemaView) -> Callable[[tuple[StatValue, ...]], int 
     def bucket_of(values: tuple[StatValue, ...]) -> int | None:
         arrays = []
         for value, type_spec in zip(values, key_types, strict=True):
-            python: object = decimal.Decimal(str(value)) if type_spec.kind == "decimal" else value
-            if type_spec.kind == "date64" and isinstance(value, int):
-                python = value * 86_400_000
-            try:
-                arrays.append(pa.array([python], type=arrow_type(type_spec)))
-            except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+            array = literal_array(value, type_spec)
+            if array is None:
                 return None  # e.g. 2.5 or 1000 on an int8 key: no row can equal it
+            arrays.append(array)
         return int(bucket_ids(arrays, buckets)[0])
 
     return bucket_of
@@ -104,7 +100,10 @@ def plan_entries(
             entry.file, projection.layout(entry.file.schema_id).stats_positions, truncate
         )
 
-    return state.manifests.live_files(snapshot, manifest_ok, entry_ok)
+    entries = state.manifests.live_files(snapshot, manifest_ok, entry_ok)
+    if row_filter is None:
+        return entries
+    return prune_with_index(state.storage, entries, index_probe(view, row_filter))
 
 
 def splits_of(

@@ -46,6 +46,7 @@ from appendtable.datafiles.read_ahead import (
 )
 from appendtable.datafiles.reading import read_as
 from appendtable.errors import InvalidOptionError, SnapshotExpiredError
+from appendtable.index_pruning import index_probe, prune_with_index
 from appendtable.metadata import layout
 from appendtable.metadata import options as opt
 from appendtable.metadata.models import (
@@ -249,6 +250,7 @@ class StreamReader:
         self._projection = state.projection(self.view)
         self.columns = check_columns(self.view, columns)
         self._filter: Filter | None = parse_filter(filter, self.view.column_types)
+        self._index_probe = index_probe(self.view, self._filter) if self._filter else None
         self._consumers = ConsumerStore(state.storage)
         mode = resolve_mode(_start_request(config))
         self._creation_floor = (
@@ -380,7 +382,9 @@ class StreamReader:
             ):
                 continue
             selected.append(entry)
-        return selected
+        if row_filter is None:
+            return selected
+        return prune_with_index(self._state.storage, selected, self._index_probe)
 
     def _unit(
         self,

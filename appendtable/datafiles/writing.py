@@ -32,14 +32,16 @@ from appendtable.datafiles.footer import (
 )
 from appendtable.datafiles.nested_nulls import fill_hidden_nulls
 from appendtable.datafiles.stats import StatsCollector
-from appendtable.metadata import layout
+from appendtable.metadata import codec, layout
 from appendtable.metadata import options as opt
-from appendtable.metadata.models import DataFileMeta, FileSource, TableSchema
+from appendtable.metadata.models import DataFileMeta, FileIndex, FileSource, TableSchema
 from appendtable.metadata.types import FieldSpec
+from appendtable.planning.file_index import BloomBuilder, hash_type_of
 from appendtable.storage import Storage
 from appendtable.storage.translate import translated
 
 __all__ = [
+    "FileIndexSpec",
     "FileWriteSpec",
     "RollingWriter",
     "choose_dictionary_columns",
@@ -52,6 +54,43 @@ _MAX_ROW_GROUP_BYTES = 128 * 1024 * 1024
 _DICTIONARY_SAMPLE_ROWS = 65_536
 _DICTIONARY_MAX_DISTINCT_RATIO = 0.5
 #: How every data file is read: INT96 timestamps in microseconds (see ``file_columns``), and
+
+
+@dataclass(frozen=True)
+class FileIndexSpec:
+    """Which columns get a bloom filter per data file, and how big filters may be before they
+    move from the manifest into a sidecar."""
+
+    #: (column name, field id, hash type) of each indexed column.
+    columns: tuple[tuple[str, int, str], ...]
+    fpp: float
+    items: int
+    in_manifest_threshold: int
+
+    @staticmethod
+    def for_table(
+        fields: Sequence[FieldSpec], arrow_schema: pa.Schema, options: opt.Options
+    ) -> FileIndexSpec | None:
+        """The index spec of a table's data files; None when no column is indexed."""
+        names = options.get(opt.FILE_INDEX_BLOOM_COLUMNS)
+        if not names:
+            return None
+        ids = {f.name: f.id for f in fields}
+        columns = []
+        for name in names:
+            hash_type = hash_type_of(arrow_schema.field(name).type)
+            field_id = ids[name]
+            if hash_type is not None and field_id is not None:  # validated at create/alter
+                columns.append((name, field_id, hash_type))
+        return FileIndexSpec(
+            columns=tuple(columns),
+            fpp=options.get(opt.FILE_INDEX_BLOOM_FPP),
+            items=options.get(opt.FILE_INDEX_BLOOM_ITEMS),
+            in_manifest_threshold=options.get(opt.FILE_INDEX_IN_MANIFEST_THRESHOLD),
+        )
+
+    def builders(self) -> list[BloomBuilder]:
+        return [BloomBuilder(fid, ht, self.fpp, self.items) for _, fid, ht in self.columns]
 
 
 @dataclass
@@ -67,6 +106,7 @@ class FileWriteSpec:
     stats_truncate: int | None
     target_file_size: int
     dictionary_columns: list[str] | None = None
+    index: FileIndexSpec | None = None
     #: Observed bytes on disk per byte of Arrow data; refined as files are written.
     compression_ratio: float = 0.5
     _ratio_samples: list[float] = field(default_factory=list)
@@ -88,6 +128,7 @@ class FileWriteSpec:
             stats_mode=options.get(opt.STATS_MODE),
             stats_truncate=options.stats_truncate,
             target_file_size=options.target_file_size,
+            index=FileIndexSpec.for_table(schema.fields, arrow_schema, options),
         )
 
     def observe_ratio(self, arrow_bytes: int, file_bytes: int) -> None:
@@ -235,7 +276,7 @@ class RollingWriter:
                 path = f"{self._directory}/{name}"
                 if self._on_file is not None:
                     self._on_file(path)
-                self._current = _OpenFile(self._storage, path, self._spec)
+                self._current = _OpenFile(self._storage, path, self._spec, self._on_file)
             self._current.write(piece)
             if self._current.size() >= self._spec.target_file_size:
                 self._close_current()
@@ -260,10 +301,18 @@ class RollingWriter:
 
 
 class _OpenFile:
-    def __init__(self, storage: Storage, path: str, spec: FileWriteSpec) -> None:
+    def __init__(
+        self,
+        storage: Storage,
+        path: str,
+        spec: FileWriteSpec,
+        on_file: Callable[[str], None] | None = None,
+    ) -> None:
         self._storage = storage
         self._path = path
         self._spec = spec
+        self._on_file = on_file
+        self._blooms = spec.index.builders() if spec.index is not None else []
         self._rows = 0
         self._arrow_bytes = 0
         self._stats = StatsCollector(spec.fields, spec.stats_mode, spec.stats_truncate)
@@ -297,6 +346,10 @@ class _OpenFile:
         with translated("write", self._storage.uri(self._path)):
             self._writer.write_table(piece, row_group_size=piece.num_rows)
         self._stats.update(piece)
+        if self._blooms:
+            assert self._spec.index is not None
+            for (name, _, _), builder in zip(self._spec.index.columns, self._blooms, strict=True):
+                builder.update(piece.column(name))
         self._rows += piece.num_rows
         self._arrow_bytes += piece.nbytes
 
@@ -312,6 +365,7 @@ class _OpenFile:
             footer_crc = self._footer_crc(size, uri)
         self._storage.sync_file(self._path)
         self._spec.observe_ratio(self._arrow_bytes, size)
+        file_index = self._file_index()
         nulls, mins, maxs = self._stats.result()
         return DataFileMeta(
             path=self._path,
@@ -326,7 +380,26 @@ class _OpenFile:
             min_values=mins,
             max_values=maxs,
             footer_crc=footer_crc,
+            file_index=file_index,
         )
+
+    def _file_index(self) -> FileIndex | None:
+        """The file's bloom filters: in the manifest when small, else written (durably) to the
+        sidecar and described in the manifest without their bits."""
+        if not self._blooms:
+            return None
+        assert self._spec.index is not None
+        blooms = tuple(builder.result() for builder in self._blooms)
+        if sum(len(b.bits) for b in blooms) <= self._spec.index.in_manifest_threshold:
+            return FileIndex(blooms)
+        sidecar = layout.index_path(self._path)
+        if self._on_file is not None:
+            self._on_file(sidecar)
+        data = codec.encode(FileIndex(blooms), codec.Kind.FILE_INDEX)
+        self._storage.create(sidecar, data)
+        self._storage.sync_names([sidecar])
+        described = tuple(msgspec.structs.replace(b, bits=b"") for b in blooms)
+        return FileIndex(described, sidecar_size=len(data))
 
     def _footer_crc(self, size: int, uri: str) -> int | None:
         """The checksum of the tail just written: kept from the stream on object stores, read

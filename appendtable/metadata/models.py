@@ -39,6 +39,8 @@ __all__ = [
     "Snapshot",
     "Split",
     "StatValue",
+    "BloomFilter",
+    "FileIndex",
     "TableSchema",
     "Tag",
     "WatermarkMember",
@@ -120,6 +122,33 @@ class DataFileMeta(msgspec.Struct, frozen=True, array_like=True, gc=False):
     max_values: tuple[_Stored, ...] = ()
     #: CRC-32 of the file's tail (footer, its length, ``PAR1``); None: not recorded.
     footer_crc: int | None = None
+    #: Per-file indexes (bloom filters) for skipping the file; None: the file has none.
+    file_index: FileIndex | None = None
+
+
+class BloomFilter(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    """A bloom filter of the distinct non-null values of one column of one data file.
+
+    Bit ``(h1 + i * h2) mod num_bits`` is set for ``i < num_hashes``, where ``h1`` and ``h2`` are
+    the two 32-bit hashes of a value (see ``planning.file_index``). ``hash_type`` names the
+    canonical type the values were hashed as: a filter is only probed with values of that type.
+    ``bits`` (little-endian bit order) is empty when the filter lives in the index sidecar.
+    """
+
+    field_id: int
+    hash_type: str
+    num_hashes: int
+    num_bits: int
+    bits: bytes = b""
+
+
+class FileIndex(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    """The indexes of one data file. Small ones are kept in the manifest; larger ones in the
+    sidecar ``<data file>.index`` (``sidecar_size`` bytes, a framed metadata file holding a
+    FileIndex with the bits), which lives and dies with its data file."""
+
+    blooms: tuple[BloomFilter, ...]
+    sidecar_size: int = 0
 
 
 class ManifestEntry(msgspec.Struct, frozen=True, array_like=True, gc=False):

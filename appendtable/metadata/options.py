@@ -192,6 +192,30 @@ ICEBERG_STORAGE = _define(
     "disabled",
     "mirror every snapshot as Iceberg v2 metadata under <table>/metadata/",
 )
+FILE_INDEX_BLOOM_COLUMNS = _define(
+    "file-index.bloom-filter.columns",
+    _parse_columns,
+    _NO_COLUMNS,
+    "comma-separated columns with a bloom filter per data file, for = / in lookups",
+)
+FILE_INDEX_BLOOM_FPP = _define(
+    "file-index.bloom-filter.fpp",
+    _parse_float,
+    0.01,
+    "false-positive probability of the bloom filters",
+)
+FILE_INDEX_BLOOM_ITEMS = _define(
+    "file-index.bloom-filter.items",
+    _parse_int,
+    0,
+    "distinct values a bloom filter is sized for (0: each file's own count)",
+)
+FILE_INDEX_IN_MANIFEST_THRESHOLD = _define(
+    "file-index.in-manifest-threshold",
+    parse_size,
+    500,
+    "file indexes up to this size live in the manifest, larger ones in a sidecar file",
+)
 ICEBERG_MAX_SNAPSHOTS = _define(
     "metadata.iceberg.max-snapshots",
     _parse_int,
@@ -569,9 +593,31 @@ def validate_table_options(
             "option 'snapshot.num-retained.max' must not be smaller than "
             "'snapshot.num-retained.min'"
         )
+    _validate_file_index(options, column_list, partitions)
     watermark_column = options.get(WATERMARK_COLUMN)
     if watermark_column and watermark_column not in column_list:
         raise InvalidOptionError(
             f"option 'watermark.column' names column '{watermark_column}', which is not in the "
             "schema"
         )
+
+
+def _validate_file_index(options: Options, columns: list[str], partitions: set[str]) -> None:
+    indexed = options.get(FILE_INDEX_BLOOM_COLUMNS)
+    for column in indexed:
+        if column not in columns:
+            raise InvalidOptionError(
+                f"option '{FILE_INDEX_BLOOM_COLUMNS.key}' names column '{column}', which is not "
+                f"in the schema (columns: {', '.join(columns)})"
+            )
+        if column in partitions:
+            raise InvalidOptionError(
+                f"option '{FILE_INDEX_BLOOM_COLUMNS.key}' names partition column '{column}': "
+                "partitions are pruned by their values already"
+            )
+    if len(set(indexed)) != len(indexed):
+        raise InvalidOptionError(f"option '{FILE_INDEX_BLOOM_COLUMNS.key}' lists a column twice")
+    if not 0 < options.get(FILE_INDEX_BLOOM_FPP) < 1:
+        raise InvalidOptionError(f"option '{FILE_INDEX_BLOOM_FPP.key}' must be in (0, 1)")
+    if options.get(FILE_INDEX_BLOOM_ITEMS) < 0:
+        raise InvalidOptionError(f"option '{FILE_INDEX_BLOOM_ITEMS.key}' must not be negative")

@@ -483,12 +483,18 @@ class _Change:
         self._replace_siblings(indices[:-1], _put(indices[-1], renamed))
 
     def _rename_in_options(self, old: str, new: str) -> None:
-        """Options that name columns follow a rename (``bucket-key``, ``watermark.column``)."""
+        """Options that name columns follow a rename (``bucket-key``, ``watermark.column``,
+        ``file-index.bloom-filter.columns``)."""
         keys = opt.Options(self.options).bucket_key
         if old in keys:
             self.options[opt.BUCKET_KEY.key] = ",".join(new if k == old else k for k in keys)
         if self.options.get(opt.WATERMARK_COLUMN.key) == old:
             self.options[opt.WATERMARK_COLUMN.key] = new
+        indexed = opt.Options(self.options).get(opt.FILE_INDEX_BLOOM_COLUMNS)
+        if old in indexed:
+            self.options[opt.FILE_INDEX_BLOOM_COLUMNS.key] = ",".join(
+                new if c == old else c for c in indexed
+            )
 
     def _drop(self, change: DropColumn) -> None:
         full = _dotted(change.path)
@@ -522,6 +528,13 @@ class _Change:
                 raise SchemaChangeError(
                     f"cannot drop '{full}': it is the last data column", column=full
                 )
+            indexed = opt.Options(self.options).get(opt.FILE_INDEX_BLOOM_COLUMNS)
+            if full in indexed:  # its filters go with it
+                kept = [c for c in indexed if c != full]
+                if kept:
+                    self.options[opt.FILE_INDEX_BLOOM_COLUMNS.key] = ",".join(kept)
+                else:
+                    self.options.pop(opt.FILE_INDEX_BLOOM_COLUMNS.key, None)
         position = indices[-1]
         self._replace_siblings(
             indices[:-1], lambda fields: fields[:position] + fields[position + 1 :]
