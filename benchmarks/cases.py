@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 import appendtable as at
 from benchmarks.compaction import bench_compaction
 from benchmarks.data import SCHEMA, make_table
+from benchmarks.file_index import bench_file_index
 from benchmarks.harness import Case, Result, Timing, cycle_setup, measure, sync_then, timed
 from benchmarks.integrity import bench_integrity
 from benchmarks.interop import bench_iceberg
@@ -549,6 +550,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "plan": bench_plan,
     "integrity": bench_integrity,
     "iceberg": bench_iceberg,
+    "file-index": bench_file_index,
     "compaction": bench_compaction,
     "scaling": bench_scaling,
     "memory": bench_memory,

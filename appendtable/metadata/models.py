@@ -129,9 +129,10 @@ class DataFileMeta(msgspec.Struct, frozen=True, array_like=True, gc=False):
 class BloomFilter(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """A bloom filter of the distinct non-null values of one column of one data file.
 
-    Bit ``(h1 + i * h2) mod num_bits`` is set for ``i < num_hashes``, where ``h1`` and ``h2`` are
-    the two 32-bit hashes of a value (see ``planning.file_index``). ``hash_type`` names the
-    canonical type the values were hashed as: a filter is only probed with values of that type.
+    Probe ``i < num_hashes`` of a value sets bit ``(h1 + i * h2 mod 2**32) * num_bits >> 32``,
+    where ``h1`` and ``h2`` are the value's two 32-bit hashes (see ``planning.file_index``).
+    ``hash_type`` names the canonical type the values were hashed as: a filter is only probed
+    with values of that type.
     ``bits`` (little-endian bit order) is empty when the filter lives in the index sidecar.
     """
 

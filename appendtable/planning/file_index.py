@@ -5,19 +5,20 @@ file: never a false "no", and a false "yes" with about the configured probabilit
 (``file-index.bloom-filter.fpp``). Scans use them for ``=`` and ``in`` predicates on the
 indexed columns, after partition, bucket and statistics pruning.
 
-Hashing: each value gets two 32-bit Murmur3 hashes (Spark's hash, ``planning.bucket``, with two
-seeds of their own, so filters do not correlate with bucket assignment); bit
-``(h1 + i * h2) mod num_bits`` is set for ``i < num_hashes``. Values are hashed as a canonical
-type (``hash_type``): every integer type as a 64-bit integer and float32 as float64 (so
-widening a column keeps its filters valid), ``-0.0`` like ``0.0``, every NaN alike, strings and
-binaries by their bytes, timestamps by their instant in microseconds. A filter is probed only
-with values of the type it was built with; otherwise the file is kept.
+Hashing: each value gets a 32-bit Murmur3 hash ``h1`` (Spark's hash, ``planning.bucket``, with
+a seed of its own, so filters do not correlate with bucket assignment) and ``h2``, a remix of
+``h1``; probe ``i < num_hashes`` sets bit ``(h1 + i * h2 mod 2**32) * num_bits >> 32``.
+Values are hashed as a canonical type (``hash_type``): every integer type as a 64-bit
+integer and float32 as float64 (so widening a column keeps its filters valid), ``-0.0`` like
+``0.0``, strings and binaries by their bytes, timestamps by their instant in microseconds;
+nulls and NaN are left out. A filter is probed only with values of the type it was built with;
+otherwise the file is kept.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,13 +40,16 @@ __all__ = [
     "value_hashes",
 ]
 
-_SEED_1 = 0x3C074A61
-_SEED_2 = 0x2F0B3A5D
+_SEED = 0x3C074A61
+_REMIX = 0x2F0B3A5D
 _MAX_HASHES = 16
 _MIN_BITS = 64
-_COMPACT_AT = 1 << 22  # pending hashes before duplicates are dropped
-_SET_CHUNK = 1 << 20  # values whose bits are set at once (bounds the position array)
+_MAX_BITS = 1 << 32
+_EXACT_DISTINCT = 1 << 16
+_MAX_COUNTING_BITS = 1 << 26  # linear counting's bitmap (64 MB of booleans at most)
+_U32 = npt.NDArray[np.uint32]
 _U64 = npt.NDArray[np.uint64]
+_NO_HASHES: _U32 = np.empty(0, dtype=np.uint32)
 
 
 def hash_type_of(data_type: pa.DataType) -> str | None:
@@ -104,19 +108,41 @@ def _canonical(values: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray
     return values
 
 
-def value_hashes(values: pa.Array | pa.ChunkedArray) -> _U64:
-    """The 64-bit hash pair (``h1 << 32 | h2``) of each non-null, non-NaN value."""
+def _fmix32(h: npt.NDArray[np.uint32]) -> npt.NDArray[np.uint32]:
+    """Murmur3's 32-bit finaliser: a bijection that spreads every input bit."""
+    h = h ^ (h >> np.uint32(16))
+    h *= np.uint32(0x85EBCA6B)
+    h ^= h >> np.uint32(13)
+    h *= np.uint32(0xC2B2AE35)
+    h ^= h >> np.uint32(16)
+    return h
+
+
+def value_hashes(values: pa.Array | pa.ChunkedArray) -> _U32:
+    """The hash ``h1`` of each non-null, non-NaN value: Spark's Murmur3 hash with this module's
+    seed. The second hash of a value is derived from it (:func:`_second_hash`)."""
     values = _canonical(values)
     if values.null_count:
         values = pc.drop_null(values)
     if pa.types.is_floating(values.type):
         values = pc.filter(values, pc.invert(pc.is_nan(values)))
     if len(values) == 0:
-        return np.empty(0, dtype=np.uint64)
-    h1 = spark_hash([values], seed=_SEED_1).view(np.uint32).astype(np.uint64)
-    h2 = spark_hash([values], seed=_SEED_2).view(np.uint32).astype(np.uint64)
-    combined: _U64 = (h1 << np.uint64(32)) | h2
-    return combined
+        return np.empty(0, dtype=np.uint32)
+    hashes: _U32 = spark_hash([values], seed=_SEED).view(np.uint32)
+    return hashes
+
+
+def _second_hash(h1: _U32) -> _U32:
+    """``h2``: Murmur3's 32-bit finaliser of ``h1 ^ _REMIX`` (a bijection that spreads every
+    bit), made odd so that the probes of a value differ."""
+    h = h1 ^ np.uint32(_REMIX)
+    h ^= h >> np.uint32(16)
+    h *= np.uint32(0x85EBCA6B)
+    h ^= h >> np.uint32(13)
+    h *= np.uint32(0xC2B2AE35)
+    h ^= h >> np.uint32(16)
+    h |= np.uint32(1)
+    return h
 
 
 def _dimensions(items: int, fpp: float) -> tuple[int, int]:
@@ -124,23 +150,47 @@ def _dimensions(items: int, fpp: float) -> tuple[int, int]:
     probability ``fpp``: the textbook optimum, bits rounded up to whole 64-bit words."""
     items = max(1, items)
     bits = math.ceil(-items * math.log(fpp) / (math.log(2) ** 2))
-    bits = max(_MIN_BITS, -(-bits // 64) * 64)
+    bits = min(_MAX_BITS, max(_MIN_BITS, -(-bits // 64) * 64))
     hashes = max(1, min(_MAX_HASHES, round(bits / items * math.log(2))))
     return bits, hashes
 
 
-def _positions(hashes: _U64, num_bits: int, num_hashes: int) -> _U64:
-    h1 = hashes >> np.uint64(32)
-    h2 = hashes & np.uint64(0xFFFFFFFF)
-    steps = np.arange(num_hashes, dtype=np.uint64)
-    positions: _U64 = (h1[:, None] + steps[None, :] * h2[:, None]) % np.uint64(num_bits)
-    return positions
+def _probes(h1: _U32, num_bits: int, num_hashes: int) -> Iterator[_U64]:
+    """The bit positions of probe ``i`` of every value, for ``i < num_hashes``:
+    ``g_i = h1 + i * h2 (mod 2**32)`` mapped onto ``[0, num_bits)`` by multiply-shift
+    (``g_i * num_bits >> 32``), which needs no division."""
+    h2 = _second_hash(h1)
+    g = h1.copy()
+    scale, shift = np.uint64(num_bits), np.uint64(32)
+    for _ in range(num_hashes):
+        positions: _U64 = (g.astype(np.uint64) * scale) >> shift
+        yield positions
+        g += h2  # wraps modulo 2**32
 
 
-def _set_bits(bits: npt.NDArray[np.bool_], hashes: _U64, num_hashes: int) -> None:
-    for start in range(0, len(hashes), _SET_CHUNK):
-        positions = _positions(hashes[start : start + _SET_CHUNK], len(bits), num_hashes)
-        bits[positions.ravel()] = True
+def _set_bits(bits: npt.NDArray[np.bool_], h1: _U32, num_hashes: int) -> None:
+    for positions in _probes(h1, len(bits), num_hashes):
+        bits[positions] = True
+
+
+def _distinct(h1: _U32) -> tuple[_U32, int]:
+    """(hashes to set, number of distinct values). Up to ``_EXACT_DISTINCT`` hashes they are
+    deduplicated exactly (a sort); beyond, all are kept (setting a bit twice is harmless) and
+    the count is estimated by linear counting on a bitmap at least twice their number (within
+    a few percent; sorting a million hashes would cost a third of writing the file)."""
+    if len(h1) <= _EXACT_DISTINCT:
+        ordered = np.sort(h1)
+        keep = np.empty(len(ordered), dtype=np.bool_)
+        keep[:1] = True
+        np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+        unique = ordered[keep]
+        return unique, len(unique)
+    size = min(_MAX_COUNTING_BITS, 1 << (2 * len(h1) - 1).bit_length())
+    seen = np.zeros(size, dtype=np.bool_)
+    seen[h1 & np.uint32(size - 1)] = True
+    empty = size - int(np.count_nonzero(seen))
+    estimate = len(h1) if empty == 0 else round(-size * math.log(empty / size))
+    return h1, min(len(h1), max(1, estimate))
 
 
 class BloomBuilder:
@@ -148,15 +198,14 @@ class BloomBuilder:
 
     With ``items`` > 0 the filter has a fixed size (for that many distinct values) and bits are
     set as rows arrive (memory: the filter). Otherwise it is sized for the file's own distinct
-    values when the file is finished (memory: 8 bytes per distinct value until then).
+    values when the file is finished (memory: 4 bytes per non-null value until then).
     """
 
     def __init__(self, field_id: int, hash_type: str, fpp: float, items: int) -> None:
         self.field_id = field_id
         self.hash_type = hash_type
         self._fpp = fpp
-        self._pending: list[_U64] = []
-        self._pending_count = 0
+        self._pending: list[_U32] = []
         self._bits: npt.NDArray[np.bool_] | None = None
         self._num_hashes = 0
         if items > 0:
@@ -169,21 +218,16 @@ class BloomBuilder:
             _set_bits(self._bits, hashes, self._num_hashes)
             return
         self._pending.append(hashes)
-        self._pending_count += len(hashes)
-        if self._pending_count >= _COMPACT_AT and len(self._pending) > 1:
-            merged = np.unique(np.concatenate(self._pending))
-            self._pending, self._pending_count = [merged], len(merged)
 
     def result(self) -> BloomFilter:
         bits = self._bits
         num_hashes = self._num_hashes
         if bits is None:
-            distinct = np.unique(np.concatenate(self._pending)) if self._pending else None
-            count = 0 if distinct is None else len(distinct)
+            hashes = np.concatenate(self._pending) if self._pending else _NO_HASHES
+            hashes, count = _distinct(hashes)
             num_bits, num_hashes = _dimensions(count, self._fpp)
             bits = np.zeros(num_bits, dtype=np.bool_)
-            if distinct is not None:
-                _set_bits(bits, distinct, num_hashes)
+            _set_bits(bits, hashes, num_hashes)
         packed = np.packbits(bits, bitorder="little").tobytes()
         return BloomFilter(
             field_id=self.field_id,
@@ -194,17 +238,18 @@ class BloomBuilder:
         )
 
 
-def bloom_may_contain(bloom: BloomFilter, bits: bytes, hashes: _U64) -> bool:
-    """True if any of the values with these hash pairs may be in the filter (``bits``: the
+def bloom_may_contain(bloom: BloomFilter, bits: bytes, hashes: _U32) -> bool:
+    """True if any of the values with these hashes may be in the filter (``bits``: the
     filter's bits, from the manifest or the sidecar)."""
     if len(hashes) == 0:
         return False
     if len(bits) * 8 < bloom.num_bits:
         return True  # damaged or missing bits: keep the file
-    positions = _positions(hashes, bloom.num_bits, bloom.num_hashes)
     table = np.frombuffer(bits, dtype=np.uint8)
-    found = (table[positions >> np.uint64(3)] >> (positions & np.uint64(7)).astype(np.uint8)) & 1
-    return bool(found.all(axis=1).any())
+    present = np.ones(len(hashes), dtype=np.bool_)
+    for positions in _probes(hashes, bloom.num_bits, bloom.num_hashes):
+        present &= ((table[positions >> np.uint64(3)] >> (positions & np.uint64(7))) & 1) == 1
+    return bool(present.any())
 
 
 @dataclass(frozen=True)
@@ -213,7 +258,7 @@ class ProbeValues:
 
     field_id: int
     hash_type: str
-    hashes: _U64
+    hashes: _U32
 
 
 @dataclass(frozen=True)
