@@ -2,17 +2,16 @@
 
 A scan (or stream) whose filter pins an indexed column with ``=`` or ``in`` in every clause
 hashes its literals once (:func:`index_probe`) and drops the files whose filters prove that no
-row matches (:func:`prune_with_index`). Filters kept in the manifest cost no I/O; sidecar
-filters are read concurrently, only for the files that survived every other pruning. A sidecar
-that cannot be read (missing, damaged) keeps its file: an index can only ever skip work, never
-rows. Entries keep their order.
+row matches (:func:`prune_with_index`). Filters kept in the manifest cost no I/O; the others
+are probed in the data files themselves, one 32-byte read per probed block, concurrently across
+the files that survived every other pruning. A file whose filters cannot be read is kept: an
+index can only ever skip work, never rows. Entries keep their order.
 """
 
 from __future__ import annotations
 
 import decimal
 import logging
-import math
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -20,19 +19,19 @@ import pyarrow as pa
 
 from appendtable._state import SchemaView
 from appendtable.datafiles.arrow_schema import arrow_type
-from appendtable.errors import CorruptMetadataError, StorageError
-from appendtable.metadata import codec, layout
-from appendtable.metadata.models import FileIndex, ManifestEntry, StatValue
+from appendtable.errors import StorageError
+from appendtable.metadata.models import BloomFilter, DataFileMeta, ManifestEntry, StatValue
 from appendtable.metadata.types import TypeSpec
-from appendtable.planning.file_index import IndexProbe, ProbeValues, hash_type_of, value_hashes
+from appendtable.planning.file_index import IndexProbe, ProbeValues, probe_values
 from appendtable.planning.filters import Filter, Predicate
+from appendtable.planning.parquet_bloom import BLOCK_BYTES
 from appendtable.storage import Storage
 
 __all__ = ["index_probe", "literal_array", "prune_with_index"]
 
 log = logging.getLogger("appendtable.scan")
 
-_SIDECAR_THREADS = 16
+_IO_THREADS = 16
 _EQUALITY = frozenset({"=", "==", "in"})
 
 
@@ -64,18 +63,13 @@ def _probe_values(
 ) -> ProbeValues | None:
     if field_id is None or predicate.op not in _EQUALITY or predicate.column in partitions:
         return None
-    hash_type = hash_type_of(arrow_type(predicate.type))
-    if hash_type is None:
-        return None
-    arrays = []
+    data_type = arrow_type(predicate.type)
+    values = []
     for value in predicate.values:
-        if isinstance(value, float) and math.isnan(value):
-            return None  # NaN semantics differ between = and in: leave it to the reader
         array = literal_array(value, predicate.type)
-        if array is not None:
-            arrays.append(array)
-    hashes = value_hashes(pa.chunked_array(arrays, type=arrow_type(predicate.type)))
-    return ProbeValues(field_id=field_id, hash_type=hash_type, hashes=hashes)
+        if array is not None:  # else no row of the column can equal it
+            values.append(array[0].as_py())
+    return probe_values(field_id, values, data_type)
 
 
 def prune_with_index(
@@ -85,33 +79,39 @@ def prune_with_index(
     if probe is None:
         return list(entries)
     keep = [True] * len(entries)
-    sidecars: list[int] = []
+    in_files: list[int] = []
     for position, entry in enumerate(entries):
         index = entry.file.file_index
         if not probe.concerns(index):
             continue
         assert index is not None
-        if index.sidecar_size:
-            sidecars.append(position)
-        else:
+        if all(bloom.bits for bloom in index.blooms):
             keep[position] = probe.may_match(index)
-    if sidecars:
-        paths = [entries[p].file.path for p in sidecars]
-        if len(paths) == 1:
-            loaded = [_read_sidecar(storage, paths[0])]
         else:
-            with ThreadPoolExecutor(max_workers=min(_SIDECAR_THREADS, len(paths))) as pool:
-                loaded = list(pool.map(lambda path: _read_sidecar(storage, path), paths))
-        for position, index in zip(sidecars, loaded, strict=True):
-            keep[position] = index is None or probe.may_match(index)
+            in_files.append(position)
+    if in_files:
+        files = [entries[p].file for p in in_files]
+        if len(files) == 1:
+            answers = [_probe_in_file(storage, files[0], probe)]
+        else:
+            with ThreadPoolExecutor(max_workers=min(_IO_THREADS, len(files))) as pool:
+                answers = list(pool.map(lambda file: _probe_in_file(storage, file, probe), files))
+        for position, answer in zip(in_files, answers, strict=True):
+            keep[position] = answer
     return [entry for entry, kept in zip(entries, keep, strict=True) if kept]
 
 
-def _read_sidecar(storage: Storage, data_path: str) -> FileIndex | None:
-    path = layout.index_path(data_path)
+def _probe_in_file(storage: Storage, file: DataFileMeta, probe: IndexProbe) -> bool:
+    """``probe.may_match`` for a file whose bitsets are read, 32 bytes per probed block, from
+    the data file itself. A file that cannot be read is kept."""
+    assert file.file_index is not None
+
+    def read_block(bloom: BloomFilter, block: int) -> bytes:
+        start = bloom.offset + block * BLOCK_BYTES
+        return storage.read_range(file.path, start, BLOCK_BYTES)
+
     try:
-        data = storage.read(path)
-        return codec.decode(data, FileIndex, codec.Kind.FILE_INDEX, storage.uri(path))
-    except (StorageError, CorruptMetadataError) as exc:
-        log.warning("reading the index of %s without it: %s", data_path, exc)
-        return None
+        return probe.may_match(file.file_index, read_block)
+    except StorageError as exc:
+        log.warning("probing the bloom filters of %s failed (%s); reading it", file.path, exc)
+        return True

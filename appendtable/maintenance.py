@@ -238,8 +238,8 @@ def remove_orphan_files(state: TableState, *, older_than_ms: int, dry_run: bool)
         elif path.startswith(f"{layout.MANIFEST_DIR}/"):
             if path.rsplit("/", 1)[-1] in metadata_files:
                 continue
-        elif path in data_files or layout.data_path_of_index(path) in data_files:
-            continue  # a data file, or the index sidecar of one, that a snapshot references
+        elif path in data_files:
+            continue
         orphans.append(path)
         size += info.size
     if not dry_run:

@@ -175,8 +175,6 @@ class StagingArea:
                         f"{file.path} was not written into staging area {self.id}"
                     )
                 targets[file.path] = file.path[len(prefix) :]
-                if file.file_index is not None and file.file_index.sidecar_size:
-                    targets[layout.index_path(file.path)] = layout.index_path(targets[file.path])
         with ThreadPoolExecutor(max_workers=_IO_THREADS) as pool:
             self._move_all(pool, targets)
         return [_renamed(message, targets) for message in messages]

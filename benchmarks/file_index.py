@@ -3,9 +3,10 @@
 One table history of ``FILES`` one-file appends of ``ROWS_PER_FILE`` rows (random ~10
 character strings in ``text``: about one distinct value per row, and every file's min/max
 spans nearly the whole alphabet, so statistics skip nothing) is written four ways with the same
-rows: appendtable without an index, with bloom filters kept in the manifest, with bloom
-filters in sidecar files (the default 500 B threshold), and as plain Parquet files (once
-without and once with Parquet's own bloom filters, written by pyarrow). Each lookup asks for a
+rows: appendtable without an index, with the bloom filters' bitsets copied into the manifest,
+with them probed in the data files (the default 500 B threshold), and as plain Parquet files
+(once without and once with Parquet's own bloom filters, written by pyarrow and read by
+DuckDB). Each lookup asks for a
 different existing value and checks the rows it gets.
 
 Write cost: one append of ``peer_rows`` rows with and without the index on ``text``, and
@@ -47,13 +48,13 @@ def _build(ws: Workspace, files: int) -> tuple[dict[str, str], list[str], dict[s
     layouts = {
         "none": ws.fresh_path("no-index"),
         "manifest": ws.fresh_path("index-in-manifest"),
-        "sidecar": ws.fresh_path("index-sidecar"),
+        "in-file": ws.fresh_path("index-in-file"),
         "parquet": ws.fresh_path("parquet"),
         "parquet-bloom": ws.fresh_path("parquet-bloom"),
     }
     tables = {
         name: at.create_table(layouts[name], data.schema, options={**_BASE, **extra})
-        for name, extra in (("none", {}), ("manifest", _EMBEDDED), ("sidecar", _INDEX))
+        for name, extra in (("none", {}), ("manifest", _EMBEDDED), ("in-file", _INDEX))
     }
     for directory in (layouts["parquet"], layouts["parquet-bloom"]):
         os.makedirs(directory)
@@ -77,11 +78,11 @@ def _build(ws: Workspace, files: int) -> tuple[dict[str, str], list[str], dict[s
 def bench_file_index(ws: Workspace) -> list[Result]:
     files = 1_000 if ws.config.mode == "full" else 100
     layouts, values, counts = _build(ws, files)
-    handles = {name: at.open_table(layouts[name]) for name in ("none", "manifest", "sidecar")}
+    handles = {name: at.open_table(layouts[name]) for name in ("none", "manifest", "in-file")}
     total = _files(handles["none"].scan())
     opened = {
         name: [_files(handles[name].scan(filter=[("text", "=", v)])) for v in values]
-        for name in ("manifest", "sidecar")
+        for name in ("manifest", "in-file")
     }
     connection = duckdb.connect()
 
@@ -111,7 +112,7 @@ def bench_file_index(ws: Workspace) -> list[Result]:
     lookups = measure(
         [
             Case("manifest", run=ours("manifest"), setup=cycle_setup(values)),
-            Case("sidecar", run=ours("sidecar"), setup=cycle_setup(values)),
+            Case("in-file", run=ours("in-file"), setup=cycle_setup(values)),
             Case("none", run=ours("none"), setup=cycle_setup(values)),
             Case("parquet", run=parquet, setup=cycle_setup(values)),
             Case("duckdb", run=duck("parquet"), setup=cycle_setup(values)),
@@ -123,7 +124,7 @@ def bench_file_index(ws: Workspace) -> list[Result]:
     )
     shape = {"files": total, "rows_per_file": ROWS_PER_FILE, "lookups": len(values)}
     rows: list[Result] = []
-    for name, label in (("manifest", "in the manifest"), ("sidecar", "in sidecar files")):
+    for name, label in (("manifest", "in the manifest"), ("in-file", "probed in the data files")):
         most = max(opened[name])
         rows.append(
             Result(
@@ -206,12 +207,19 @@ def _sizes(layouts: dict[str, str]) -> list[Result]:
     return [
         count_row(
             GROUP,
-            "metadata kept by the bloom filters: manifests with filters in them "
-            "(baseline: manifests without), MB",
+            "metadata kept by the bloom filters: manifests with their bitsets "
+            "(baseline: manifests without an index), MB",
             manifests["manifest"] / 1e6,
             "MB",
             baseline=manifests["none"] / 1e6,
-            details={"sidecar_files_mb": size(layouts["sidecar"], ".index") / 1e6},
+            details={
+                "manifests_describing_in_file_filters_mb": size(
+                    f"{layouts['in-file']}/manifest", ""
+                )
+                / 1e6,
+                "data_files_with_filters_mb": size(layouts["in-file"], ".parquet") / 1e6,
+                "data_files_without_mb": size(layouts["none"], ".parquet") / 1e6,
+            },
         )
     ]
 

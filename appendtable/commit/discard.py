@@ -6,8 +6,7 @@ error), so whoever gives up on the write (an aborted commit, a failed Spark job,
 that lost a race, pre-commit merging that replaced small files, a staging area being removed)
 deletes its files through :func:`discard_files` and nothing else.
 
-Guarantee: a file that a retained snapshot or a tag references is never deleted here (nor the
-index sidecar of one). Before
+Guarantee: a file that a retained snapshot or a tag references is never deleted here. Before
 deleting, the snapshots and tags are read; a file is kept when some snapshot adds it (or holds
 it, for the earliest retained snapshot and rollbacks) or a tag's snapshot holds it, and every
 file is kept when they cannot be read completely (a storage error, damaged metadata, a
@@ -34,7 +33,6 @@ from appendtable.commit.manifests import ManifestStore
 from appendtable.commit.snapshots import SnapshotStore
 from appendtable.commit.tags import TagStore
 from appendtable.errors import AppendTableError, StorageError
-from appendtable.metadata import layout
 from appendtable.metadata.models import FileKind, ManifestEntry, Snapshot, Tag
 from appendtable.storage import Storage
 
@@ -86,23 +84,9 @@ def referenced_files(
     tags: Iterable[Tag] = (),
 ) -> set[str]:
     """Which of ``paths`` a retained snapshot (after ``since_snapshot_id``, if given) or one
-    of ``tags`` (whose snapshot may have expired) references. An index sidecar counts as
-    referenced exactly when its data file is. Raises whatever reading the snapshots raises:
-    the answer is then unknown."""
-    owners = {path: layout.data_path_of_index(path) or path for path in paths}
-    found = _referenced_data_files(
-        snapshots, manifests, set(owners.values()), since_snapshot_id, tags
-    )
-    return {path for path, owner in owners.items() if owner in found}
-
-
-def _referenced_data_files(
-    snapshots: SnapshotStore,
-    manifests: ManifestStore,
-    wanted: set[str],
-    since_snapshot_id: int | None,
-    tags: Iterable[Tag],
-) -> set[str]:
+    of ``tags`` (whose snapshot may have expired) references. Raises whatever reading the
+    snapshots raises: the answer is then unknown."""
+    wanted = set(paths)
     latest = snapshots.latest_id()
     if not wanted or latest is None:
         return set()

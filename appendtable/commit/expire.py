@@ -16,9 +16,6 @@ file is: a tag created meanwhile on a snapshot being expired was written before 
 file disappeared (``create_tag`` checks), so that second read sees it. A deleted tag's release
 record frees the files only that tag kept, once its snapshot is older than the earliest
 retained one (until then the snapshot itself keeps them).
-
-Index sidecars (``<data file>.index``) are deleted right after their data file, under the same
-protection, so a sidecar is never deleted while its data file is referenced.
 """
 
 from __future__ import annotations
@@ -31,7 +28,7 @@ from appendtable.commit.snapshots import SnapshotStore
 from appendtable.commit.tags import TagStore
 from appendtable.errors import ObjectNotFoundError, StorageError
 from appendtable.metadata import layout
-from appendtable.metadata.models import FileKind, ManifestEntry, Snapshot, Tag
+from appendtable.metadata.models import FileKind, Snapshot, Tag
 from appendtable.storage import Storage
 
 __all__ = [
@@ -52,9 +49,6 @@ class ExpirePlan:
     new_earliest: int | None = None
     #: Release records of deleted tags processed by this plan (removed last).
     releases: list[str] = field(default_factory=list)
-    #: Data files (of ``data_files`` or not) that have an index sidecar: deleting one of them
-    #: deletes its sidecar too, right after it.
-    with_sidecar: set[str] = field(default_factory=set)
 
 
 @dataclass(frozen=True)
@@ -111,7 +105,6 @@ def plan_expiration(
         for entry in manifests.delta_entries(snapshot):
             if entry.kind == FileKind.DELETE:
                 removed.add(entry.file.path)
-                _note_sidecar(plan, entry)
     plan.data_files = sorted(
         removed - _restored_by_rollbacks(snapshots, manifests, end) - tags.data
     )
@@ -146,21 +139,13 @@ def plan_releases(
         plan.releases.append(path)
         if tag.snapshot.id >= keep_from:
             continue
-        for entry in manifests.live_files(tag.snapshot):
-            data.add(entry.file.path)
-            _note_sidecar(plan, entry)
+        data.update(entry.file.path for entry in manifests.live_files(tag.snapshot))
         metadata |= _metadata_of(tag.snapshot, manifests)
     plan.data_files = sorted(set(plan.data_files) | (data - kept_data - tags.data))
     plan.metadata_files = sorted(
         set(plan.metadata_files)
         | {layout.manifest_path(n) for n in metadata - kept_metadata - tags.metadata}
     )
-
-
-def _note_sidecar(plan: ExpirePlan, entry: ManifestEntry) -> None:
-    index = entry.file.file_index
-    if index is not None and index.sidecar_size:
-        plan.with_sidecar.add(entry.file.path)
 
 
 def _restored_by_rollbacks(
@@ -205,8 +190,6 @@ def execute_expiration(
             continue
         try:
             storage.delete(path)
-            if path in plan.with_sidecar:
-                storage.delete(layout.index_path(path))
         except StorageError:
             pass  # left as an orphan; remove_orphan_files reclaims it
     tag_store = TagStore(storage)

@@ -115,6 +115,12 @@ class TailKeeper(io.RawIOBase):
             super().close()  # flushes
             self._raw.close()
 
+    def kept(self) -> tuple[bytes, int]:
+        """The last bytes written (at least the last MiB, when there are that many) and the
+        file offset of the first of them."""
+        kept = bytes(self._kept)
+        return kept, self._written - len(kept)
+
     def tail_crc(self, uri: str) -> int | None:
         """The checksum of the file's tail, or None if the footer is larger than what was
         kept (then it is not recorded)."""

@@ -32,11 +32,17 @@ from appendtable.datafiles.footer import (
 )
 from appendtable.datafiles.nested_nulls import fill_hidden_nulls
 from appendtable.datafiles.stats import StatsCollector
-from appendtable.metadata import codec, layout
+from appendtable.metadata import layout
 from appendtable.metadata import options as opt
-from appendtable.metadata.models import DataFileMeta, FileIndex, FileSource, TableSchema
+from appendtable.metadata.models import (
+    BloomFilter,
+    DataFileMeta,
+    FileIndex,
+    FileSource,
+    TableSchema,
+)
 from appendtable.metadata.types import FieldSpec
-from appendtable.planning.file_index import BloomBuilder, hash_type_of
+from appendtable.planning.parquet_bloom import bitset_of, unsupported_bloom_reason
 from appendtable.storage import Storage
 from appendtable.storage.translate import translated
 
@@ -58,10 +64,10 @@ _DICTIONARY_MAX_DISTINCT_RATIO = 0.5
 
 @dataclass(frozen=True)
 class FileIndexSpec:
-    """Which columns get a bloom filter per data file, and how big filters may be before they
-    move from the manifest into a sidecar."""
+    """Which columns get a Parquet bloom filter per row group, and how big a file's filters may
+    be for their bitsets to be copied into the manifest (larger ones are read from the file)."""
 
-    #: (column name, field id, hash type) of each indexed column.
+    #: (column name, field id, Arrow type as written) of each indexed column.
     columns: tuple[tuple[str, int, str], ...]
     fpp: float
     items: int
@@ -78,10 +84,10 @@ class FileIndexSpec:
         ids = {f.name: f.id for f in fields}
         columns = []
         for name in names:
-            hash_type = hash_type_of(arrow_schema.field(name).type)
+            data_type = arrow_schema.field(name).type
             field_id = ids[name]
-            if hash_type is not None and field_id is not None:  # validated at create/alter
-                columns.append((name, field_id, hash_type))
+            if unsupported_bloom_reason(data_type) is None and field_id is not None:
+                columns.append((name, field_id, str(data_type)))  # validated at create/alter
         return FileIndexSpec(
             columns=tuple(columns),
             fpp=options.get(opt.FILE_INDEX_BLOOM_FPP),
@@ -89,8 +95,11 @@ class FileIndexSpec:
             in_manifest_threshold=options.get(opt.FILE_INDEX_IN_MANIFEST_THRESHOLD),
         )
 
-    def builders(self) -> list[BloomBuilder]:
-        return [BloomBuilder(fid, ht, self.fpp, self.items) for _, fid, ht in self.columns]
+    def writer_options(self, rows: int) -> dict[str, dict[str, float]]:
+        """pyarrow's ``bloom_filter_options`` for row groups of about ``rows`` rows: filters
+        sized for that many distinct values, or for ``items`` when set."""
+        ndv = self.items if self.items > 0 else max(1, rows)
+        return {name: {"ndv": ndv, "fpp": self.fpp} for name, _, _ in self.columns}
 
 
 @dataclass
@@ -276,7 +285,9 @@ class RollingWriter:
                 path = f"{self._directory}/{name}"
                 if self._on_file is not None:
                     self._on_file(path)
-                self._current = _OpenFile(self._storage, path, self._spec, self._on_file)
+                self._current = _OpenFile(
+                    self._storage, path, self._spec, self._on_file, rows_hint=piece.num_rows
+                )
             self._current.write(piece)
             if self._current.size() >= self._spec.target_file_size:
                 self._close_current()
@@ -300,6 +311,10 @@ class RollingWriter:
             current.abandon()
 
 
+class _NotKept(Exception):
+    """A read before the tail kept from an object-store stream."""
+
+
 class _OpenFile:
     def __init__(
         self,
@@ -307,12 +322,16 @@ class _OpenFile:
         path: str,
         spec: FileWriteSpec,
         on_file: Callable[[str], None] | None = None,
+        *,
+        rows_hint: int = 0,
     ) -> None:
+        """``rows_hint``: rows of the first row group, which sizes the bloom filters."""
         self._storage = storage
         self._path = path
         self._spec = spec
         self._on_file = on_file
-        self._blooms = spec.index.builders() if spec.index is not None else []
+        index = spec.index
+        blooms = index.writer_options(rows_hint) if index is not None and index.columns else None
         self._rows = 0
         self._arrow_bytes = 0
         self._stats = StatsCollector(spec.fields, spec.stats_mode, spec.stats_truncate)
@@ -335,6 +354,7 @@ class _OpenFile:
                 if spec.dictionary_columns is not None
                 else True,
                 write_statistics=True,
+                bloom_filter_options=blooms,
             )
 
     def write(self, piece: pa.Table) -> None:
@@ -346,10 +366,6 @@ class _OpenFile:
         with translated("write", self._storage.uri(self._path)):
             self._writer.write_table(piece, row_group_size=piece.num_rows)
         self._stats.update(piece)
-        if self._blooms:
-            assert self._spec.index is not None
-            for (name, _, _), builder in zip(self._spec.index.columns, self._blooms, strict=True):
-                builder.update(piece.column(name))
         self._rows += piece.num_rows
         self._arrow_bytes += piece.nbytes
 
@@ -363,9 +379,9 @@ class _OpenFile:
             size = int(self._sink.tell())
             self._sink.close()
             footer_crc = self._footer_crc(size, uri)
+            file_index = self._file_index(size)
         self._storage.sync_file(self._path)
         self._spec.observe_ratio(self._arrow_bytes, size)
-        file_index = self._file_index()
         nulls, mins, maxs = self._stats.result()
         return DataFileMeta(
             path=self._path,
@@ -383,23 +399,67 @@ class _OpenFile:
             file_index=file_index,
         )
 
-    def _file_index(self) -> FileIndex | None:
-        """The file's bloom filters: in the manifest when small, else written (durably) to the
-        sidecar and described in the manifest without their bits."""
-        if not self._blooms:
+    def _file_index(self, size: int) -> FileIndex | None:
+        """The Parquet bloom filters just written, found from the file's tail (the page cache
+        on local disk, the bytes kept from the stream on object stores): their bitsets are kept
+        in the manifest when small, else only where they start in the file. None when the
+        table indexes no column, or when a filter cannot be read back (the file is then never
+        skipped by an index)."""
+        index = self._spec.index
+        if index is None or not index.columns:
             return None
-        assert self._spec.index is not None
-        blooms = tuple(builder.result() for builder in self._blooms)
-        if sum(len(b.bits) for b in blooms) <= self._spec.index.in_manifest_threshold:
-            return FileIndex(blooms)
-        sidecar = layout.index_path(self._path)
-        if self._on_file is not None:
-            self._on_file(sidecar)
-        data = codec.encode(FileIndex(blooms), codec.Kind.FILE_INDEX)
-        self._storage.create(sidecar, data)
-        self._storage.sync_names([sidecar])
-        described = tuple(msgspec.structs.replace(b, bits=b"") for b in blooms)
-        return FileIndex(described, sidecar_size=len(data))
+        try:
+            described = self._read_blooms(index, self._tail_reader(), size)
+        except _NotKept:
+            return None  # larger than the tail kept from the stream
+        if described is None:
+            return None
+        if sum(b.num_bytes for b in described.blooms) <= index.in_manifest_threshold:
+            return described
+        bare = tuple(msgspec.structs.replace(b, bits=b"") for b in described.blooms)
+        return FileIndex(bare, row_groups=described.row_groups)
+
+    def _read_blooms(
+        self, index: FileIndexSpec, read_at: Callable[[int, int], bytes], size: int
+    ) -> FileIndex | None:
+        footer = read_tail(read_at, size, self._storage.uri(self._path))
+        metadata = pq.read_metadata(pa.BufferReader(footer))
+        positions = {name: metadata.schema.names.index(name) for name, _, _ in index.columns}
+        blooms: list[BloomFilter] = []
+        for row_group in range(metadata.num_row_groups):
+            group = metadata.row_group(row_group)
+            for name, field_id, value_type in index.columns:
+                column = group.column(positions[name])
+                offset, length = column.bloom_filter_offset, column.bloom_filter_length
+                if offset is None or not length or length <= 0:
+                    return None
+                bits = bitset_of(read_at(length, offset))
+                if bits is None:
+                    return None
+                start = offset + length - len(bits)  # the bitset ends the serialized filter
+                blooms.append(BloomFilter(field_id, value_type, len(bits), bits, start))
+        return FileIndex(tuple(blooms), row_groups=metadata.num_row_groups)
+
+    def _tail_reader(self) -> Callable[[int, int], bytes]:
+        """``read_at(count, offset)`` over the file just written: the local file, or the tail
+        kept from the stream (raising _NotKept before it)."""
+        if self._local is not None:
+            local = self._local
+
+            def read_local(count: int, offset: int) -> bytes:
+                with pa.OSFile(local, "rb") as written:
+                    return bytes(written.read_at(count, offset))
+
+            return read_local
+        assert self._keeper is not None
+        kept, start = self._keeper.kept()
+
+        def read_kept(count: int, offset: int) -> bytes:
+            if offset < start:
+                raise _NotKept
+            return kept[offset - start : offset - start + count]
+
+        return read_kept
 
     def _footer_crc(self, size: int, uri: str) -> int | None:
         """The checksum of the tail just written: kept from the stream on object stores, read

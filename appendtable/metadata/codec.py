@@ -64,7 +64,6 @@ class Kind(enum.IntEnum):
     WATERMARK_GROUP = 9
     COMPACTION_TASK = 10
     TAG = 11
-    FILE_INDEX = 12
 
 
 #: Human-readable files use JSON; bulky ones MessagePack.
@@ -80,7 +79,6 @@ _ENCODING = {
     Kind.COMMIT_MESSAGE: _MSGPACK,
     Kind.SPLIT: _MSGPACK,
     Kind.COMPACTION_TASK: _MSGPACK,
-    Kind.FILE_INDEX: _MSGPACK,
 }
 
 _json_encoder = msgspec.json.Encoder(order="deterministic")

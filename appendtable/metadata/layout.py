@@ -143,20 +143,6 @@ def data_file_name(writer_uuid: str, counter: int) -> str:
     return f"data-{writer_uuid}-{counter}.parquet"
 
 
-#: The suffix of a data file's index sidecar: ``<data file path>.index``.
-INDEX_SUFFIX = ".index"
-
-
-def index_path(data_path: str) -> str:
-    """The index sidecar of the data file at ``data_path``."""
-    return data_path + INDEX_SUFFIX
-
-
-def data_path_of_index(path: str) -> str | None:
-    """The data file an index sidecar belongs to, None if ``path`` is not a sidecar."""
-    return path[: -len(INDEX_SUFFIX)] if path.endswith(f".parquet{INDEX_SUFFIX}") else None
-
-
 def id_from_name(name: str, prefix: str) -> int | None:
     """The numeric id of ``<prefix><id>`` file names, None for anything else (temp files)."""
     base = name.rsplit("/", 1)[-1]

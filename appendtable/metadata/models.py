@@ -127,29 +127,27 @@ class DataFileMeta(msgspec.Struct, frozen=True, array_like=True, gc=False):
 
 
 class BloomFilter(msgspec.Struct, frozen=True, array_like=True, gc=False):
-    """A bloom filter of the distinct non-null values of one column of one data file.
+    """The Parquet split-block bloom filter of one column in one row group of a data file.
 
-    Probe ``i < num_hashes`` of a value sets bit ``(h1 + i * h2 mod 2**32) * num_bits >> 32``,
-    where ``h1`` and ``h2`` are the value's two 32-bit hashes (see ``planning.file_index``).
-    ``hash_type`` names the canonical type the values were hashed as: a filter is only probed
-    with values of that type.
-    ``bits`` (little-endian bit order) is empty when the filter lives in the index sidecar.
+    ``bits`` is the filter's bitset (``num_bytes`` bytes), kept here when the file's filters
+    are small (``file-index.in-manifest-threshold``); otherwise it is empty and the bitset is
+    read from the data file itself, where it starts at byte ``offset``. Values are found by the
+    XXH64 hash of their PLAIN encoding as ``value_type`` (the column's Arrow type in the file,
+    ``str(type)``; see ``planning.parquet_bloom``).
     """
 
     field_id: int
-    hash_type: str
-    num_hashes: int
-    num_bits: int
+    value_type: str
+    num_bytes: int
     bits: bytes = b""
+    offset: int = 0
 
 
 class FileIndex(msgspec.Struct, frozen=True, array_like=True, gc=False):
-    """The indexes of one data file. Small ones are kept in the manifest; larger ones in the
-    sidecar ``<data file>.index`` (``sidecar_size`` bytes, a framed metadata file holding a
-    FileIndex with the bits), which lives and dies with its data file."""
+    """The indexes of one data file of ``row_groups`` row groups (Parquet bloom filters)."""
 
     blooms: tuple[BloomFilter, ...]
-    sidecar_size: int = 0
+    row_groups: int
 
 
 class ManifestEntry(msgspec.Struct, frozen=True, array_like=True, gc=False):

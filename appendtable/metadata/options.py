@@ -214,7 +214,8 @@ FILE_INDEX_IN_MANIFEST_THRESHOLD = _define(
     "file-index.in-manifest-threshold",
     parse_size,
     500,
-    "file indexes up to this size live in the manifest, larger ones in a sidecar file",
+    "a file's bloom filters up to this size are copied into the manifest; larger ones are "
+    "read from the data file when a scan probes them",
 )
 ICEBERG_MAX_SNAPSHOTS = _define(
     "metadata.iceberg.max-snapshots",

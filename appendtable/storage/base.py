@@ -39,6 +39,11 @@ class Storage(ABC):
     def read(self, path: str) -> bytes:
         """The whole file. Raises ObjectNotFoundError if it does not exist."""
 
+    def read_range(self, path: str, offset: int, length: int) -> bytes:
+        """``length`` bytes of ``path`` from byte ``offset`` (fewer at its end). Raises
+        ObjectNotFoundError if it does not exist."""
+        return self.read(path)[offset : offset + length]
+
     @abstractmethod
     def write(self, path: str, data: bytes) -> None:
         """Create or replace ``path``. Readers see either nothing/the old content or all of

@@ -153,6 +153,17 @@ class FsspecStorage(Storage):
         with translated("read", self.uri(path)):
             return self._retrying(lambda: self._cat(full))
 
+    def read_range(self, path: str, offset: int, length: int) -> bytes:
+        """One ranged GET on S3."""
+        full = self._full(path)
+
+        def fetch() -> bytes:
+            data: bytes = self.fs.cat_file(full, start=offset, end=offset + length)
+            return data
+
+        with translated("read", self.uri(path)):
+            return self._retrying(fetch)
+
     def exists(self, path: str) -> bool:
         """Whether the file ``path`` exists now (one HEAD on S3; never answered from a cache)."""
         full = self._full(path)

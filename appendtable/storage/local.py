@@ -82,6 +82,10 @@ class LocalStorage(Storage):
         with translated("read", self.uri(path)), open(self._abs(path), "rb") as handle:
             return handle.read()
 
+    def read_range(self, path: str, offset: int, length: int) -> bytes:
+        with translated("read", self.uri(path)), open(self._abs(path), "rb") as handle:
+            return os.pread(handle.fileno(), length, offset)
+
     def write(self, path: str, data: bytes) -> None:
         final = self._abs(path)
         with translated("write", self.uri(path)):

@@ -42,7 +42,6 @@ ROWS_PER_APPEND = 6
 #: Kill points inside one operation; ``<phase>:<where>``.
 APPEND_POINTS = (
     "append:data-file",  # one data file complete (synced), the others maybe not
-    "append:index-file",  # a data file synced, its index sidecar being written
     "append:data-written",  # all data files written, before the first manifest
     "append:manifests-written",  # manifests written, writing a manifest list
     "append:before-link",  # snapshot temp file written, not linked
@@ -106,10 +105,6 @@ class KillingStorage(LocalStorage):
 
     def create(self, path: str, data: bytes) -> None:
         self._metadata(path)
-        if path.endswith(".index") and self._due("index-file"):
-            with open(self._abs(path), "wb") as torn:  # died mid-write: half a sidecar
-                torn.write(data[: len(data) // 2])
-            self._die(path)
         super().create(path, data)
 
     def write(self, path: str, data: bytes) -> None:

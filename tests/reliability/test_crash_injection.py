@@ -23,7 +23,6 @@ import pytest
 
 import appendtable as at
 from appendtable._state import TableState
-from appendtable.metadata import layout
 from appendtable.storage import LocalStorage
 from appendtable.table import Table
 from tests.helpers.clock import past_every_file_ms
@@ -131,9 +130,6 @@ def check_table(
             assert sum(file.row_count for file in files) == snapshot.total_record_count
             gone = [f.path for f in files if not os.path.exists(os.path.join(uri, f.path))]
             assert not gone, f"snapshot {snapshot.id} lost data files {gone}"
-            sidecars = [layout.index_path(f.path) for f in files if _has_sidecar(f)]
-            gone = [p for p in sidecars if not os.path.exists(os.path.join(uri, p))]
-            assert not gone, f"snapshot {snapshot.id} lost index sidecars {gone}"
         acked_before |= by_snapshot.get(snapshot.id, set())
         missing = acked_before - keys
         assert not missing, f"snapshot {snapshot.id} lacks acknowledged appends {missing}"
@@ -152,25 +148,14 @@ def check_table(
     assert previous is not None
     scanned = appends_in(table.scan(columns=["run", "n", "i"]).to_arrow())
     assert scanned == previous
-    # the bloom filters on "i" skip files, never rows
-    probe = rescan_probe(table)
+    # the bloom filters on "i" (probed in the data files) skip files, never rows
+    probe = table.scan(columns=["run", "n"], filter=[("i", "=", 3)]).to_arrow()
     assert set(zip(probe["run"].to_pylist(), probe["n"].to_pylist(), strict=True)) == scanned
     assert history.acked.keys() <= scanned
     for run, n in scanned - history.acked.keys():
         # never acknowledged: only the append its process was in when killed may be there
         assert history.in_flight.get(run) == ("append", str(n), str(history.begun[(run, n)]))
     return table, scanned
-
-
-def _has_sidecar(file: at.DataFileMeta) -> bool:
-    return file.file_index is not None and file.file_index.sidecar_size > 0
-
-
-def rescan_probe(table: at.Table) -> pa.Table:
-    """Every append's rows with i = 3 (each append has one), read through the bloom filters."""
-    rows = table.scan(columns=["run", "n", "i"], filter=[("i", "=", 3)]).to_arrow()
-    assert pc.all(pc.equal(rows["i"], 3)).as_py() in (True, None)
-    return rows
 
 
 def latest_hint(uri: str) -> str:
@@ -220,8 +205,7 @@ def exact_plans(rng: random.Random) -> list[dict[str, object]]:
     for _ in range(EXACT_ROUNDS):
         for point in (*APPEND_POINTS, *COMPACT_POINTS):
             where = point.split(":")[1]
-            files = 3 if point.startswith("append") else 2
-            nth = {"data-file": files, "index-file": files, "manifests-written": 2}
+            nth = {"data-file": 3 if point.startswith("append") else 2, "manifests-written": 2}
             plans.append(
                 {
                     "point": point,
@@ -269,8 +253,7 @@ def test_kills_at_random_times_and_exact_points(tmp_path: Path) -> None:
             "bucket-key": "k",
             "write-only": True,
             "commit.fsync": False,
-            # every data file gets a sidecar index: crashes around it are covered too
-            "file-index.bloom-filter.columns": "i",
+            "file-index.bloom-filter.columns": "i",  # probed in the files: threshold 0
             "file-index.in-manifest-threshold": 0,
         },
     )
@@ -342,10 +325,6 @@ def test_kills_at_random_times_and_exact_points(tmp_path: Path) -> None:
     live, named = retained_files(table)
     assert on_disk <= named, f"{len(on_disk - named)} data files no retained snapshot references"
     assert live <= on_disk
-    sidecars = {str(p.relative_to(root)) for p in root.rglob("*.parquet.index")}
-    owners = {layout.data_path_of_index(p) for p in sidecars}
-    assert owners <= named, f"{len(owners - named)} index sidecars of unreferenced files"
-    assert {layout.index_path(p) for p in live} <= sidecars
     # Files that only a DELETE entry still names survive until a manifest merge drops the
     # entry: see test_interrupted_expiration_leaks_deleted_files.
     print(
