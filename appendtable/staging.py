@@ -41,6 +41,7 @@ import msgspec
 
 from appendtable._state import TableState
 from appendtable.commit.discard import DiscardResult
+from appendtable.datafiles.bloom_filters import FileIndexSpec
 from appendtable.datafiles.foreign import ForeignFile, ForeignFileSpec, describe_foreign_file
 from appendtable.datafiles.table_write import TableWriter
 from appendtable.errors import InvalidOptionError, StorageError
@@ -132,6 +133,7 @@ class StagingArea:
             stats_mode=options.get(opt.STATS_MODE),
             stats_truncate=options.stats_truncate,
             watermark_column=options.get(opt.WATERMARK_COLUMN) or None,
+            index=FileIndexSpec.for_table(view.schema.fields, view.arrow_schema, options),
         )
         with ThreadPoolExecutor(max_workers=_IO_THREADS) as pool:
             described = list(
@@ -258,6 +260,7 @@ class StagingArea:
                     min_values=file.min_values,
                     max_values=file.max_values,
                     footer_crc=file.footer_crc,
+                    file_index=file.file_index,
                 )
             )
             next_seq += file.row_count

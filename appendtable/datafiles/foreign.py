@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from appendtable.datafiles.bloom_filters import FileIndexSpec, describe_blooms
 from appendtable.datafiles.file_columns import column_mismatch, int96_columns
 from appendtable.datafiles.footer import metadata_of, read_tail, tail_crc
 from appendtable.datafiles.reading import (
@@ -33,7 +34,7 @@ from appendtable.datafiles.reading import (
 from appendtable.datafiles.stats import scalar_to_stat, stat_less, stored_stats
 from appendtable.datafiles.table_write import event_time_ms
 from appendtable.errors import CorruptDataFileError, ObjectNotFoundError, SchemaMismatchError
-from appendtable.metadata.models import PartitionValues, StatValue
+from appendtable.metadata.models import FileIndex, PartitionValues, StatValue
 from appendtable.metadata.types import STATS_KINDS, FieldSpec
 from appendtable.storage import Storage
 from appendtable.storage.translate import translated
@@ -53,6 +54,8 @@ class ForeignFileSpec:
     stats_mode: str
     stats_truncate: int | None
     watermark_column: str | None
+    #: The table's bloom-filter columns: the file's own Parquet filters on them are described.
+    index: FileIndexSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,7 @@ class ForeignFile:
     max_values: tuple[StatValue, ...]
     max_event_time_ms: int | None
     footer_crc: int
+    file_index: FileIndex | None = None
 
 
 def describe_foreign_file(storage: Storage, path: str, spec: ForeignFileSpec) -> ForeignFile:
@@ -104,6 +108,11 @@ def describe_foreign_file(storage: Storage, path: str, spec: ForeignFileSpec) ->
         if watermark and highs[watermark_index] is None:
             wanted.append(watermark)
         read = source.read(columns=list(dict.fromkeys(wanted))) if wanted and rows else None
+        blooms = (
+            describe_blooms(spec.index, handle.read_at, file_size, uri)
+            if spec.index is not None and spec.index.columns
+            else None
+        )
     for name in unknown:  # no rows were read only when there are none
         nulls[spec.arrow_schema.get_field_index(name)] = (
             read.column(name).null_count if read is not None else 0
@@ -128,6 +137,7 @@ def describe_foreign_file(storage: Storage, path: str, spec: ForeignFileSpec) ->
         max_values=stored[2],
         max_event_time_ms=_event_time(read, highs, watermark_index, spec),
         footer_crc=tail_crc(tail),
+        file_index=blooms,
     )
 
 

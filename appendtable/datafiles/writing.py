@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from appendtable.datafiles.arrow_schema import parquet_write_schema
+from appendtable.datafiles.bloom_filters import FileIndexSpec, describe_blooms
 from appendtable.datafiles.file_columns import (
     same_layout,
 )
@@ -35,19 +36,16 @@ from appendtable.datafiles.stats import StatsCollector
 from appendtable.metadata import layout
 from appendtable.metadata import options as opt
 from appendtable.metadata.models import (
-    BloomFilter,
     DataFileMeta,
     FileIndex,
     FileSource,
     TableSchema,
 )
 from appendtable.metadata.types import FieldSpec
-from appendtable.planning.parquet_bloom import bitset_of, unsupported_bloom_reason
 from appendtable.storage import Storage
 from appendtable.storage.translate import translated
 
 __all__ = [
-    "FileIndexSpec",
     "FileWriteSpec",
     "RollingWriter",
     "choose_dictionary_columns",
@@ -60,46 +58,6 @@ _MAX_ROW_GROUP_BYTES = 128 * 1024 * 1024
 _DICTIONARY_SAMPLE_ROWS = 65_536
 _DICTIONARY_MAX_DISTINCT_RATIO = 0.5
 #: How every data file is read: INT96 timestamps in microseconds (see ``file_columns``), and
-
-
-@dataclass(frozen=True)
-class FileIndexSpec:
-    """Which columns get a Parquet bloom filter per row group, and how big a file's filters may
-    be for their bitsets to be copied into the manifest (larger ones are read from the file)."""
-
-    #: (column name, field id, Arrow type as written) of each indexed column.
-    columns: tuple[tuple[str, int, str], ...]
-    fpp: float
-    items: int
-    in_manifest_threshold: int
-
-    @staticmethod
-    def for_table(
-        fields: Sequence[FieldSpec], arrow_schema: pa.Schema, options: opt.Options
-    ) -> FileIndexSpec | None:
-        """The index spec of a table's data files; None when no column is indexed."""
-        names = options.get(opt.FILE_INDEX_BLOOM_COLUMNS)
-        if not names:
-            return None
-        ids = {f.name: f.id for f in fields}
-        columns = []
-        for name in names:
-            data_type = arrow_schema.field(name).type
-            field_id = ids[name]
-            if unsupported_bloom_reason(data_type) is None and field_id is not None:
-                columns.append((name, field_id, str(data_type)))  # validated at create/alter
-        return FileIndexSpec(
-            columns=tuple(columns),
-            fpp=options.get(opt.FILE_INDEX_BLOOM_FPP),
-            items=options.get(opt.FILE_INDEX_BLOOM_ITEMS),
-            in_manifest_threshold=options.get(opt.FILE_INDEX_IN_MANIFEST_THRESHOLD),
-        )
-
-    def writer_options(self, rows: int) -> dict[str, dict[str, float]]:
-        """pyarrow's ``bloom_filter_options`` for row groups of about ``rows`` rows: filters
-        sized for that many distinct values, or for ``items`` when set."""
-        ndv = self.items if self.items > 0 else max(1, rows)
-        return {name: {"ndv": ndv, "fpp": self.fpp} for name, _, _ in self.columns}
 
 
 @dataclass
@@ -400,45 +358,17 @@ class _OpenFile:
         )
 
     def _file_index(self, size: int) -> FileIndex | None:
-        """The Parquet bloom filters just written, found from the file's tail (the page cache
-        on local disk, the bytes kept from the stream on object stores): their bitsets are kept
-        in the manifest when small, else only where they start in the file. None when the
-        table indexes no column, or when a filter cannot be read back (the file is then never
-        skipped by an index)."""
+        """The Parquet bloom filters just written (see ``bloom_filters``), found from the
+        file's tail: the page cache on local disk, the bytes kept from the stream on object
+        stores. None when the table indexes no column, or when a filter lies before the kept
+        tail (the file is then never skipped by an index)."""
         index = self._spec.index
         if index is None or not index.columns:
             return None
         try:
-            described = self._read_blooms(index, self._tail_reader(), size)
+            return describe_blooms(index, self._tail_reader(), size, self._storage.uri(self._path))
         except _NotKept:
-            return None  # larger than the tail kept from the stream
-        if described is None:
             return None
-        if sum(b.num_bytes for b in described.blooms) <= index.in_manifest_threshold:
-            return described
-        bare = tuple(msgspec.structs.replace(b, bits=b"") for b in described.blooms)
-        return FileIndex(bare, row_groups=described.row_groups)
-
-    def _read_blooms(
-        self, index: FileIndexSpec, read_at: Callable[[int, int], bytes], size: int
-    ) -> FileIndex | None:
-        footer = read_tail(read_at, size, self._storage.uri(self._path))
-        metadata = pq.read_metadata(pa.BufferReader(footer))
-        positions = {name: metadata.schema.names.index(name) for name, _, _ in index.columns}
-        blooms: list[BloomFilter] = []
-        for row_group in range(metadata.num_row_groups):
-            group = metadata.row_group(row_group)
-            for name, field_id, value_type in index.columns:
-                column = group.column(positions[name])
-                offset, length = column.bloom_filter_offset, column.bloom_filter_length
-                if offset is None or not length or length <= 0:
-                    return None
-                bits = bitset_of(read_at(length, offset))
-                if bits is None:
-                    return None
-                start = offset + length - len(bits)  # the bitset ends the serialized filter
-                blooms.append(BloomFilter(field_id, value_type, len(bits), bits, start))
-        return FileIndex(tuple(blooms), row_groups=metadata.num_row_groups)
 
     def _tail_reader(self) -> Callable[[int, int], bytes]:
         """``read_at(count, offset)`` over the file just written: the local file, or the tail

@@ -29,6 +29,7 @@ import pyarrow as pa
 __all__ = [
     "BLOCK_BYTES",
     "bitset_of",
+    "parquet_physical_type",
     "block_has",
     "block_index",
     "plain_encodings",
@@ -221,20 +222,43 @@ def unsupported_bloom_reason(data_type: pa.DataType) -> str | None:
     return f"Parquet bloom filters do not support {data_type} columns"
 
 
-def bitset_of(region: bytes) -> bytes | None:
-    """The bitset of a serialized bloom filter (a Thrift ``BloomFilterHeader`` whose first
-    field is ``numBytes``, then the bitset), or None if the header is not understood."""
-    if len(region) < 2 or region[0] != 0x15:  # field 1, type i32 (Thrift compact protocol)
+def bitset_of(head: bytes, length: int) -> int | None:
+    """The bitset size of a serialized bloom filter of ``length`` bytes whose first bytes are
+    ``head`` (a Thrift compact ``BloomFilterHeader``: field 1, ``numBytes``, comes first; the
+    bitset ends the filter), or None if the header is not understood."""
+    if len(head) < 2 or head[0] != 0x15:  # field 1, type i32
         return None
     value, shift, position = 0, 0, 1
-    while position < len(region):
-        byte = region[position]
+    while position < len(head):
+        byte = head[position]
         value |= (byte & 0x7F) << shift
         position += 1
         if not byte & 0x80:
             break
         shift += 7
     num_bytes = (value >> 1) ^ -(value & 1)
-    if num_bytes <= 0 or num_bytes % 32 or num_bytes > len(region) - position:
+    if num_bytes <= 0 or num_bytes % BLOCK_BYTES or num_bytes > length - position:
         return None
-    return region[len(region) - num_bytes :]
+    return num_bytes
+
+
+def parquet_physical_type(data_type: pa.DataType) -> str | None:
+    """The Parquet physical type pyarrow stores a column of ``data_type`` as, which is the
+    encoding its bloom filters hash (None for unsupported types)."""
+    if pa.types.is_dictionary(data_type):
+        return parquet_physical_type(data_type.value_type)
+    if unsupported_bloom_reason(data_type) is not None:
+        return None
+    if pa.types.is_date(data_type) or pa.types.is_time32(data_type):
+        return "INT32"
+    if pa.types.is_integer(data_type):
+        return "INT64" if data_type.bit_width == 64 else "INT32"
+    if pa.types.is_timestamp(data_type) or pa.types.is_time64(data_type):
+        return "INT64"
+    if pa.types.is_float32(data_type):
+        return "FLOAT"
+    if pa.types.is_float64(data_type):
+        return "DOUBLE"
+    if pa.types.is_decimal128(data_type) or pa.types.is_fixed_size_binary(data_type):
+        return "FIXED_LEN_BYTE_ARRAY"
+    return "BYTE_ARRAY"
