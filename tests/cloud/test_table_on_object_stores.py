@@ -223,3 +223,32 @@ def test_arrow_engines_read_a_pinned_snapshot(cloud: CloudStore) -> None:
     assert sorted(row[0] for row in got) == expected
     lazy = polars.scan_pyarrow_dataset(dataset).filter(polars.col("seq") < 10).collect()
     assert sorted(lazy["seq"].to_list()) == list(range(10))
+
+
+def test_bloom_filters_are_probed_over_the_wire(cloud: CloudStore) -> None:
+    """Filters found from the tail kept while streaming the file up, and probed with ranged
+    reads of the data files (threshold 0): lookups skip files and never rows."""
+    table = at.create_table(
+        cloud.uri,
+        EVENTS,
+        options={
+            "file-index.bloom-filter.columns": "value",
+            "file-index.in-manifest-threshold": 0,
+            "write-only": True,
+        },
+        storage_options=cloud.storage_options,
+    )
+    batches = [events(i * 200, 200, seed=i) for i in range(4)]
+    for batch in batches:
+        table.append(batch)
+    files = [f for split in table.scan().plan() for f in split.files]
+    assert all(f.file_index is not None and f.file_index.blooms for f in files)
+    assert all(b.bits == b"" for f in files for b in f.file_index.blooms)  # type: ignore[union-attr]
+    target = batches[2]["value"][17].as_py()
+    lookup = table.scan(filter=[("value", "=", target)])
+    assert lookup.to_arrow()["seq"].to_pylist() == [2 * 200 + 17]
+    assert len([f for split in lookup.plan() for f in split.files]) <= 2
+    assert (
+        len([f for split in table.scan(filter=[("value", "=", 7.5)]).plan() for f in split.files])
+        <= 1
+    )
