@@ -3,8 +3,9 @@
 A scan (or stream) whose filter pins an indexed column with ``=`` or ``in`` in every clause
 hashes its literals once (:func:`index_probe`) and drops the files whose filters prove that no
 row matches (:func:`prune_with_index`). Filters kept in the manifest cost no I/O; the others
-are probed in the data files themselves, one 32-byte read per probed block, concurrently across
-the files that survived every other pruning. A file whose filters cannot be read is kept: an
+are probed in the data files themselves (bitsets up to 64 KiB read whole and cached
+process-wide, larger ones one 32-byte read per probed block), concurrently across the files that
+survived every other pruning on object stores. A file whose filters cannot be read is kept: an
 index can only ever skip work, never rows. Entries keep their order.
 """
 
@@ -15,9 +16,11 @@ import logging
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
+import msgspec
 import pyarrow as pa
 
 from appendtable._state import SchemaView
+from appendtable.commit.metadata_cache import MetadataCache
 from appendtable.datafiles.arrow_schema import arrow_type
 from appendtable.errors import StorageError
 from appendtable.metadata.models import BloomFilter, DataFileMeta, ManifestEntry, StatValue
@@ -32,6 +35,9 @@ __all__ = ["index_probe", "literal_array", "prune_with_index"]
 log = logging.getLogger("appendtable.scan")
 
 _IO_THREADS = 16
+#: Bitsets up to this size are read whole and cached (process-wide; a file never changes).
+_CACHED_BITSET = 64 * 1024
+_bitsets: MetadataCache[bytes] = MetadataCache(max_weight=64 * 1024 * 1024)
 _EQUALITY = frozenset({"=", "==", "in"})
 
 
@@ -91,8 +97,8 @@ def prune_with_index(
             in_files.append(position)
     if in_files:
         files = [entries[p].file for p in in_files]
-        if len(files) == 1:
-            answers = [_probe_in_file(storage, files[0], probe)]
+        if len(files) == 1 or storage.local_path(files[0].path) is not None:
+            answers = [_probe_in_file(storage, file, probe) for file in files]  # no waiting
         else:
             with ThreadPoolExecutor(max_workers=min(_IO_THREADS, len(files))) as pool:
                 answers = list(pool.map(lambda file: _probe_in_file(storage, file, probe), files))
@@ -102,16 +108,35 @@ def prune_with_index(
 
 
 def _probe_in_file(storage: Storage, file: DataFileMeta, probe: IndexProbe) -> bool:
-    """``probe.may_match`` for a file whose bitsets are read, 32 bytes per probed block, from
-    the data file itself. A file that cannot be read is kept."""
-    assert file.file_index is not None
+    """``probe.may_match`` for a file whose bitsets are read from the data file itself: whole
+    (and cached, they never change) up to ``_CACHED_BITSET`` bytes, else 32 bytes per probed
+    block. A file that cannot be read is kept."""
+    index = file.file_index
+    assert index is not None
+    root = storage.uri("")
+
+    def bitset(bloom: BloomFilter) -> bytes:
+        key = (root, f"{file.path}@{bloom.offset}")
+        cached = _bitsets.get(key)
+        if cached is None:
+            cached = storage.read_range(file.path, bloom.offset, bloom.num_bytes)
+            _bitsets.put(key, cached, len(cached))
+        return cached
 
     def read_block(bloom: BloomFilter, block: int) -> bytes:
         start = bloom.offset + block * BLOCK_BYTES
         return storage.read_range(file.path, start, BLOCK_BYTES)
 
     try:
-        return probe.may_match(file.file_index, read_block)
+        small = [
+            msgspec.structs.replace(bloom, bits=bitset(bloom))
+            if not bloom.bits
+            and bloom.num_bytes <= _CACHED_BITSET
+            and bloom.field_id in probe.field_ids
+            else bloom
+            for bloom in index.blooms
+        ]
+        return probe.may_match(msgspec.structs.replace(index, blooms=tuple(small)), read_block)
     except StorageError as exc:
         log.warning("probing the bloom filters of %s failed (%s); reading it", file.path, exc)
         return True
