@@ -16,7 +16,8 @@ Guarantees:
   commit or a maintenance job does what was left.
 * **Failures are logged, never raised**, neither to the commit that asked for the work nor to
   a later one (the runner given to the worker is the one place that catches them).
-* The thread exists only while there is work: an idle handle holds no thread.
+* The thread exists only while there is work, and lingers a quarter of a second for more
+  (so a stream of commits does not start one thread each): an idle handle holds no thread.
 """
 
 from __future__ import annotations
@@ -39,6 +40,10 @@ log = logging.getLogger("appendtable")
 
 #: Pause before each round (seconds).
 _SETTLE_S = 0.002
+#: How long an idle worker thread waits for more work before it ends (seconds).
+_LINGER_S = 0.25
+#: Set at interpreter exit: lingering threads end at once.
+_exiting = False
 
 Written = frozenset[tuple[PartitionValues, int]]
 
@@ -72,6 +77,7 @@ class BackgroundMaintenance:
         self._runner = runner
         self._name = name
         self._pending: MaintenanceRound | None = None
+        self._running = False
         self._thread: threading.Thread | None = None
         self._changed = threading.Condition()
         with _workers_lock:
@@ -86,12 +92,14 @@ class BackgroundMaintenance:
                     target=self._loop, name=f"appendtable-maintenance {self._name}", daemon=False
                 )
                 self._thread.start()
+            else:
+                self._changed.notify_all()  # wakes a lingering thread
 
     @property
     def busy(self) -> bool:
         """Whether a round is running or waiting."""
         with self._changed:
-            return self._thread is not None
+            return self._running or self._pending is not None
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until every requested round has finished (True), or ``timeout`` seconds passed
@@ -99,7 +107,9 @@ class BackgroundMaintenance:
         with self._changed:
             if self._thread is threading.current_thread():
                 return True
-            return self._changed.wait_for(lambda: self._thread is None, timeout)
+            return self._changed.wait_for(
+                lambda: not self._running and self._pending is None, timeout
+            )
 
     def _loop(self) -> None:
         while True:
@@ -108,13 +118,28 @@ class BackgroundMaintenance:
             # round.
             time.sleep(_SETTLE_S)
             with self._changed:
+                if self._pending is None:
+                    # Linger a little for the next commit's request: starting a thread is on
+                    # that commit's latency path, waking one is not.
+                    self._changed.wait_for(lambda: self._pending is not None or _exiting, _LINGER_S)
                 work = self._pending
                 self._pending = None
                 if work is None:
                     self._thread = None
                     self._changed.notify_all()
                     return
-            self._runner(work)
+                self._running = True
+            try:
+                self._runner(work)
+            finally:
+                with self._changed:
+                    self._running = False
+                    self._changed.notify_all()
+
+    def release_idle_thread(self) -> None:
+        """Wake a lingering thread so that it sees ``_exiting`` and ends."""
+        with self._changed:
+            self._changed.notify_all()
 
     def _forget_thread(self) -> None:
         """In a forked child: the parent's thread does not exist here (its pending work is the
@@ -122,15 +147,21 @@ class BackgroundMaintenance:
         self._changed = threading.Condition()
         self._thread = None
         self._pending = None
+        self._running = False
 
 
 def wait_for_all(timeout: float | None = None) -> None:
-    """Wait for every worker of the process (at interpreter exit)."""
+    """Wait for every worker of the process, then let idle threads end at once (at
+    interpreter exit, which joins them)."""
+    global _exiting
     with _workers_lock:
         workers = list(_workers)
     for worker in workers:
         if not worker.wait(timeout):
             log.warning("post-commit maintenance of %s did not finish in time", worker._name)
+    _exiting = True
+    for worker in workers:
+        worker.release_idle_thread()
 
 
 def _after_fork_in_child() -> None:

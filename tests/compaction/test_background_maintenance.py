@@ -75,6 +75,23 @@ def test_an_idle_worker_starts_again_on_the_next_request() -> None:
     assert seen == [1, 2, 3]
 
 
+def test_a_worker_thread_lingers_for_the_next_request_then_ends() -> None:
+    threads: list[threading.Thread] = []
+    worker = BackgroundMaintenance(
+        lambda work: threads.append(threading.current_thread()), name="t"
+    )
+    worker.submit(MaintenanceRound(_snapshot(1)))
+    assert worker.wait(timeout=10)
+    worker.submit(MaintenanceRound(_snapshot(2)))  # soon after: the same thread serves it
+    assert worker.wait(timeout=10)
+    assert len(threads) == 2 and threads[0] is threads[1]
+    threads[0].join(timeout=10)  # an idle handle holds no thread for long
+    assert not threads[0].is_alive()
+    worker.submit(MaintenanceRound(_snapshot(3)))  # and a new one starts on demand
+    assert worker.wait(timeout=10)
+    assert len(threads) == 3 and threads[2] is not threads[0]
+
+
 def test_the_commit_returns_before_the_maintenance_it_started(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
