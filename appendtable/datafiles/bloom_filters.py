@@ -82,14 +82,18 @@ def describe_blooms(
     offset)``, or None when no indexed column has usable filters."""
     footer = read_tail(read_at, size, uri)
     metadata = pq.read_metadata(pa.BufferReader(footer))
-    names = metadata.schema.names
+    if metadata.num_row_groups == 0:
+        return None
+    first = metadata.row_group(0)
+    # leaf columns by path: a top-level column's path is its name ("s.id" is a struct field)
+    paths = {first.column(i).path_in_schema: i for i in range(metadata.num_columns)}
     arrow = metadata.schema.to_arrow_schema()
     located: list[tuple[int, str, int, int, int]] = []  # field id, type, offset, length, bytes
     for name, field_id, table_type in index.columns:
-        if name not in names or not _same_encoding(arrow.field(name).type, table_type):
+        if name not in paths or not _same_encoding(arrow.field(name).type, table_type):
             continue
         expected = parquet_physical_type(table_type)
-        found = _located(metadata, names.index(name), field_id, str(table_type), expected, read_at)
+        found = _located(metadata, paths[name], field_id, str(table_type), expected, read_at)
         if found is not None:
             located.extend(found)
     if not located:

@@ -266,6 +266,30 @@ def test_adopted_files_keep_the_bloom_filters_another_engine_wrote(uri: str) -> 
     assert c in skipped and len(skipped) <= 2
 
 
+def test_a_struct_field_of_the_same_name_is_not_mistaken_for_the_column(tmp_path: Path) -> None:
+    schema = pa.schema(
+        [("meta", pa.struct([("id", pa.string()), ("n", pa.int64())])), ("id", pa.string())]
+    )
+    table = at.create_table(
+        str(tmp_path / "t"),
+        schema,
+        options={"file-index.bloom-filter.columns": "id", "write-only": True},
+    )
+    for i in range(5):
+        table.append(
+            pa.table(
+                {
+                    "meta": [{"id": f"inner-{i}-{j}", "n": j} for j in range(50)],
+                    "id": [f"outer-{i}-{j}" for j in range(50)],
+                },
+                schema=schema,
+            )
+        )
+    assert table.scan(filter=[("id", "=", "outer-3-7")]).count() == 1
+    assert len(_files(table.scan(filter=[("id", "=", "outer-3-7")]))) <= 2
+    assert table.scan(filter=[("id", "=", "inner-3-7")]).count() == 0
+
+
 def test_streams_skip_units_files_by_index(uri: str) -> None:
     table = at.create_table(uri, SCHEMA, options=INDEXED)
     rng = random.Random(11)
