@@ -15,7 +15,11 @@ import appendtable as at
 from appendtable_spark import evolution
 from appendtable_spark.settings import Settings
 from appendtable_spark.source import FORMAT, AppendTableDataSource, open_or_create
-from appendtable_spark.staged import staged_write_unsupported, write_staged
+from appendtable_spark.staged import (
+    bucket_partitioning,
+    staged_write_unsupported,
+    write_staged,
+)
 from appendtable_spark.types import spark_arrow_schema
 
 __all__ = [
@@ -49,15 +53,15 @@ def bucket_column(uri: str, *, storage_options: Mapping[str, Any] | None = None)
 
 
 def _clustered(df: DataFrame, uri: str, storage_options: Mapping[str, Any] | None) -> DataFrame:
-    """Each bucket in exactly one task (so one writer per bucket per commit, in order)."""
+    """Each bucket in exactly one task, task b holding bucket b (so one writer per bucket per
+    commit, in order, and the buckets spread evenly over the tasks)."""
     try:
         table = at.open_table(uri, storage_options=storage_options)
     except at.TableNotFoundError:
         return df
     if table.bucket <= 0:
         return df
-    by = [bucket_column(uri, storage_options=storage_options), *map(F.col, table.partition_by)]
-    return df.repartition(table.bucket, *by)
+    return df.repartition(table.bucket, bucket_partitioning(table))
 
 
 def write_table(

@@ -35,11 +35,15 @@ from appendtable_spark.settings import Settings
 from appendtable_spark.tables import cached_table
 from appendtable_spark.types import cast_batch, spark_arrow_schema
 
-__all__ = ["BatchReader", "SplitsPartition", "pack", "to_terms"]
+__all__ = ["BatchReader", "SplitsPartition", "default_target", "pack", "to_terms"]
 
 #: A filter term as the core takes it: (column, op, value), or (column, op) for null tests.
 Term = tuple[object, ...]
 _DEFAULT_TARGET = 128 * 1024 * 1024
+#: Without ``splitTargetBytes``: a read is spread over at least this many tasks when each would
+#: still hold ``_MIN_TASK_BYTES`` (a small table in one task would leave the other cores idle).
+_SPREAD_TASKS = 8
+_MIN_TASK_BYTES = 16 * 1024 * 1024
 
 
 @dataclass
@@ -67,6 +71,14 @@ def pack(splits: Sequence[at.Split], target: int) -> list[list[at.Split]]:
     if current:
         groups.append(current)
     return groups
+
+
+def default_target(splits: Sequence[at.Split]) -> int:
+    """The bytes per task when the ``splitTargetBytes`` option is not given: about 128 MB,
+    less for a read too small to keep several cores busy at that size (never below 16 MB:
+    each Python task costs ~30 ms)."""
+    total = sum(split.file_size for split in splits)
+    return min(_DEFAULT_TARGET, max(_MIN_TASK_BYTES, -(-total // _SPREAD_TASKS)))
 
 
 def _value(value: object) -> object:
@@ -157,7 +169,8 @@ class BatchReader(DataSourceReader):  # type: ignore[misc]
             return []  # the table had no snapshot
         table = cached_table(self._settings)
         scan = pin.scan(table, filter=self._terms or None)
-        target = self._settings.integer("splittargetbytes") or _DEFAULT_TARGET
+        splits = scan.plan()
+        target = self._settings.integer("splittargetbytes") or default_target(splits)
         return [
             SplitsPartition(
                 uri=self._settings.uri,
@@ -166,7 +179,7 @@ class BatchReader(DataSourceReader):  # type: ignore[misc]
                 columns=self._settings.columns(),
                 terms=self._terms,
             )
-            for group in pack(scan.plan(), target)
+            for group in pack(splits, target)
         ]
 
     def read(self, partition: SplitsPartition) -> Iterator[pa.RecordBatch]:

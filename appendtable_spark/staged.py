@@ -1,14 +1,18 @@
 """Spark's own Parquet writer carrying a table write (the native write path of ``write_table``).
 
 1. The driver shapes the DataFrame like the table's files: the table's columns in its order,
-   cast to its types (already checked to cast safely), plus hidden columns that give every
-   (partition, bucket) its own directory: the bucket, computed with Spark's native
-   ``pmod(hash(key...), N)`` (bit-for-bit the table's bucket function), and a hash of the
-   partition values. A bucketed table is repartitioned by bucket so each bucket has one
-   writer per commit.
-2. Spark's Parquet writer writes into a staging area inside the table, partitioned by the
-   hidden columns (which it leaves out of the files), with the table's codec and
-   microsecond timestamps.
+   cast to its types (already checked to cast safely), plus, for a partitioned table, a hidden
+   column (a hash of the partition values) that gives every partition its own directory. A
+   bucketed table is repartitioned into N tasks so that task b holds exactly the rows of
+   bucket b: the shuffle key is, per row, an integer chosen on the driver so that Spark's hash
+   partitioning (``pmod(hash(x), N)``, the function Spark's own bucketing uses) sends it to
+   partition b, where b is the row's bucket computed with Spark's native
+   ``pmod(hash(key...), N)`` (bit-for-bit the table's bucket function). Each task is then one
+   bucket and needs no sort (Spark sorts a task only by the hidden partition column, and only
+   for partitioned tables); a file's bucket is the task number in its name (``part-<b>-``).
+2. Spark's Parquet writer writes into a staging area inside the table (partitioned by the
+   hidden column, which it leaves out of the files), with the table's codec and microsecond
+   timestamps.
 3. The core adopts the files: it checks each footer against the table (columns, order, types,
    no nulls in non-nullable columns, one partition per file), moves the files into the table's
    layout and takes their statistics from the footers.
@@ -22,24 +26,28 @@ midway leaves only unreferenced files, which ``remove_orphan_files`` reclaims.
 
 from __future__ import annotations
 
+import functools
 import re
 
+import numpy as np
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
 import appendtable as at
+from appendtable.planning.bucket import bucket_ids
 from appendtable_spark.evolution import check_write, shaped_columns
 from appendtable_spark.locations import spark_location
 from appendtable_spark.types import spark_arrow_schema, spark_type
 
-__all__ = ["staged_write_unsupported", "write_staged"]
+__all__ = ["bucket_partitioning", "staged_write_unsupported", "write_staged"]
 
-#: The hidden directory columns (names Spark and the staging area do not treat as hidden
-#: files: no leading ``_`` or ``.``).
-BUCKET_COLUMN = "appendtable-bucket"
+#: The hidden directory column (a name Spark and the staging area do not treat as a hidden
+#: file: no leading ``_`` or ``.``).
 PARTITION_COLUMN = "appendtable-partition"
+#: The task number in the name of a file Spark's writer wrote (``part-00003-<uuid>...``).
+_TASK_FILE = re.compile(r"(?:^|/)part-(\d+)-[^/]*$")
 #: Table codecs and the name Spark's Parquet writer knows them by (brotli needs a codec
 #: library Spark does not ship).
 _SPARK_CODECS = {"zstd": "zstd", "snappy": "snappy", "gzip": "gzip", "lz4": "lz4_raw"}
@@ -77,29 +85,52 @@ def _unused(name: str, schema: pa.Schema) -> str:
     return name
 
 
-def _shaped(df: DataFrame, table: at.Table, schema: pa.Schema) -> tuple[DataFrame, list[str]]:
+@functools.cache
+def _partition_keys(buckets: int) -> tuple[int, ...]:
+    """For each bucket b of ``buckets``, an int32 that Spark's hash partitioning into
+    ``buckets`` partitions (``pmod(hash(x), N)``, seed 42) sends to partition b: the smallest
+    non-negative one (found among consecutive candidates, hashed with the table's own Spark
+    hash)."""
+    keys = np.full(buckets, -1, dtype=np.int64)
+    start, step = 0, max(4096, 8 * buckets)
+    while (keys < 0).any():
+        candidates = np.arange(start, start + step, dtype=np.int32)
+        partitions = bucket_ids([pa.array(candidates)], buckets)
+        targets, first = np.unique(partitions, return_index=True)
+        new = keys[targets] < 0
+        keys[targets[new]] = start + first[new]
+        start += step
+    return tuple(int(key) for key in keys)
+
+
+def bucket_partitioning(table: at.Table) -> Column:
+    """The column to ``repartition(table.bucket, ...)`` a DataFrame by so that partition
+    (task) b holds exactly the rows of bucket b: per row, the key of ``_partition_keys`` for
+    the row's bucket (``pmod(hash(key...), N)``, computed by Spark)."""
+    bucket = F.pmod(F.hash(*[_quoted(name) for name in table.bucket_key]), F.lit(table.bucket))
+    # one SQL literal (one call into the JVM however many buckets there are)
+    keys = F.expr(f"array({', '.join(map(str, _partition_keys(table.bucket)))})")
+    return F.element_at(keys, bucket + F.lit(1))
+
+
+def _shaped(df: DataFrame, table: at.Table, schema: pa.Schema) -> tuple[DataFrame, str | None]:
     """The rows as the table's files hold them (``schema``: the table's columns, struct fields
-    matched by name, missing nullable ones as nulls), plus the hidden directory columns
-    (bucket first)."""
+    matched by name, missing nullable ones as nulls), plus the hidden directory column of a
+    partitioned table (its name, or None); a bucketed table's rows one bucket per task, task b
+    holding bucket b."""
     frame = df.select(*shaped_columns(df.schema, schema))
-    hidden = []
-    if table.bucket > 0:
-        keys = [_quoted(name) for name in table.bucket_key]
-        bucket = _unused(BUCKET_COLUMN, schema)
-        frame = frame.withColumn(bucket, F.pmod(F.hash(*keys), F.lit(table.bucket)))
-        hidden.append(bucket)
+    hidden = None
     if table.partition_by:
-        partition = _unused(PARTITION_COLUMN, schema)
+        hidden = _unused(PARTITION_COLUMN, schema)
         frame = frame.withColumn(
-            partition, F.xxhash64(*[_quoted(name) for name in table.partition_by])
+            hidden, F.xxhash64(*[_quoted(name) for name in table.partition_by])
         )
-        hidden.append(partition)
-    if table.bucket > 0:  # one task per bucket: one writer per (partition, bucket)
-        frame = frame.repartition(table.bucket, *[_quoted(c) for c in hidden])
+    if table.bucket > 0:
+        frame = frame.repartition(table.bucket, bucket_partitioning(table))
     return frame, hidden
 
 
-def _spark_write(frame: DataFrame, hidden: list[str], table: at.Table, location: str) -> None:
+def _spark_write(frame: DataFrame, hidden: str | None, table: at.Table, location: str) -> None:
     codec = str(table.option("file.compression"))
     writer = (
         frame.write.mode("append")  # into the (new, empty) staging area
@@ -111,22 +142,33 @@ def _spark_write(frame: DataFrame, hidden: list[str], table: at.Table, location:
         writer = writer.option(
             "parquet.compression.codec.zstd.level", str(table.option("file.compression.zstd-level"))
         )
-    if hidden:
-        writer = writer.partitionBy(*hidden)
+    if hidden is not None:
+        writer = writer.partitionBy(hidden)
     writer.parquet(location)
 
 
 def _buckets(
-    files: list[str], hidden: list[str], table: at.Table
+    files: list[str], hidden: str | None, table: at.Table
 ) -> tuple[list[str], list[int] | None]:
-    """The staged files to adopt and each one's bucket (from its hidden directory). Spark may
-    write one row-less file outside the directories for an empty DataFrame: it is left out."""
+    """The staged files to adopt and, for a bucketed table, each one's bucket (the number of
+    the task that wrote it). Spark may write one row-less file outside the partition
+    directories for an empty DataFrame: it is left out. Raises InvalidOptionError for a file
+    whose bucket cannot be told."""
+    if hidden is not None:
+        files = [name for name in files if name.startswith(f"{hidden}=")]
     if table.bucket <= 0:
         return files, None
-    directory = re.compile(rf"^{re.escape(hidden[0])}=(\d+)/")
-    named = [(name, directory.search(name)) for name in files]
-    kept = [(name, int(match.group(1))) for name, match in named if match is not None]
-    return [name for name, _ in kept], [bucket for _, bucket in kept]
+    buckets = []
+    for name in files:
+        match = _TASK_FILE.search(name)
+        bucket = int(match.group(1)) if match is not None else -1
+        if not 0 <= bucket < table.bucket:
+            raise at.InvalidOptionError(
+                f"Spark wrote {name!r}, whose bucket (the task number in its name) is not one "
+                f"of the table's {table.bucket}: nothing was committed"
+            )
+        buckets.append(bucket)
+    return files, buckets
 
 
 #: Staging areas made before giving up when the schema keeps changing under the check.

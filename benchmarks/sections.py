@@ -292,7 +292,7 @@ the baseline column there is the number of files without any compaction.
         ("spark",),
         """\
 One local[2] session (driver 4 GB) for every case. Reads aggregate every column
-(`count`, `sum(key)`, `sum(value)`, `sum(length(text))`) so every value is decoded; the three
+(`count`, `sum(key)`, `sum(value)`, `sum(length(text))`) so every value is decoded; the four
 reads must agree. The table read was written by the format from the same cached DataFrame the
 `spark.read.parquet` baseline was written from (`df.write.parquet(..., compression="zstd")`), so
 both have one file per task. Writes use that cached DataFrame: through the format (the Python
@@ -301,7 +301,11 @@ write into a staging area before the driver checks the footers, moves the files 
 and commits (`native=False` measures the Python writer on the same bucketed write). Write
 baselines use zstd level 1, the table's default (Spark's default level 3 costs more CPU); the
 baseline for the bucketed writes is `df.repartition(8, "key").write.parquet` (the same
-shuffle). Streaming:
+shuffle). The floor (`benchmarks/spark_floor.py`) is the least a Python data source can do:
+it reads the table's own data files with `pyarrow.parquet` (one task per file, Arrow batches,
+no cast) and writes one zstd-1 Parquet file per task with `ParquetWriter` (no checksums, no
+fsync, a commit that only collects names); the format's rows against it show what the format
+adds on top of the Python Data Source API. Streaming:
 `readStream.format("appendtable")` → `writeStream.format("appendtable")`, trigger 500 ms; after
 the query has written its first micro-batch, each timed append of 100 rows to the source is
 preceded by a random pause (0-0.5 s, so appends land at random points of the trigger cycle), and

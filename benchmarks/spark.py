@@ -1,11 +1,14 @@
 """Spark benchmarks (issue 5), all in one local[2] session: batch reads through the format and
 through ``read_table`` against ``spark.read.parquet``, batch writes against ``df.write.parquet``,
-and the end-to-end latency of a streaming query from one table to another.
+the format's reads and writes against the measured floor of the Python Data Source API (a
+pyarrow-only data source, ``benchmarks.spark_floor``; issue 16, target 7), and the end-to-end
+latency of a streaming query from one table to another.
 
 Skipped, with the reason in the report, when PySpark or Java is missing."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import statistics
@@ -28,6 +31,8 @@ from benchmarks.workspace import Workspace, remove, write_plain
 __all__ = ["bench_spark"]
 
 GROUP = "spark"
+#: The format within 10 % of the floor (issue 16, target 7).
+FLOOR_RATIO = 0.9
 TRIGGER = "500 milliseconds"
 STREAM_ROWS = 100  # rows per streamed append
 STREAM_TIMEOUT_S = 60.0
@@ -53,6 +58,7 @@ def _session(ws: Workspace) -> Iterator[Any]:
     from pyspark.sql import SparkSession
 
     import appendtable_spark
+    from benchmarks.spark_floor import FloorDataSource
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -73,6 +79,7 @@ def _session(ws: Workspace) -> Iterator[Any]:
     )
     spark.sparkContext.setLogLevel("ERROR")
     appendtable_spark.register(spark)
+    spark.dataSource.register(FloorDataSource)
     try:
         yield spark
     finally:
@@ -116,8 +123,12 @@ def _fixture(ws: Workspace, spark: Any) -> _Fixture:
 
 def _read_rows(ws: Workspace, spark: Any, fixture: _Fixture) -> list[Result]:
     import appendtable_spark
+    from benchmarks.spark_floor import FLOOR_FORMAT
 
     answers: dict[str, tuple[int, int, float, int]] = {}
+    # the table's own data files, read by the floor as plain Parquet
+    table_files = at.open_table(fixture.table_uri).files().column("path").to_pylist()
+    files = [os.path.join(fixture.table_uri, path) for path in table_files]
 
     def check(name: str, returned: object) -> None:
         assert isinstance(returned, tuple) and returned[0] == fixture.rows, (name, returned)
@@ -137,6 +148,12 @@ def _read_rows(ws: Workspace, spark: Any, fixture: _Fixture) -> list[Result]:
                     appendtable_spark.read_table(spark, fixture.table_uri)
                 ),
             ),
+            Case(
+                "floor",
+                run=lambda _: _full_aggregate(
+                    spark.read.format(FLOOR_FORMAT).option("files", json.dumps(files)).load()
+                ),
+            ),
             Case("plain", run=lambda _: _full_aggregate(spark.read.parquet(fixture.plain_dir))),
         ],
         reps=ws.config.spark_reps,
@@ -144,8 +161,7 @@ def _read_rows(ws: Workspace, spark: Any, fixture: _Fixture) -> list[Result]:
     )
     exact = {name: (a[0], a[1], a[3]) for name, a in answers.items()}
     assert len(set(exact.values())) == 1, f"the reads disagree: {answers}"
-    files = len(at.open_table(fixture.table_uri).files())
-    details = {"rows": fixture.rows, "table_files": files}
+    details = {"rows": fixture.rows, "table_files": len(files)}
     what = f"{fixture.rows / 1e6:g} M rows, aggregate over every column"
     return [
         speed_row(
@@ -156,6 +172,27 @@ def _read_rows(ws: Workspace, spark: Any, fixture: _Fixture) -> list[Result]:
             unit="s",
             target_ratio=0.9,
             target_label="Spark Parquet",
+            details=details,
+        ),
+        speed_row(
+            GROUP,
+            f"Spark read through the format, {what}, vs the floor (pyarrow-only Python data "
+            "source reading the same files)",
+            timings["format"],
+            timings["floor"],
+            unit="s",
+            target_ratio=FLOOR_RATIO,
+            target_label="floor",
+            details=details,
+        ),
+        speed_row(
+            GROUP,
+            f"Spark read, the floor (pyarrow-only Python data source), {what}, "
+            "vs spark.read.parquet",
+            timings["floor"],
+            timings["plain"],
+            unit="s",
+            target_ratio=None,
             details=details,
         ),
         speed_row(
@@ -188,6 +225,7 @@ def _plain_write(df: Any, path: str) -> None:
 
 def _write_rows(ws: Workspace, fixture: _Fixture) -> list[Result]:
     import appendtable_spark
+    from benchmarks.spark_floor import FLOOR_FORMAT
 
     df = fixture.df
     bucketed = {"bucket": 8, "bucket-key": "key"}
@@ -206,6 +244,9 @@ def _write_rows(ws: Workspace, fixture: _Fixture) -> list[Result]:
                 "write_table-bucketed-python",
                 ws,
                 lambda uri: appendtable_spark.write_table(df, uri, options=bucketed, native=False),
+            ),
+            _write_case(
+                "floor", ws, lambda path: df.write.format(FLOOR_FORMAT).mode("append").save(path)
             ),
             _write_case("plain", ws, lambda path: _plain_write(df, path)),
             _write_case(
@@ -228,6 +269,27 @@ def _write_rows(ws: Workspace, fixture: _Fixture) -> list[Result]:
         ),
         speed_row(
             GROUP,
+            f"Spark write through the format, {what}, vs the floor (pyarrow-only Python data "
+            "source, one file per task)",
+            timings["format"],
+            timings["floor"],
+            unit="s",
+            target_ratio=FLOOR_RATIO,
+            target_label="floor",
+            details={"rows": fixture.rows},
+        ),
+        speed_row(
+            GROUP,
+            f"Spark write, the floor (pyarrow-only Python data source), {what}, "
+            "vs df.write.parquet (zstd)",
+            timings["floor"],
+            timings["plain"],
+            unit="s",
+            target_ratio=None,
+            details={"rows": fixture.rows},
+        ),
+        speed_row(
+            GROUP,
             f"Spark write_table (native: Spark's Parquet writer, adapter commits), {what}, "
             "vs df.write.parquet (zstd)",
             timings["write_table"],
@@ -244,7 +306,8 @@ def _write_rows(ws: Workspace, fixture: _Fixture) -> list[Result]:
             timings["write_table-bucketed"],
             timings["plain-repartitioned"],
             unit="s",
-            target_ratio=None,
+            target_ratio=0.9,
+            target_label="Spark Parquet",
             details={"rows": fixture.rows, "options": bucketed},
         ),
         speed_row(

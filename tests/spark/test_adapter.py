@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import datetime as dt
 import decimal
 from pathlib import Path
@@ -427,6 +428,67 @@ def test_native_write_path_equals_the_format_writer(spark_at: Any, tmp_path: Pat
     while (unit := reader.poll()) is not None:
         streamed += sum(batch.num_rows for batch in reader.read(unit))
     assert streamed == 600
+
+
+@pytest.mark.parametrize("adaptive", [False, True], ids=["aqe-off", "aqe-on"])
+def test_bucketed_writes_put_every_row_in_its_bucket_one_task_per_bucket(
+    spark_at: Any, tmp_path: Path, adaptive: bool
+) -> None:
+    """Both write paths of a bucketed table, unpartitioned and partitioned, with bucket counts
+    that are and are not powers of two and keys of several types: no row is lost or
+    duplicated, every file holds only its bucket's rows, and each bucket is written by exactly
+    one task (task b for bucket b), so a write adds one file per (partition, bucket)."""
+    spark_at.conf.set("spark.sql.adaptive.enabled", str(adaptive).lower())
+    try:
+        df = spark_at.sql(
+            """SELECT id AS seq, id * 7919 % 1000 AS key, concat('k', id % 97) AS name,
+                      date_add(DATE'2024-01-01', CAST(id % 2 AS INT)) AS day
+               FROM range(0, 3000, 1, 5)"""
+        )
+        cases = [
+            (8, "key", None, True),
+            (13, "key", None, True),
+            (5, "name", ["day"], True),
+            (3, "key,name", None, False),
+            (8, "key", None, False),
+        ]
+        for index, (buckets, key, partition_by, native) in enumerate(cases):
+            table = at.create_table(
+                str(tmp_path / f"b{index}"),
+                pa.schema(
+                    [
+                        ("seq", pa.int64()),
+                        ("key", pa.int64()),
+                        ("name", pa.string()),
+                        ("day", pa.date32()),
+                    ]
+                ),
+                partition_by=partition_by,
+                options={"bucket": buckets, "bucket-key": key},
+            )
+            # the partitioning itself: partition (task) b holds exactly bucket b
+            spread = df.repartition(buckets, appendtable_spark.staged.bucket_partitioning(table))
+            tasks = spread.select(
+                pyspark.sql.functions.spark_partition_id().alias("task"),
+                appendtable_spark.bucket_column(table.uri).alias("bucket"),
+            ).distinct()
+            assert all(row.task == row.bucket for row in tasks.collect()), (buckets, key)
+            for _ in range(2):
+                appendtable_spark.write_table(df, table.uri, native=native)
+            table = at.open_table(table.uri)
+            seqs = table.scan().to_arrow().column("seq").to_pylist()
+            assert sorted(seqs) == sorted(list(range(3000)) * 2), (buckets, key, native)
+            keys = table.bucket_key
+            for split in table.scan().plan():
+                rows = pa.Table.from_batches(list(table.read(split)))
+                got = set(bucket_ids([rows.column(c) for c in keys], buckets).tolist())
+                assert got == {split.bucket}, (buckets, key, native, split.bucket)
+            # one file per (partition, bucket) per write (fewer where compaction merged them)
+            files = table.files()
+            groups = zip(files["partition"].to_pylist(), files["bucket"].to_pylist(), strict=True)
+            assert max(collections.Counter(groups).values()) <= 2, (buckets, key, native)
+    finally:
+        spark_at.conf.set("spark.sql.adaptive.enabled", "false")
 
 
 def test_native_write_modes_idempotence_and_fallback(spark_at: Any, tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from pyspark.sql.datasource import (
 )
 
 import appendtable as at
-from appendtable_spark.reader import pack, to_terms
+from appendtable_spark.reader import default_target, pack, to_terms
 from appendtable_spark.settings import Settings
 
 
@@ -74,6 +74,14 @@ def test_splits_are_packed_in_order_into_few_tasks() -> None:
         ["f4", "f5", "f6"],
     ]
     assert [s for g in groups for s in g] == splits
+
+
+def test_small_reads_spread_over_several_tasks_large_ones_take_128_mb() -> None:
+    mb = 1024 * 1024
+    assert default_target([_split(5 * mb, i) for i in range(3)]) == 16 * mb
+    four = [_split(20 * mb, i) for i in range(4)]
+    assert len(pack(four, default_target(four))) == 4  # one task per file, not one in all
+    assert default_target([_split(1024 * mb, i) for i in range(10)]) == 128 * mb
 
 
 def test_settings_split_storage_table_and_adapter_options() -> None:
