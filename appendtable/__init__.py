@@ -50,6 +50,7 @@ from appendtable.metadata.models import (
     Snapshot,
     Split,
 )
+from appendtable.planning.bucket import bucket_ids
 from appendtable.scan import Scan
 from appendtable.staging import StagingArea
 from appendtable.stream import END_OF_STREAM, StreamPosition, StreamReader, StreamUnit
@@ -106,6 +107,7 @@ __all__ = [
     "UnsupportedFormatVersionError",
     "UpdateSchema",
     "__version__",
+    "bucket_ids",
     "clear_metadata_caches",
     "create_table",
     "open_table",

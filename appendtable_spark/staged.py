@@ -36,7 +36,6 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
 import appendtable as at
-from appendtable.planning.bucket import bucket_ids
 from appendtable_spark.evolution import check_write, shaped_columns
 from appendtable_spark.locations import spark_location
 from appendtable_spark.types import spark_arrow_schema, spark_type
@@ -95,7 +94,7 @@ def _partition_keys(buckets: int) -> tuple[int, ...]:
     start, step = 0, max(4096, 8 * buckets)
     while (keys < 0).any():
         candidates = np.arange(start, start + step, dtype=np.int32)
-        partitions = bucket_ids([pa.array(candidates)], buckets)
+        partitions = at.bucket_ids([pa.array(candidates)], buckets)
         targets, first = np.unique(partitions, return_index=True)
         new = keys[targets] < 0
         keys[targets[new]] = start + first[new]
