@@ -56,7 +56,7 @@ def results_table(results: Sequence[Result]) -> str:
             quantity(r.baseline, "ms" if r.unit == "x" else r.unit),
             _ratio(r),
             r.target,
-            f"**{r.verdict}**" if r.verdict == "MISS" else r.verdict,
+            _verdict(r),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -175,11 +175,15 @@ def _scaling(results: Sequence[Result], plots: Sequence[Plot]) -> str:
 # ---- memory --------------------------------------------------------------------------------------
 
 
+def _verdict(result: Result) -> str:
+    return f"**{result.verdict}**" if result.verdict == "MISS" else result.verdict
+
+
 def _memory(results: Sequence[Result], _plots: Sequence[Plot]) -> str:
     lines = [
         "| write | appendtable peak RSS | above loaded data | baseline | baseline peak RSS | "
-        "above loaded data |",
-        "|---|---:|---:|---|---:|---:|",
+        "above loaded data | target (above loaded data) | verdict |",
+        "|---|---:|---:|---|---:|---:|---|---|",
     ]
     for r in results:
         ours, plain = r.details["appendtable"], r.details["baseline"]
@@ -187,7 +191,7 @@ def _memory(results: Sequence[Result], _plots: Sequence[Plot]) -> str:
         lines.append(
             f"| {label} | {ours['peak_rss_mb']:.0f} MB | {ours['writer_mb']:.0f} MB | "
             f"{baseline.strip('()').removeprefix('baseline: ')} | {plain['peak_rss_mb']:.0f} MB "
-            f"| {plain['writer_mb']:.0f} MB |"
+            f"| {plain['writer_mb']:.0f} MB | {r.target} | {_verdict(r)} |"
         )
     loaded = results[0].details["appendtable"] if results else None
     text = "\n".join(lines) + "\n"
@@ -195,8 +199,8 @@ def _memory(results: Sequence[Result], _plots: Sequence[Plot]) -> str:
         text += (
             f"\nThe input ({loaded['rows']:,} rows, {loaded['data_mb']:.0f} MB in Arrow) is "
             f"loaded first ({loaded['loaded_rss_mb']:.0f} MB resident); the peak is reset after "
-            "loading (Linux `clear_refs`), so the columns above the loaded data are the write's "
-            "own memory.\n"
+            "loading (Linux `clear_refs`) and the reader's freed buffers are handed back to the "
+            "OS first, so the columns above the loaded data are the write's own memory.\n"
         )
     return text
 

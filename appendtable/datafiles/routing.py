@@ -13,10 +13,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from appendtable.datafiles.stats import scalar_to_stat
-from appendtable.metadata.models import PartitionValues
+from appendtable.metadata.models import PartitionValues, StatValue
+from appendtable.metadata.types import INTEGER_KINDS
 from appendtable.planning.bucket import bucket_ids
 
-__all__ = ["GroupKey", "RoutingSpec", "partitions_of", "route"]
+__all__ = ["GroupKey", "Routed", "RoutingSpec", "partitions_of", "route"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,13 +36,25 @@ class RoutingSpec:
     num_buckets: int  # -1 for the scalable (unaware-bucket) mode
 
 
-def route(table: pa.Table, spec: RoutingSpec) -> list[tuple[GroupKey, pa.Table]]:
+@dataclass(frozen=True)
+class Routed:
+    """Rows grouped by (partition, bucket): group ``keys[i]`` is ``table.slice(starts[i],
+    lengths[i])``, its rows in input order. Ranges rather than slices: a writer buffering
+    thousands of groups keeps a few integers per group, not a table object (about 2 KB each)."""
+
+    table: pa.Table
+    keys: list[GroupKey]
+    starts: list[int]
+    lengths: list[int]
+
+
+def route(table: pa.Table, spec: RoutingSpec) -> Routed:
     """The (partition, bucket) groups of ``table``, each with its rows in input order."""
     rows = table.num_rows
     if rows == 0:
-        return []
+        return Routed(table, [], [], [])
     if not spec.partition_indices and spec.num_buckets <= 0:
-        return [(GroupKey((), 0), table)]
+        return Routed(table, [GroupKey((), 0)], [0], [rows])
 
     codes = np.zeros(rows, dtype=np.int64)
     distinct = 1  # an upper bound of the number of distinct codes so far
@@ -55,16 +68,15 @@ def route(table: pa.Table, spec: RoutingSpec) -> list[tuple[GroupKey, pa.Table]]
         codes, distinct = _combine(codes, distinct, buckets, spec.num_buckets)
 
     if distinct == 1 or np.all(codes == codes[0]):
-        return [(_key(table, 0, spec, codes), table)]
+        return Routed(
+            table, _keys(table, np.zeros(1, dtype=np.int64), codes[:1], spec), [0], [rows]
+        )
     order = np.argsort(_narrow(codes, distinct), kind="stable")
     starts = np.concatenate(([0], np.flatnonzero(np.diff(codes[order])) + 1))
-    ends = np.concatenate((starts[1:], [rows]))
-    taken = table.take(pa.array(order))
-    groups = []
-    for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
-        part = taken.slice(start, end - start)
-        groups.append((_key(part, 0, spec, codes[order[start : start + 1]]), part))
-    return groups
+    lengths = np.diff(np.concatenate((starts, [rows])))
+    firsts = order[starts]  # the input row of each group's first row
+    keys = _keys(table, firsts, codes[firsts], spec)
+    return Routed(table.take(pa.array(order)), keys, starts.tolist(), lengths.tolist())
 
 
 def partitions_of(table: pa.Table, spec: RoutingSpec) -> list[PartitionValues]:
@@ -103,11 +115,47 @@ def _combine(
     return codes * radix + values.astype(np.int64, copy=False), distinct * radix
 
 
-def _key(part: pa.Table, row: int, spec: RoutingSpec, codes: np.ndarray) -> GroupKey:
-    """The key of the group whose first row is ``part[row]``."""
-    bucket = int(codes[row]) % spec.num_buckets if spec.num_buckets > 0 else 0
-    values = tuple(
-        scalar_to_stat(part.column(index)[row], kind)
+def _keys(
+    table: pa.Table, rows: np.ndarray, codes: np.ndarray, spec: RoutingSpec
+) -> list[GroupKey]:
+    """The keys of the groups whose first rows are ``table[rows]`` (their codes ``codes``):
+    one gather per partition column, one Python step per group."""
+    if spec.num_buckets > 0:
+        buckets = (codes % spec.num_buckets).tolist()
+    else:
+        buckets = [0] * len(rows)
+    indices = pa.array(rows)
+    columns = [
+        _stored_values(table.column(index).take(indices), kind)
         for index, kind in zip(spec.partition_indices, spec.partition_kinds, strict=True)
-    )
-    return GroupKey(values, bucket)
+    ]
+    partitions = list(zip(*columns, strict=True)) if columns else [()] * len(buckets)
+    return [
+        GroupKey(tuple(values), bucket) for values, bucket in zip(partitions, buckets, strict=True)
+    ]
+
+
+#: Kinds whose stored partition value is the Arrow value itself (``as_py``).
+_PLAIN_KINDS = INTEGER_KINDS | {
+    "bool",
+    "float32",
+    "float64",
+    "string",
+    "large_string",
+    "binary",
+    "large_binary",
+}
+#: Kinds stored as the integer behind the value (in the column's unit).
+_INTEGER_BACKED = {"date32": pa.int32(), "time32": pa.int32()} | dict.fromkeys(
+    ("timestamp", "time64", "duration"), pa.int64()
+)
+
+
+def _stored_values(values: pa.ChunkedArray, kind: str) -> list[StatValue]:
+    """``scalar_to_stat`` of each value: in one conversion for the plain kinds, value by value
+    (one step per group, not per row) for the others."""
+    if kind in _PLAIN_KINDS:
+        return values.to_pylist()  # type: ignore[no-any-return]
+    if kind in _INTEGER_BACKED:
+        return values.cast(_INTEGER_BACKED[kind]).to_pylist()  # type: ignore[no-any-return]
+    return [scalar_to_stat(value, kind) for value in values]

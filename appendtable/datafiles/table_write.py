@@ -13,11 +13,19 @@ Guarantees:
 * A bucketed group has one lane, fed by tasks chained in submission order, so its files and the
   rows in them are in write order, and so are the messages' local sequence numbers. A group of
   the scalable mode (no order) spreads row groups over up to ``write.parallelism`` lanes.
-* Memory stays near ``write-buffer-size``: under pressure the largest groups are written out
-  early (as smaller row groups of the same open files, not as extra files), or, with many open
-  groups (``write-max-writers-to-spill``) or ``write-buffer-for-append``, spilled to local
-  disk; either way a commit writes at most one file per (partition, bucket) and lane unless a
-  file reaches the target size.
+* Memory stays near ``write-buffer-size``. The accounting counts what is really held: the rows
+  of all groups routed from one slice of input are slices of one buffer (the routing's
+  ``take``), which lives until every group and encoding task holding a slice of it let go, so
+  buffered bytes are counted per routed slice, not per group. Room is made before every routed
+  slice, so the buffers never hold more than the limit. Under pressure the largest groups are
+  written out early (as smaller row groups of the same open files, not as extra files), or,
+  with many open groups (``write-max-writers-to-spill``) or ``write-buffer-for-append``, every
+  buffered group is spilled to local disk at once (spilling only some would free nothing: the
+  others still hold the shared buffers). Either way a commit writes at most one file per
+  (partition, bucket) and lane unless a file reaches the target size, and a spilled group's
+  file is written in one go when the commit is prepared.
+* Files are fsynced by a pool of I/O threads (``durability.DeferredSync``) while the encoding
+  threads go on encoding; ``prepare_commit`` returns messages only once every file is durable.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from appendtable.datafiles.arrow_schema import conform, to_table
+from appendtable.datafiles.durability import DeferredSync, uses_io_threads
 from appendtable.datafiles.routing import GroupKey, RoutingSpec, partitions_of, route
 from appendtable.datafiles.spill import SpillArea, SpilledPart
 from appendtable.datafiles.writing import (
@@ -55,6 +64,47 @@ _INLINE_BYTES = 4 * 1024 * 1024
 #: Rows routed at a time, and buffered bytes of a group handed to its lane at a time.
 _ROUTE_ROWS = 1 << 18
 _HANDOFF_BYTES = 16 * 1024 * 1024
+#: Bytes of rows copied at a time when a group's rows are spilled.
+_SPILL_PIECE_BYTES = 16 * 1024 * 1024
+
+
+@dataclass(eq=False)
+class _Routed:
+    """One routed slice of input: ``table`` holds the rows of all its groups, each a range of
+    it. Held until no group buffer (``buffered``) and no encoding task (``holders``) has a
+    range of it."""
+
+    table: pa.Table
+    nbytes: int
+    holders: int
+    buffered: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Rows:
+    """Rows ``start .. start + count - 1`` of a routed slice."""
+
+    routed: _Routed
+    start: int
+    count: int
+
+    def table(self) -> pa.Table:
+        return self.routed.table.slice(self.start, self.count)
+
+
+@dataclass
+class BufferStats:
+    """What a writer's buffer did over the writer's life (deterministic for a given input and
+    options: it does not depend on thread timing)."""
+
+    #: Most bytes held by group buffers at once: at most ``write-buffer-size`` (room is made
+    #: before each routed slice), unless one routed slice alone is larger.
+    peak_buffered_bytes: int = 0
+    #: Spill events (one spill file each) and rows spilled.
+    spills: int = 0
+    spilled_rows: int = 0
+    #: Groups written out early, before ``prepare_commit``, because of memory pressure.
+    pressure_flushes: int = 0
 
 
 @dataclass
@@ -69,15 +119,17 @@ class _Lane:
 class _Group:
     key: GroupKey
     directory: str
-    memory: list[pa.Table] = field(default_factory=list)
+    #: Buffered rows, as ranges of routed slices (table objects are made only to write them).
+    memory: list[_Rows] = field(default_factory=list)
+    #: The group's own rows in memory (rows x bytes per row: shared buffers not counted).
     memory_bytes: int = 0
     spilled: list[SpilledPart] = field(default_factory=list)
     lanes: list[_Lane] = field(default_factory=list)
     next_lane: int = 0
 
-    def take_memory(self) -> list[pa.Table]:
-        tables, self.memory, self.memory_bytes = self.memory, [], 0
-        return tables
+    def take_memory(self) -> list[_Rows]:
+        taken, self.memory, self.memory_bytes = self.memory, [], 0
+        return taken
 
 
 class TableWriter:
@@ -102,6 +154,9 @@ class TableWriter:
         ``missing_as_null``: nullable columns the data lacks are written as nulls (merge-mode
         writes); by default a missing column is a SchemaMismatchError."""
         self._storage = storage
+        #: What data files are written through: on local disk, fsyncs and new directories on
+        #: I/O threads.
+        self._file_storage: Storage = DeferredSync(storage) if uses_io_threads(storage) else storage
         self._prefix = prefix.rstrip("/")
         self._missing_as_null = missing_as_null
         self._schema = schema
@@ -129,8 +184,13 @@ class TableWriter:
         self._groups: dict[GroupKey, _Group] = {}
         self._executor: ThreadPoolExecutor | None = None
         self._pending: set[Future[None]] = set()
-        self._inflight_bytes = 0
+        #: Bytes of routed slices held by group buffers, and by buffers or encoding tasks.
+        self._buffered_bytes = 0
+        self._held_bytes = 0
         self._lock = threading.Lock()
+        self.buffer_stats = BufferStats()
+        #: Rows copied at a time when spilling (set from the data's bytes per row).
+        self._piece_rows = 1 << 16
         self._created: list[str] = []
         self._max_event_ms: int | None = None
         self._closed = False
@@ -168,18 +228,29 @@ class TableWriter:
             1,
             min(_HANDOFF_BYTES, int(row_group_rows(table, self._file_spec, row_bytes) * row_bytes)),
         )
+        self._piece_rows = max(1, int(_SPILL_PIECE_BYTES / max(1.0, row_bytes)))
         for offset in range(0, table.num_rows, _ROUTE_ROWS):
-            for key, rows in route(table.slice(offset, _ROUTE_ROWS), self._routing):
+            piece = table.slice(offset, _ROUTE_ROWS)
+            nbytes = int(piece.num_rows * row_bytes)
+            # make room first: the buffers never hold more than the limit (unless one routed
+            # slice alone is larger)
+            self._relieve_memory_pressure(nbytes)
+            grouped = route(piece, self._routing)
+            routed = self._hold(grouped.table, nbytes, len(grouped.keys))
+            new: list[str] = []
+            for key, start, count in zip(
+                grouped.keys, grouped.starts, grouped.lengths, strict=True
+            ):
                 group = self._groups.get(key)
                 if group is None:
-                    group = _Group(key, self._directory(key))
-                    self._groups[key] = group
-                group.memory.append(rows)
-                group.memory_bytes += int(rows.num_rows * row_bytes)
+                    group = self._new_group(key, new)
+                group.memory.append(_Rows(routed, start, count))
+                group.memory_bytes += int(count * row_bytes)
                 if group.memory_bytes >= threshold and not self._spilling():
                     self._flush(group, final=False)
+            if new and isinstance(self._file_storage, DeferredSync):
+                self._file_storage.prepare_directories(new)  # while the next slice is routed
         self.rows_written += table.num_rows
-        self._relieve_memory_pressure()
         self._raise_failures()
 
     def restrict_partitions(
@@ -224,6 +295,8 @@ class TableWriter:
                 self._flush(group, final=True)
             wait(list(self._pending))
             messages = [self._message(group) for group in self._groups.values()]
+            if isinstance(self._file_storage, DeferredSync):
+                self._file_storage.wait()  # every file durable before it is reported
         except BaseException:
             self.abort()
             raise
@@ -240,11 +313,15 @@ class TableWriter:
         for group in self._groups.values():
             for lane in group.lanes:
                 lane.writer.abandon()
+        if isinstance(self._file_storage, DeferredSync):
+            self._file_storage.settle()
         for path in self._created:
             self._storage.delete(path)
         self._created = []
         self._groups = {}
         self._spill.clear()
+        with self._lock:
+            self._buffered_bytes = self._held_bytes = 0
 
     def close(self) -> None:
         """Release threads and spill space. Files not handed over by ``prepare_commit`` are
@@ -256,6 +333,8 @@ class TableWriter:
         if self._executor is not None:
             self._executor.shutdown(wait=True)
             self._executor = None
+        if isinstance(self._file_storage, DeferredSync):
+            self._file_storage.close()
         self._closed = True
 
     def __enter__(self) -> TableWriter:
@@ -285,6 +364,12 @@ class TableWriter:
             self._options.get(opt.PARTITION_DEFAULT_NAME),
         )
 
+    def _new_group(self, key: GroupKey, new: list[str]) -> _Group:
+        group = _Group(key, self._directory(key))
+        self._groups[key] = group
+        new.append(group.directory)
+        return group
+
     def _directory(self, key: GroupKey) -> str:
         directory = layout.bucket_dir(self._partition_name(key.partition), key.bucket)
         return f"{self._prefix}/{directory}" if self._prefix else directory
@@ -302,28 +387,78 @@ class TableWriter:
             return False
         return self._always_buffer or len(self._groups) > self._max_writers_before_spill
 
-    def _relieve_memory_pressure(self) -> None:
-        buffered = sum(group.memory_bytes for group in self._groups.values())
-        if buffered > self._buffer_limit:
-            spilling = self._spilling()
-            to_spill: list[_Group] = []
-            for group in sorted(self._groups.values(), key=lambda g: g.memory_bytes, reverse=True):
-                if buffered <= self._buffer_limit // 2 or not group.memory:
-                    break
-                buffered -= group.memory_bytes
-                if spilling and not group.lanes:
-                    to_spill.append(group)
-                else:
-                    self._flush(group, final=False)
-            if to_spill:
-                tables = [group.take_memory() for group in to_spill]
-                for group, part in zip(to_spill, self._spill.spill(tables), strict=True):
-                    group.spilled.append(part)
-        self._wait_for_capacity(buffered)
+    def _hold(self, table: pa.Table, nbytes: int, groups: int) -> _Routed:
+        """Count a newly routed slice of ``nbytes`` as held by the buffers of ``groups``."""
+        routed = _Routed(table, nbytes, holders=groups, buffered=groups)
+        with self._lock:
+            self._buffered_bytes += routed.nbytes
+            self._held_bytes += routed.nbytes
+            buffered = self._buffered_bytes
+        if buffered > self.buffer_stats.peak_buffered_bytes:
+            self.buffer_stats.peak_buffered_bytes = buffered
+        return routed
 
-    def _wait_for_capacity(self, buffered: int) -> None:
+    def _release(self, ranges: Iterable[_Rows], holders: int, buffered: int) -> None:
+        """Drop ``holders`` holds of the routed slice of each range, ``buffered`` of them by
+        group buffers."""
+        with self._lock:
+            for rows in ranges:
+                slice_ = rows.routed
+                slice_.buffered -= buffered
+                if buffered and slice_.buffered == 0:
+                    self._buffered_bytes -= slice_.nbytes
+                slice_.holders -= holders
+                if slice_.holders == 0:
+                    self._held_bytes -= slice_.nbytes
+
+    def _relieve_memory_pressure(self, incoming: int) -> None:
+        """Make room for ``incoming`` more bytes of routed rows."""
+        if self._buffered_bytes + incoming > self._buffer_limit:
+            if self._spilling():
+                self._spill_buffers()
+            else:
+                # Write out the largest groups until the buffers hold half the limit. A routed
+                # slice is freed only when all its groups let go, so this may take many groups.
+                for group in sorted(
+                    self._groups.values(), key=lambda g: g.memory_bytes, reverse=True
+                ):
+                    if (
+                        self._buffered_bytes + incoming <= self._buffer_limit // 2
+                        or not group.memory
+                    ):
+                        break
+                    self.buffer_stats.pressure_flushes += 1
+                    self._flush(group, final=False)
+        self._wait_for_capacity(incoming)
+
+    def _spill_buffers(self) -> None:
+        """Spill every buffered group into one spill file (groups with open files write to
+        them instead), so the routed slices they share are freed."""
+        to_spill: list[_Group] = []
+        for group in self._groups.values():
+            if not group.memory:
+                continue
+            if group.lanes:
+                self.buffer_stats.pressure_flushes += 1
+                self._flush(group, final=False)
+            else:
+                to_spill.append(group)
+        if not to_spill:
+            return
+        taken = [group.take_memory() for group in to_spill]
+        parts = self._spill.spill(
+            ([rows.table() for rows in ranges] for ranges in taken), self._piece_rows
+        )
+        for group, part in zip(to_spill, parts, strict=True):
+            group.spilled.append(part)
+        self.buffer_stats.spills += 1
+        self.buffer_stats.spilled_rows += sum(part.rows for part in parts)
+        for ranges in taken:
+            self._release(ranges, 1, 1)
+
+    def _wait_for_capacity(self, incoming: int) -> None:
         """Back-pressure: rows handed to the encoder still occupy memory until written."""
-        while self._pending and buffered + self._inflight_bytes > self._buffer_limit:
+        while self._pending and self._held_bytes + incoming > self._buffer_limit:
             wait(list(self._pending), return_when=FIRST_COMPLETED)
 
     # ---- writing ----------------------------------------------------------------------------
@@ -340,7 +475,7 @@ class TableWriter:
             group.lanes.append(
                 _Lane(
                     RollingWriter(
-                        self._storage,
+                        self._file_storage,
                         group.directory,
                         self._file_spec,
                         on_file=self._created.append,
@@ -349,17 +484,19 @@ class TableWriter:
             )
         return group.lanes[index]
 
-    def _submit(self, lane: _Lane, chunks: Iterable[pa.Table], nbytes: int, close: bool) -> None:
-        with self._lock:
-            self._inflight_bytes += nbytes
+    def _submit(
+        self, lane: _Lane, chunks: Iterable[pa.Table], ranges: list[_Rows], close: bool
+    ) -> None:
+        """Queue ``chunks`` for ``lane``; the task holds the routed slices of ``ranges``
+        (already released by the group buffers) until it is done."""
         previous = lane.tail
         if self._inline:  # errors propagate to prepare_commit, which aborts
-            self._run(lane, previous, chunks, nbytes, close)
+            self._run(lane, previous, chunks, ranges, close)
             done: Future[None] = Future()
             done.set_result(None)
             lane.tail = done
             return
-        future = self._pool().submit(self._run, lane, previous, chunks, nbytes, close)
+        future = self._pool().submit(self._run, lane, previous, chunks, ranges, close)
         lane.tail = future
         self._pending.add(future)
         future.add_done_callback(self._pending.discard)
@@ -369,7 +506,7 @@ class TableWriter:
         lane: _Lane,
         previous: Future[None] | None,
         chunks: Iterable[pa.Table],
-        nbytes: int,
+        ranges: list[_Rows],
         close: bool,
     ) -> None:
         """One task of a lane. Tasks of a lane are chained: each first waits for the previous
@@ -382,37 +519,43 @@ class TableWriter:
             if close:
                 lane.writer.close()
         finally:
-            with self._lock:
-                self._inflight_bytes -= nbytes
+            self._release(ranges, 1, 0)
 
-    def _chunks(self, spilled: list[SpilledPart], memory: list[pa.Table]) -> Iterator[pa.Table]:
+    def _chunks(self, spilled: list[SpilledPart], memory: list[_Rows]) -> Iterator[pa.Table]:
+        """A group's rows in order (read and sliced only when the task gets to them)."""
         for part in spilled:
             yield from self._spill.read(part)
-        yield from memory
+        for rows in memory:
+            yield rows.table()
 
     def _flush(self, group: _Group, *, final: bool) -> None:
         """Hand a group's buffered rows to its lane(s); with ``final``, close the files."""
-        nbytes = group.memory_bytes
-        spilled, memory = group.spilled, group.take_memory()
+        memory_bytes = group.memory_bytes
+        spilled = group.spilled
+        memory = group.take_memory()
         group.spilled = []
+        self._release(memory, 0, 1)  # from the buffer to the task(s)
         if spilled or self._ordered:
             if spilled or memory:
-                self._submit(self._lane(group, 0), self._chunks(spilled, memory), nbytes, final)
+                self._submit(self._lane(group, 0), self._chunks(spilled, memory), memory, final)
             elif final and group.lanes:
-                self._submit(group.lanes[0], (), 0, True)
+                self._submit(group.lanes[0], (), [], True)
             return
         # Scalable mode: no order to keep, so spread row groups over parallel lanes.
         if memory:
-            combined = pa.concat_tables(memory)
-            step = row_group_rows(combined, self._file_spec)
-            for offset in range(0, combined.num_rows, step):
-                piece = combined.slice(offset, step)
+            combined = pa.concat_tables([rows.table() for rows in memory])
+            step = row_group_rows(combined, self._file_spec, memory_bytes / combined.num_rows)
+            pieces = range(0, combined.num_rows, step)
+            with self._lock:  # each piece's task holds the routed slices
+                for rows in memory:
+                    rows.routed.holders += len(pieces) - 1
+            for offset in pieces:
                 lane = self._lane(group, group.next_lane % self._parallelism)
                 group.next_lane += 1
-                self._submit(lane, (piece,), nbytes * piece.num_rows // combined.num_rows, False)
+                self._submit(lane, (combined.slice(offset, step),), memory, False)
         if final:
             for lane in group.lanes:
-                self._submit(lane, (), 0, True)
+                self._submit(lane, (), [], True)
 
     def _raise_failures(self) -> None:
         for group in self._groups.values():
