@@ -141,9 +141,35 @@ def _spark_write(frame: DataFrame, hidden: str | None, table: at.Table, location
         writer = writer.option(
             "parquet.compression.codec.zstd.level", str(table.option("file.compression.zstd-level"))
         )
+    for key, value in _bloom_filter_options(table).items():
+        writer = writer.option(key, value)
     if hidden is not None:
         writer = writer.partitionBy(hidden)
     writer.parquet(location)
+
+
+def _bloom_filter_options(table: at.Table) -> dict[str, str]:
+    """Parquet writer options that give Spark's files the bloom filters of the table's
+    ``file-index.bloom-filter.columns`` (adopting a file describes them; without them its
+    lookups are not skipped until compaction rewrites it): sized for ``.items`` distinct
+    values when set, else adaptively, at most for a million."""
+    columns = table.option("file-index.bloom-filter.columns")
+    if not isinstance(columns, tuple | list) or not columns:
+        return {}
+    items = table.option("file-index.bloom-filter.items")
+    ndv = str(items) if isinstance(items, int) and items > 0 else "1000000"
+    options = (
+        {}
+        if isinstance(items, int) and items > 0
+        else {"parquet.bloom.filter.adaptive.enabled": "true"}
+    )
+    for column in columns:
+        options[f"parquet.bloom.filter.enabled#{column}"] = "true"
+        options[f"parquet.bloom.filter.expected.ndv#{column}"] = ndv
+        options[f"parquet.bloom.filter.fpp#{column}"] = str(
+            table.option("file-index.bloom-filter.fpp")
+        )
+    return options
 
 
 def _buckets(
