@@ -153,42 +153,38 @@ def bench_file_index(ws: Workspace) -> list[Result]:
                 details=shape,
             )
         )
-    rows.append(
-        speed_row(
-            GROUP,
+    comparisons = (  # information rows: (appendtable or peer, baseline, what is compared)
+        (
+            "manifest",
+            "parquet",
             f"lookup text = v over {total:,} files, bloom filters in the manifest "
             "(baseline: pyarrow dataset over the same rows as plain Parquet)",
-            lookups["manifest"],
-            lookups["parquet"],
-            unit="ms",
-            target_ratio=None,
-            details=shape,
-        )
-    )
-    rows.append(
-        speed_row(
-            GROUP,
+        ),
+        (
+            "duckdb-bloom",
+            "duckdb",
             f"DuckDB lookup over {total:,} Parquet files with Parquet bloom filters "
             "(baseline: the same files without them)",
-            lookups["duckdb-bloom"],
-            lookups["duckdb"],
-            unit="ms",
-            target_ratio=None,
-            details=shape,
-        )
-    )
-    rows.append(
-        speed_row(
-            GROUP,
+        ),
+        (
+            "manifest",
+            "duckdb-bloom",
             f"lookup text = v over {total:,} files, bloom filters in the manifest "
             "(baseline: DuckDB over Parquet files with Parquet bloom filters)",
-            lookups["manifest"],
-            lookups["duckdb-bloom"],
-            unit="ms",
-            target_ratio=None,
-            details=shape,
-        )
+        ),
     )
+    for ours_case, baseline_case, label in comparisons:
+        rows.append(
+            speed_row(
+                GROUP,
+                label,
+                lookups[ours_case],
+                lookups[baseline_case],
+                unit="ms",
+                target_ratio=None,
+                details=shape,
+            )
+        )
     rows += _sizes(layouts)
     rows += _write_cost(ws)
     return rows

@@ -552,19 +552,9 @@ def validate_table_options(
             f"option 'bucket' = {bucket} needs 'bucket-key': the columns whose hash picks the "
             "bucket (rows of one key stay in order in one bucket)"
         )
-    for key in keys:
-        if key not in column_list:
-            raise InvalidOptionError(
-                f"option 'bucket-key' names column '{key}', which is not in the schema "
-                f"(columns: {', '.join(column_list)})"
-            )
-        if key in partitions:
-            raise InvalidOptionError(
-                f"option 'bucket-key' column '{key}' is a partition column; a bucket key must "
-                "vary inside a partition"
-            )
-    if len(set(keys)) != len(keys):
-        raise InvalidOptionError("option 'bucket-key' lists a column twice")
+    _check_columns_option(
+        BUCKET_KEY.key, keys, column_list, partitions, "a bucket key must vary inside a partition"
+    )
     if options.get(FULL_COMPACTION_DELTA_COMMITS) and bucket == -1:
         raise InvalidOptionError(
             "option 'full-compaction.delta-commits' applies to bucketed tables only (bucket > 0)"
@@ -603,21 +593,33 @@ def validate_table_options(
         )
 
 
-def _validate_file_index(options: Options, columns: list[str], partitions: set[str]) -> None:
-    indexed = options.get(FILE_INDEX_BLOOM_COLUMNS)
-    for column in indexed:
+def _check_columns_option(
+    key: str, named: tuple[str, ...], columns: list[str], partitions: set[str], why: str
+) -> None:
+    """An option listing columns names each once, each in the schema and none a partition
+    column (``why`` says why not)."""
+    for column in named:
         if column not in columns:
             raise InvalidOptionError(
-                f"option '{FILE_INDEX_BLOOM_COLUMNS.key}' names column '{column}', which is not "
-                f"in the schema (columns: {', '.join(columns)})"
+                f"option '{key}' names column '{column}', which is not in the schema "
+                f"(columns: {', '.join(columns)})"
             )
         if column in partitions:
             raise InvalidOptionError(
-                f"option '{FILE_INDEX_BLOOM_COLUMNS.key}' names partition column '{column}': "
-                "partitions are pruned by their values already"
+                f"option '{key}' column '{column}' is a partition column; {why}"
             )
-    if len(set(indexed)) != len(indexed):
-        raise InvalidOptionError(f"option '{FILE_INDEX_BLOOM_COLUMNS.key}' lists a column twice")
+    if len(set(named)) != len(named):
+        raise InvalidOptionError(f"option '{key}' lists a column twice")
+
+
+def _validate_file_index(options: Options, columns: list[str], partitions: set[str]) -> None:
+    _check_columns_option(
+        FILE_INDEX_BLOOM_COLUMNS.key,
+        options.get(FILE_INDEX_BLOOM_COLUMNS),
+        columns,
+        partitions,
+        "partitions are pruned by their values already",
+    )
     if not 0 < options.get(FILE_INDEX_BLOOM_FPP) < 1:
         raise InvalidOptionError(f"option '{FILE_INDEX_BLOOM_FPP.key}' must be in (0, 1)")
     if options.get(FILE_INDEX_BLOOM_ITEMS) < 0:

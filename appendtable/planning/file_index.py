@@ -13,6 +13,7 @@ only when no row in it can match.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -96,8 +97,9 @@ class IndexProbe:
             kept.append(values)
         return IndexProbe(tuple(kept)) if kept else None
 
-    @property
+    @functools.cached_property
     def field_ids(self) -> frozenset[int]:
+        """The fields some predicate probes (asked once per planned file: computed once)."""
         return frozenset(v.field_id for clause in self.clauses for v in clause)
 
     def concerns(self, index: FileIndex | None) -> bool:

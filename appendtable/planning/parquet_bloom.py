@@ -202,24 +202,9 @@ def _decimal_width(precision: int) -> int:
 
 def unsupported_bloom_reason(data_type: pa.DataType) -> str | None:
     """Why a column of ``data_type`` cannot have a Parquet bloom filter, or None if it can."""
-    if pa.types.is_dictionary(data_type):
-        return unsupported_bloom_reason(data_type.value_type)
-    if (
-        pa.types.is_integer(data_type)
-        or pa.types.is_date(data_type)
-        or pa.types.is_timestamp(data_type)
-        or pa.types.is_time(data_type)
-        or pa.types.is_float32(data_type)
-        or pa.types.is_float64(data_type)
-        or pa.types.is_string(data_type)
-        or pa.types.is_large_string(data_type)
-        or pa.types.is_binary(data_type)
-        or pa.types.is_large_binary(data_type)
-        or pa.types.is_decimal128(data_type)
-        or pa.types.is_fixed_size_binary(data_type)
-    ):
-        return None
-    return f"Parquet bloom filters do not support {data_type} columns"
+    if parquet_physical_type(data_type) is None:
+        return f"Parquet bloom filters do not support {data_type} columns"
+    return None
 
 
 def bitset_of(head: bytes, length: int) -> int | None:
@@ -244,21 +229,28 @@ def bitset_of(head: bytes, length: int) -> int | None:
 
 def parquet_physical_type(data_type: pa.DataType) -> str | None:
     """The Parquet physical type pyarrow stores a column of ``data_type`` as, which is the
-    encoding its bloom filters hash (None for unsupported types)."""
-    if pa.types.is_dictionary(data_type):
-        return parquet_physical_type(data_type.value_type)
-    if unsupported_bloom_reason(data_type) is not None:
-        return None
-    if pa.types.is_date(data_type) or pa.types.is_time32(data_type):
+    encoding its bloom filters hash; None for the types that cannot have a filter (booleans,
+    float16, decimal256, nested types)."""
+    t = data_type.value_type if pa.types.is_dictionary(data_type) else data_type
+    if pa.types.is_decimal(t) and not pa.types.is_decimal128(t):
+        return None  # decimal256 is a fixed-size binary to pyarrow's type tests
+    if pa.types.is_date(t) or pa.types.is_time32(t):
         return "INT32"
-    if pa.types.is_integer(data_type):
-        return "INT64" if data_type.bit_width == 64 else "INT32"
-    if pa.types.is_timestamp(data_type) or pa.types.is_time64(data_type):
+    if pa.types.is_integer(t):
+        return "INT64" if t.bit_width == 64 else "INT32"
+    if pa.types.is_timestamp(t) or pa.types.is_time64(t):
         return "INT64"
-    if pa.types.is_float32(data_type):
+    if pa.types.is_float32(t):
         return "FLOAT"
-    if pa.types.is_float64(data_type):
+    if pa.types.is_float64(t):
         return "DOUBLE"
-    if pa.types.is_decimal128(data_type) or pa.types.is_fixed_size_binary(data_type):
+    if pa.types.is_decimal128(t) or pa.types.is_fixed_size_binary(t):
         return "FIXED_LEN_BYTE_ARRAY"
-    return "BYTE_ARRAY"
+    if (
+        pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+    ):
+        return "BYTE_ARRAY"
+    return None

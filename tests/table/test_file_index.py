@@ -141,7 +141,7 @@ def test_widened_and_renamed_columns_keep_their_filters(uri: str) -> None:
     ("options", "message"),
     [
         ({"file-index.bloom-filter.columns": "nope"}, "'nope'"),
-        ({"file-index.bloom-filter.columns": "p"}, "partition column 'p'"),
+        ({"file-index.bloom-filter.columns": "p"}, "'p' is a partition column"),
         ({"file-index.bloom-filter.columns": "id,id"}, "twice"),
         ({"file-index.bloom-filter.columns": "id", "file-index.bloom-filter.fpp": 1.5}, "fpp"),
         ({"file-index.bloom-filter.columns": "tags"}, "'tags'"),
