@@ -190,7 +190,8 @@ def test_large_filters_are_probed_in_the_data_files(uri: str) -> None:
     (compacted,) = _files(table.scan())
     assert compacted.file_index is not None and compacted.file_index.blooms
     assert table.scan(filter=[("id", "=", target)]).count() == want
-    assert _files(table.scan(filter=[("id", "=", "user-x0")])) in ([], [compacted])
+    skipped = [_files(table.scan(filter=[("id", "=", f"user-x{i}")])) for i in range(30)]
+    assert sum(len(files) for files in skipped) <= 3  # the compacted file's filter answers
 
 
 def test_a_file_whose_filters_cannot_be_read_is_kept(tmp_path: Path, caplog: object) -> None:
@@ -221,7 +222,8 @@ def test_staged_writes_keep_their_indexes(tmp_path: Path) -> None:
     assert file.file_index is not None and file.file_index.blooms
     value = batch["id"][5].as_py()
     assert table.scan(filter=[("id", "=", value)]).count() == len(_expected(batch, "id", [value]))
-    assert _files(table.scan(filter=[("id", "=", "user-x")])) in ([], [file])
+    absent = [_files(table.scan(filter=[("id", "=", f"user-x{i}")])) for i in range(30)]
+    assert sum(len(files) for files in absent) <= 3  # the staged file's filter answers
 
 
 def _stage(area: at.StagingArea, name: str, data: pa.Table, **write: object) -> None:
@@ -347,6 +349,12 @@ def test_index_never_drops_a_matching_row(
         strings = [None if v is None else f"s{v}" for v in values]
         table.append(pa.table({"k": pa.array(values, pa.int16()), "s": strings}, schema=schema))
     rows = table.scan().to_arrow()
+    files = [file for split in table.scan().plan() for file in split.files]
+    for file in files:  # where the bitsets live follows the threshold
+        assert file.file_index is not None
+        copied = {bool(bloom.bits) for bloom in file.file_index.blooms}
+        total = sum(bloom.num_bytes for bloom in file.file_index.blooms)
+        assert copied == {total <= threshold}
     for column, literals in (("k", probes), ("s", [f"s{v}" for v in probes])):
         got = table.scan(filter=[(column, "in", literals)]).to_arrow()
         want = rows.filter(pc.is_in(rows[column], value_set=pa.array(literals)))
