@@ -50,6 +50,8 @@ from appendtable.metadata.models import (
     Snapshot,
     Split,
 )
+from appendtable.metadata.options import option_keys
+from appendtable.metadata.options import parse_options as check_options
 from appendtable.planning.bucket import bucket_ids
 from appendtable.scan import Scan
 from appendtable.staging import StagingArea
@@ -108,7 +110,9 @@ __all__ = [
     "UpdateSchema",
     "__version__",
     "bucket_ids",
+    "check_options",
     "clear_metadata_caches",
     "create_table",
     "open_table",
+    "option_keys",
 ]

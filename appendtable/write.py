@@ -19,10 +19,10 @@ from dataclasses import replace
 
 from appendtable import arguments
 from appendtable._state import TableState
-from appendtable.commit.changes import CommitRequest
+from appendtable.commit.changes import CommitRequest, PartitionScope
 from appendtable.commit.committer import Committer
 from appendtable.commit.discard import DiscardResult
-from appendtable.errors import CommitStateUnknownError
+from appendtable.errors import CommitStateUnknownError, InvalidArgumentError
 from appendtable.metadata import options as opt
 from appendtable.metadata.models import CommitKind, CommitMessage, Snapshot
 
@@ -137,19 +137,27 @@ class TableCommit:
         messages: Iterable[CommitMessage],
         *,
         partitions: Sequence[Mapping[str, object]] | None = None,
+        dynamic: bool = False,
         base_snapshot_id: int | None = None,
         identifier: int | None = None,
         watermark: int | None = None,
         properties: Mapping[str, str] | None = None,
     ) -> Snapshot | None:
-        """Replace the table's rows (or those of the given static ``partitions``) with the files
-        of ``messages``, atomically. ``base_snapshot_id`` is the snapshot the overwrite was
-        planned against (default: the latest when this is called): if files were appended to
-        the overwritten partitions after it, CommitConflictError is raised instead of silently
-        dropping them."""
+        """Replace the table's rows (or those of the given static ``partitions``, or with
+        ``dynamic`` those of the partitions ``messages`` write rows into: none when they hold
+        no rows) with the files of ``messages``, atomically. ``base_snapshot_id`` is the
+        snapshot the overwrite was planned against (default: the latest when this is called):
+        if files were appended to the overwritten partitions after it, CommitConflictError is
+        raised instead of silently dropping them."""
         listed = list(messages)
         state = self._state
-        scope = state.partition_scope(partitions)
+        if dynamic and partitions:
+            raise InvalidArgumentError("give partitions= or dynamic=True, not both")
+        scope = (
+            _written_partitions(listed, state.schema.partition_keys)
+            if dynamic
+            else state.partition_scope(partitions)
+        )
         if partitions:  # files only of the given partitions (named in the table's terms)
             described = state.describe_specs(partitions)
             for message in listed:
@@ -220,6 +228,12 @@ def run_maintenance(work: Callable[[], object], snapshot: Snapshot) -> None:
             exc,
             exc_info=True,
         )
+
+
+def _written_partitions(messages: Sequence[CommitMessage], keys: Sequence[str]) -> PartitionScope:
+    """The partitions ``messages`` write rows into, as an overwrite's scope."""
+    written = {message.partition for message in messages if message.new_files}
+    return PartitionScope(tuple(dict(zip(keys, values, strict=True)) for values in written))
 
 
 def _paths(messages: Iterable[CommitMessage]) -> list[str]:

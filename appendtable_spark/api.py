@@ -13,6 +13,8 @@ from pyspark.sql import functions as F
 
 import appendtable as at
 from appendtable_spark import evolution
+from appendtable_spark import options as registry
+from appendtable_spark.options import SparkOption, Use
 from appendtable_spark.settings import Settings
 from appendtable_spark.source import FORMAT, AppendTableDataSource, open_or_create
 from appendtable_spark.staged import (
@@ -97,22 +99,28 @@ def write_table(
     Without it, a DataFrame whose columns differ from the table's fails with
     SchemaMismatchError naming the column, and nothing is written."""
     if mode not in ("append", "overwrite"):
-        raise at.InvalidOptionError(f"mode must be 'append' or 'overwrite', not {mode!r}")
+        raise at.InvalidArgumentError(f"mode must be 'append' or 'overwrite', not {mode!r}")
     if partitions is not None and mode != "overwrite":
-        raise at.InvalidOptionError(
+        raise at.InvalidArgumentError(
             "partitions= names what an overwrite replaces: mode='overwrite'"
         )
-    writer_options = {str(k): str(v) for k, v in (options or {}).items()}
+    writer_options = {str(k): _text(v) for k, v in (options or {}).items()}
     for key, value in (storage_options or {}).items():
         writer_options[f"storage.{key}"] = value if isinstance(value, str) else _json(value)
-    if partition_by:
-        keys = [partition_by] if isinstance(partition_by, str) else list(partition_by)
-        writer_options["partition-by"] = ",".join(keys)
-    if partitions:
-        writer_options["overwritePartitions"] = json.dumps(partitions, default=str)
-    if merge_schema:
-        writer_options["mergeSchema"] = "true"
-    settings = Settings.parse({**writer_options, "path": uri})
+    keywords: dict[SparkOption[Any], object] = {
+        registry.PARTITION_BY: partition_by,
+        registry.OVERWRITE_PARTITIONS: partitions,
+        registry.MERGE_SCHEMA: merge_schema or None,
+    }
+    for option, value in keywords.items():
+        if value is None or value == []:
+            continue
+        if any(key.lower() in option.keys for key in writer_options):
+            raise at.InvalidArgumentError(
+                f"give {option.keyword}= or option '{option.name}', not both"
+            )
+        writer_options[option.name] = _keyword_text(option, value)
+    settings = Settings.parse({**writer_options, "path": uri}, Use.WRITE)
     merge = settings.merge_schema()
     table = open_or_create(settings, df.schema)
     data = spark_arrow_schema(df.schema)
@@ -139,12 +147,30 @@ def write_table(
             commit_user=user or f"spark-write-{uuid.uuid4().hex}",
             identifier=identifier,
             partitions=settings.overwrite_partitions(),
+            dynamic=settings.dynamic_overwrite(),
             merge=merge,
         )
 
 
 def _json(value: object) -> str:
     return json.dumps(value)
+
+
+def _text(value: object) -> str:
+    """An option value as Spark would pass it (``True`` -> ``true``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _keyword_text(option: SparkOption[Any], value: object) -> str:
+    """A helper keyword's value as its option's text."""
+    if option is registry.PARTITION_BY:
+        keys = [value] if isinstance(value, str) else list(value)  # type: ignore[call-overload]
+        return ",".join(str(k) for k in keys)
+    if option is registry.OVERWRITE_PARTITIONS:
+        return json.dumps(value, default=str)
+    return _text(value)
 
 
 def foreach_batch_sink(
@@ -161,7 +187,11 @@ def foreach_batch_sink(
     Each batch commits idempotently as (commit user, batch id): a batch replayed after a crash
     (even one between the table commit and Spark's checkpoint commit) is skipped. The commit
     user must be stable per checkpoint: by default it is derived from the streaming query's id;
-    under Spark Connect that id is not reachable, so ``commit_user`` must be given."""
+    under Spark Connect that id is not reachable, so ``commit_user`` must be given.
+    ``options`` are checked now, as ``write_table`` would check them."""
+    Settings.parse(
+        {**{str(k): _text(v) for k, v in (options or {}).items()}, "path": uri}, Use.WRITE
+    )
 
     def sink(batch: DataFrame, batch_id: int) -> None:
         user = commit_user or _query_user(batch)

@@ -13,6 +13,7 @@ timestamps), the read goes through the Python data source, which matches them by
 from __future__ import annotations
 
 import functools
+import json
 import operator
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -110,6 +111,9 @@ def read_table(
         snapshot is not None and versions - {snapshot.schema_id}
     ):
         reader = spark.read.format(FORMAT)
+        for key, value in (storage_options or {}).items():
+            text = value if isinstance(value, str) else json.dumps(value)
+            reader = reader.option(f"storage.{key}", text)
         if tag is not None:
             reader = reader.option("scan.tag-name", tag)
         elif snapshot is not None:

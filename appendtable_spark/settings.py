@@ -1,10 +1,14 @@
-"""The options a Spark reader or writer receives, parsed once.
+"""The options a Spark reader or writer receives, checked once against the option registries.
 
-Spark hands a data source its options as strings with case-insensitive keys (``path`` holds the
+Spark hands a data source its options as strings with lower-cased keys (``path`` holds the
 ``load``/``save`` argument). Keys starting with ``storage.`` become fsspec storage options (for
-example ``storage.key``, ``storage.client_kwargs`` as JSON); keys the table format knows (such as
-``bucket``, ``scan.mode``, ``consumer-id``) go to the table or the stream; the rest are the
-adapter's own.
+example ``storage.key``, ``storage.client_kwargs`` as JSON); keys of the core's registry (such as
+``bucket``, ``scan.mode``, ``consumer-id``) go to the table or the stream and are checked by the
+core; the adapter's own options are declared in :mod:`appendtable_spark.options`. An unknown key
+or a bad value raises ``InvalidOptionError`` naming the option.
+
+A ``Settings`` is immutable and derived from one call's options only: nothing of one query
+reaches another.
 """
 
 from __future__ import annotations
@@ -12,31 +16,21 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import appendtable as at
+from appendtable_spark import options as registry
+from appendtable_spark.options import SparkOption, Use
 
 __all__ = ["Settings"]
 
-#: Options of the adapter itself (lower-case, as Spark delivers them).
-ADAPTER_OPTIONS = frozenset(
-    {
-        "path",
-        "columns",
-        "partition-by",
-        "partitionby",
-        "__partition_columns",
-        "commituser",
-        "commitidentifier",
-        "txnappid",
-        "txnversion",
-        "maxfilespertrigger",
-        "maxrowspertrigger",
-        "splittargetbytes",
-        "checkpointlocation",
-        "overwritepartitions",
-        "mergeschema",
-    }
+T = TypeVar("T")
+
+_STORAGE = "storage."
+#: Options given at most one at a time.
+_EXCLUSIVE = (
+    (registry.MAX_FILES_PER_TRIGGER, registry.MAX_ROWS_PER_TRIGGER),
+    (registry.OVERWRITE_PARTITIONS, registry.PARTITION_OVERWRITE_MODE),
 )
 
 
@@ -47,89 +41,110 @@ def _storage_value(text: str) -> Any:
         return text
 
 
+def _local_path(path: str) -> str:
+    if path.startswith("file:"):
+        path = path[len("file:") :]
+        if path.startswith("//"):
+            path = path[2:]
+    return path
+
+
 @dataclass(frozen=True)
 class Settings:
+    """Checked options: the table location, storage options, the core's options (strings, as
+    the core takes them) and the adapter's own (strings, keyed by option name)."""
+
     uri: str
     storage_options: dict[str, Any] = field(default_factory=dict)
     format_options: dict[str, str] = field(default_factory=dict)
     adapter: dict[str, str] = field(default_factory=dict)
 
     @staticmethod
-    def parse(options: Mapping[str, str]) -> Settings:
+    def parse(options: Mapping[str, str], use: Use, *, location: str | None = None) -> Settings:
+        """Check every key and value of ``options`` for ``use`` (where the options were given;
+        several flags when not yet known, such as at ``load()``). ``location``: the table's
+        location when the options cannot name it (a catalog table)."""
+        given = {str(k).lower(): str(k) for k in options}  # as written, for messages
         lowered = {str(k).lower(): str(v) for k, v in dict(options).items()}
-        path = lowered.get("path")
+        path = lowered.get("path") or lowered.get("location") or location
         if not path:
             raise at.InvalidOptionError(
                 "no table location: use .load(uri) / .save(uri) or .option('path', uri)"
             )
-        if path.startswith("file:"):
-            path = path[len("file:") :]
-            if path.startswith("//"):
-                path = path[2:]
-        storage = {
-            key[len("storage.") :]: _storage_value(value)
-            for key, value in lowered.items()
-            if key.startswith("storage.")
-        }
-        adapter = {k: v for k, v in lowered.items() if k in ADAPTER_OPTIONS}
-        format_options = {
-            key: value
-            for key, value in lowered.items()
-            if key not in ADAPTER_OPTIONS and not key.startswith("storage.")
-        }
-        return Settings(path, storage, format_options, adapter)
+        storage: dict[str, Any] = {}
+        core: dict[str, str] = {}
+        adapter: dict[str, str] = {}
+        core_keys = at.option_keys()
+        for key, value in lowered.items():
+            if Use.CREATE in use and key.startswith("option."):
+                key = key[len("option.") :]
+            option = registry.lookup(key)
+            if key.startswith(_STORAGE):
+                storage[key[len(_STORAGE) :]] = _storage_value(value)
+            elif key in core_keys:
+                core[key] = value
+            elif option is not None:
+                _take(adapter, option, value, use)
+            elif key in registry.SPARK_KEYS or (Use.CREATE in use and key in registry.CATALOG_KEYS):
+                continue
+            else:
+                raise at.InvalidOptionError(
+                    registry.unknown_key_message(given.get(key, key), core_keys)
+                )
+        at.check_options(core)
+        for group in _EXCLUSIVE:
+            given = [option.name for option in group if option.name in adapter]
+            if len(given) > 1:
+                raise at.InvalidOptionError(f"give one of options {' and '.join(given)}, not both")
+        settings = Settings(_local_path(path), storage, core, adapter)
+        settings.commit_identity()
+        settings.read_target()
+        return settings
+
+    def get(self, option: SparkOption[T]) -> T:
+        """The option's value, or its default when it was not given."""
+        text = self.adapter.get(option.name)
+        return option.default if text is None else option.value(text)
+
+    def given(self, option: SparkOption[Any]) -> bool:
+        return option.name in self.adapter
 
     def open(self) -> at.Table:
         return at.open_table(self.uri, storage_options=self.storage_options)
 
     def columns(self) -> list[str] | None:
-        text = self.adapter.get("columns")
-        return [c.strip() for c in text.split(",") if c.strip()] if text else None
+        return list(self.get(registry.COLUMNS)) or None
 
     def partition_by(self) -> list[str]:
-        text = self.adapter.get("partition-by") or self.adapter.get("partitionby")
-        if text:
-            return [c.strip() for c in text.split(",") if c.strip()]
-        spark_given = self.adapter.get("__partition_columns")
-        return list(json.loads(spark_given)) if spark_given else []
+        return list(self.get(registry.PARTITION_BY) or self.get(registry.SPARK_PARTITION_COLUMNS))
 
     def commit_identity(self) -> tuple[str | None, int | None]:
         """(commit user, identifier) of an idempotent write: options ``commitUser`` and
         ``commitIdentifier`` (or Delta's ``txnAppId`` and ``txnVersion``)."""
-        user = self.adapter.get("commituser") or self.adapter.get("txnappid")
-        text = self.adapter.get("commitidentifier") or self.adapter.get("txnversion")
-        if text is not None and user is None:
+        user = self.get(registry.COMMIT_USER) or None
+        identifier = (
+            self.get(registry.COMMIT_IDENTIFIER) if self.given(registry.COMMIT_IDENTIFIER) else None
+        )
+        if identifier is not None and user is None:
             raise at.InvalidOptionError(
                 "option 'commitIdentifier' needs 'commitUser' (a name stable across retries)"
             )
-        return user, int(text) if text is not None else None
+        return user, identifier
 
     def overwrite_partitions(self) -> list[dict[str, object]] | None:
-        """Option ``overwritePartitions``: the static partitions an overwrite replaces, as JSON
+        """Option ``overwritePartitions``: the static partitions an overwrite replaces
         (``[{"day": "2024-05-01"}]``; dates, timestamps and decimals as text)."""
-        text = self.adapter.get("overwritepartitions")
-        if not text:
-            return None
-        try:
-            specs = json.loads(text)
-        except ValueError as exc:
-            raise at.InvalidOptionError(
-                f"option 'overwritePartitions' is not JSON: {text!r} ({exc})"
-            ) from exc
-        if not isinstance(specs, list) or not all(isinstance(s, dict) for s in specs):
-            raise at.InvalidOptionError(
-                "option 'overwritePartitions' must be a JSON list of objects such as "
-                '[{"day": "2024-05-01"}]'
-            )
-        return specs
+        return list(self.get(registry.OVERWRITE_PARTITIONS)) or None
+
+    def dynamic_overwrite(self) -> bool:
+        """Option ``partitionOverwriteMode`` = ``dynamic``: an overwrite replaces only the
+        partitions it writes rows into."""
+        return self.get(registry.PARTITION_OVERWRITE_MODE) == "dynamic"
 
     def merge_schema(self) -> bool:
         """Option ``mergeSchema``: add the DataFrame's new columns (and struct fields) to the
         table before writing, and write the table columns it lacks as nulls."""
-        text = self.adapter.get("mergeschema", "false").strip().lower()
-        if text not in ("true", "false"):
-            raise at.InvalidOptionError(f"option 'mergeSchema' must be true or false, not {text!r}")
-        return text == "true"
+        return self.get(registry.MERGE_SCHEMA)
 
     def read_target(self) -> tuple[int | None, int | None, str | None]:
         """The snapshot a batch read names: (``scan.snapshot-id``, ``scan.timestamp-millis``,
@@ -148,15 +163,20 @@ class Settings:
         ]
         if len(given) > 1:
             raise at.InvalidOptionError(f"give one of options {' and '.join(given)}, not both")
-        try:
-            return (
-                int(snapshot) if snapshot is not None else None,
-                int(timestamp) if timestamp is not None else None,
-                tag,
-            )
-        except ValueError as exc:
-            raise at.InvalidOptionError(f"option {given[0]} must be an integer: {exc}") from exc
+        return (
+            int(snapshot) if snapshot is not None else None,
+            int(timestamp) if timestamp is not None else None,
+            tag,
+        )
 
-    def integer(self, key: str) -> int | None:
-        value = self.adapter.get(key)
-        return int(value) if value not in (None, "") else None
+
+def _take(adapter: dict[str, str], option: SparkOption[Any], value: str, use: Use) -> None:
+    if not option.uses & use:
+        raise at.InvalidOptionError(
+            f"option '{option.name}' applies to {option.uses.describe()}, not to {use.describe()}"
+        )
+    if option.name in adapter and adapter[option.name] != value:
+        names = " and ".join(f"'{name}'" for name in (option.name, *option.aliases))
+        raise at.InvalidOptionError(f"options {names} name the same setting: give one")
+    option.value(value)
+    adapter[option.name] = value

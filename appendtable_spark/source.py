@@ -1,16 +1,39 @@
-"""The ``appendtable`` Spark format (PySpark's Python Data Source API)."""
+"""The ``appendtable`` Spark format (PySpark's Python Data Source API).
+
+What Spark reuses, and why the adapter is safe with it: Spark creates one ``DataSource`` per
+relation (a DataFrame returned by ``load()``, a temporary view, one table reference of a SQL
+statement) and reuses it, pickled, for every query of that relation; PySpark 4.x also keeps the
+first planned read of a relation (its partitions and read function) and hands it to later
+queries of the same relation, and even to other scans of it in the same query. So nothing a
+query passes (filters, a limit) may shape what the reader plans. The reader plans the
+relation's snapshot whole (every split, no filter); Spark applies every filter of every query
+itself. The only state a ``DataSource`` keeps is set once, when the relation is defined: the
+snapshot it reads (``schema()``). Readers and writers hold only what ``Settings`` derived from
+the options of their own call.
+"""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
 from pyspark.sql.types import StructType
 
 import appendtable as at
+from appendtable_spark import options as registry
+from appendtable_spark.catalog import (
+    CatalogEntry,
+    adapter_options,
+    catalog_entry,
+    check_columns,
+    with_entry,
+)
+from appendtable_spark.ddl import parse_columns
 from appendtable_spark.evolution import check_write, merge_schema
-from appendtable_spark.pinning import pin
+from appendtable_spark.options import Use
+from appendtable_spark.pinning import ReadPin, pin
 from appendtable_spark.reader import BatchReader
 from appendtable_spark.settings import Settings
 from appendtable_spark.streaming import StreamSource
@@ -22,8 +45,18 @@ __all__ = ["FORMAT", "AppendTableDataSource", "open_or_create"]
 FORMAT = "appendtable"
 
 
+def _settings(options: Mapping[str, str], use: Use, schema: StructType) -> Settings:
+    """The checked options of one call: a catalog table's (its schema carries its location
+    and creation options, the statement's own ``WITH`` options override them) or a path's."""
+    entry = catalog_entry(schema)
+    if entry is None:
+        return Settings.parse(options, use)
+    return Settings.parse(adapter_options(entry, options), use, location=entry.location)
+
+
 class AppendTableDataSource(DataSource):  # type: ignore[misc]
-    """``spark.read/readStream/write/writeStream.format("appendtable")``."""
+    """``spark.read/readStream/write/writeStream.format("appendtable")``, and catalog tables
+    (``CREATE TABLE t USING appendtable LOCATION '<uri>'``)."""
 
     @classmethod
     def name(cls) -> str:
@@ -33,9 +66,12 @@ class AppendTableDataSource(DataSource):  # type: ignore[misc]
         """The schema of the snapshot read (the latest, or the one named by ``scan.snapshot-id``,
         ``scan.timestamp-millis`` or ``scan.tag-name``: time travel returns the columns of its
         time), or the ``columns`` option's projection of it. With ``scan.mode`` (a stream's
-        start), the current schema. Also pins the snapshot, so every scan of this DataFrame
-        reads the same one, in this schema."""
-        settings = Settings.parse(self.options)
+        start), the current schema. Also pins the snapshot, once, when the relation is
+        defined: every query of this DataFrame reads that snapshot, in this schema. At
+        ``CREATE TABLE``, the catalog table's schema (see :mod:`appendtable_spark.catalog`)."""
+        if "provider" in {str(k).lower() for k in self.options}:
+            return create_catalog_table(self.options)
+        settings = Settings.parse(self.options, Use.READ | Use.STREAM)
         table = settings.open()
         self._pinned, arrow = pin(table, settings)
         columns = settings.columns()
@@ -50,17 +86,29 @@ class AppendTableDataSource(DataSource):  # type: ignore[misc]
         return spark_schema(arrow)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        settings = Settings.parse(self.options)
-        pinned = getattr(self, "_pinned", None)
-        if pinned is None:  # a user-specified schema skips schema()
-            pinned, _ = pin(settings.open(), settings)
+        settings = _settings(self.options, Use.READ, schema)
+        entry = catalog_entry(schema)
+        pinned: ReadPin | None = getattr(self, "_pinned", None) if entry is None else None
+        if pinned is None:  # a catalog table, or a user-specified schema: schema() not called
+            pinned, arrow = pin(settings.open(), settings)
+            if entry is not None:
+                what = (
+                    "the current schema"
+                    if settings.read_target() == (None, None, None)
+                    else f"snapshot {pinned.snapshot_id}"
+                )
+                check_columns(schema, spark_schema(arrow), uri=settings.uri, what=what)
         return BatchReader(settings, schema, pinned)
 
-    def _write_table(self, schema: StructType) -> tuple[Settings, at.Table]:
+    def _write_table(self, schema: StructType, use: Use) -> tuple[Settings, at.Table]:
         """The table to write (created if missing), merged with ``schema`` under
         ``mergeSchema``, and checked against it."""
-        settings = Settings.parse(self.options)
+        settings = _settings(self.options, use, schema)
         table = open_or_create(settings, schema)
+        if catalog_entry(schema) is not None:
+            check_columns(
+                schema, spark_schema(table.schema), uri=settings.uri, what="the current schema"
+            )
         data = spark_arrow_schema(schema)
         merge = settings.merge_schema()
         if merge:
@@ -69,7 +117,7 @@ class AppendTableDataSource(DataSource):  # type: ignore[misc]
         return settings, table
 
     def writer(self, schema: StructType, overwrite: bool) -> BatchWriter:
-        settings, table = self._write_table(schema)
+        settings, table = self._write_table(schema, Use.WRITE)
         user, identifier = settings.commit_identity()
         latest = table.latest_snapshot()
         return BatchWriter(
@@ -86,14 +134,16 @@ class AppendTableDataSource(DataSource):  # type: ignore[misc]
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         pinned = getattr(self, "_pinned", None)
         return StreamSource(
-            Settings.parse(self.options), schema, pinned.schema_id if pinned else None
+            _settings(self.options, Use.STREAM, schema),
+            schema,
+            pinned.schema_id if pinned else None,
         )
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> StreamWriter:
-        settings, _ = self._write_table(schema)
+        settings, _ = self._write_table(schema, Use.SINK)
         return StreamWriter(
             settings,
-            commit_user=settings.adapter.get("commituser"),
+            commit_user=settings.get(registry.COMMIT_USER) or None,
             overwrite=overwrite,
         )
 
@@ -115,3 +165,58 @@ def open_or_create(settings: Settings, schema: StructType) -> at.Table:
         )
     except at.TableExistsError:  # created concurrently
         return settings.open()
+
+
+def create_catalog_table(options: Mapping[str, str]) -> StructType:
+    """``CREATE TABLE name USING appendtable LOCATION '<uri>' [TBLPROPERTIES (...)]``: the
+    schema the catalog stores. An existing table is registered as it is (table options given
+    must agree with it); a new one is created from the ``schema`` property (Spark SQL column
+    definitions), ``partitionBy`` and the table options."""
+    lowered = {str(k).lower(): str(v) for k, v in options.items()}
+    if not (lowered.get("location") or lowered.get("path")):
+        raise at.InvalidOptionError(
+            "CREATE TABLE ... USING appendtable needs LOCATION '<uri>': the table's data "
+            "lives there, not in Spark's warehouse"
+        )
+    settings = Settings.parse(options, Use.CREATE)
+    columns = settings.get(registry.SCHEMA)
+    try:
+        table = settings.open()
+    except at.TableNotFoundError:
+        if not columns:
+            raise at.TableNotFoundError(
+                f"no appendtable table at {settings.uri}: to create one, give its columns "
+                "as TBLPROPERTIES ('schema' = 'day DATE, id BIGINT, ...') (Spark does not "
+                "pass a column list to Python data sources), with 'partitionBy' and table "
+                "options such as 'bucket' beside it"
+            ) from None
+        table = open_or_create(settings, parse_columns(columns))
+    else:
+        _check_existing(table, settings, columns)
+    stored = {
+        option.name: settings.adapter[option.name]
+        for option in (registry.PARTITION_OVERWRITE_MODE,)
+        if settings.given(option)
+    }
+    return with_entry(spark_schema(table.schema), CatalogEntry(settings.uri, stored))
+
+
+def _check_existing(table: at.Table, settings: Settings, columns: str) -> None:
+    """Options of ``CREATE TABLE`` naming an existing table must describe it as it is."""
+    if columns:
+        declared = spark_schema(spark_arrow_schema(parse_columns(columns)))
+        check_columns(declared, spark_schema(table.schema), uri=settings.uri, what="the table")
+    partition_by = settings.partition_by()
+    if partition_by and list(partition_by) != list(table.partition_by):
+        raise at.InvalidOptionError(
+            f"the table at {settings.uri} is partitioned by "
+            f"({', '.join(table.partition_by)}), not ({', '.join(partition_by)})"
+        )
+    stored = table.options
+    for key, value in settings.format_options.items():
+        if "".join(stored.get(key, "").split()).lower() != "".join(value.split()).lower():
+            raise at.InvalidOptionError(
+                f"the table at {settings.uri} has option {key} = {stored.get(key)!r}, not "
+                f"{value!r}: CREATE TABLE registers an existing table as it is (change options "
+                "with Table.set_options)"
+            )

@@ -224,10 +224,12 @@ def write_staged(
     commit_user: str,
     identifier: int | None,
     partitions: list[dict[str, object]] | None = None,
+    dynamic: bool = False,
     merge: bool = False,
 ) -> at.Snapshot | None:
     """Write ``df`` with Spark's Parquet writer and commit it as one snapshot (an OVERWRITE of
-    the whole table with ``overwrite``, or of the static ``partitions``). Returns the snapshot,
+    the whole table with ``overwrite``, or of the static ``partitions``, or with ``dynamic`` of
+    the partitions it writes rows into). Returns the snapshot,
     or None when nothing was committed (no rows, or this identifier had already landed).
     ``merge``: the nullable columns and struct fields ``df`` lacks are written as nulls (the
     table was already merged with its schema). The files are written in the schema the
@@ -242,7 +244,11 @@ def write_staged(
         with committer.discarding(messages, since_snapshot_id=base):
             if overwrite:
                 landed = committer.overwrite(
-                    messages, partitions=partitions, base_snapshot_id=base, identifier=identifier
+                    messages,
+                    partitions=partitions,
+                    dynamic=dynamic,
+                    base_snapshot_id=base,
+                    identifier=identifier,
                 )
             else:
                 landed = committer.commit(messages, identifier=identifier)

@@ -31,6 +31,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 import appendtable as at
+from appendtable_spark.options import MAX_FILES_PER_TRIGGER, MAX_ROWS_PER_TRIGGER
 from appendtable_spark.pinning import retarget
 from appendtable_spark.settings import Settings
 from appendtable_spark.tables import cached_table
@@ -97,12 +98,10 @@ class StreamSource(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type
         return _offset(self._core().position)
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        files = self._settings.integer("maxfilespertrigger")
-        rows = self._settings.integer("maxrowspertrigger")
-        if files is not None:
-            return ReadMaxFiles(files)
-        if rows is not None:
-            return ReadMaxRows(rows)
+        if self._settings.given(MAX_FILES_PER_TRIGGER):
+            return ReadMaxFiles(self._settings.get(MAX_FILES_PER_TRIGGER))
+        if self._settings.given(MAX_ROWS_PER_TRIGGER):
+            return ReadMaxRows(self._settings.get(MAX_ROWS_PER_TRIGGER))
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:

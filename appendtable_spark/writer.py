@@ -82,10 +82,12 @@ def commit_staged(
     overwrite: bool,
     base_snapshot_id: int | None,
     partitions: list[dict[str, object]] | None = None,
+    dynamic: bool = False,
 ) -> at.Snapshot | None:
     """Move the files of ``messages`` out of ``area`` and commit them as one snapshot (an
     OVERWRITE of the whole table with ``overwrite``, or of the static ``partitions``: rows of
-    any other partition then fail the commit with SchemaMismatchError and nothing lands); the
+    any other partition then fail the commit with SchemaMismatchError and nothing lands; or
+    with ``dynamic`` of the partitions the files hold rows of); the
     area is removed afterwards, and the post-commit maintenance is waited for. Files
     of a commit that definitely failed, or of a replay whose identifier had landed, are
     discarded."""
@@ -98,6 +100,7 @@ def commit_staged(
                 landed = committer.overwrite(
                     moved,
                     partitions=partitions,
+                    dynamic=dynamic,
                     base_snapshot_id=base_snapshot_id,
                     identifier=identifier,
                 )
@@ -158,6 +161,7 @@ class BatchWriter(DataSourceArrowWriter):  # type: ignore[misc]
             overwrite=self._overwrite,
             base_snapshot_id=self._base,
             partitions=self._settings.overwrite_partitions(),
+            dynamic=self._settings.dynamic_overwrite(),
         )
 
     def abort(self, messages: list[FilesMessage | None]) -> None:

@@ -24,6 +24,7 @@ __all__ = [
     "Options",
     "parse_bool",
     "parse_duration_ms",
+    "option_keys",
     "parse_options",
     "parse_size",
 ]
@@ -457,6 +458,11 @@ def parse_options(raw: Mapping[str, object] | None) -> dict[str, str]:
             raise InvalidOptionError(f"invalid value for option '{key}': {exc}") from None
         normalised[key] = text
     return normalised
+
+
+def option_keys() -> frozenset[str]:
+    """Every key the registry knows (table and read options)."""
+    return frozenset(OPTIONS)
 
 
 def _to_text(value: object) -> str:

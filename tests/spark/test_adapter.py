@@ -508,7 +508,7 @@ def test_native_write_modes_idempotence_and_fallback(spark_at: Any, tmp_path: Pa
     assert sorted(table.scan().to_arrow().column("seq").to_pylist()) == list(range(500, 505))
     appendtable_spark.write_table(replaced.limit(0), uri)  # nothing to commit
     assert len(at.open_table(uri).snapshots()) == 3
-    with pytest.raises(at.InvalidOptionError, match="mode"):
+    with pytest.raises(at.InvalidArgumentError, match="mode"):
         appendtable_spark.write_table(replaced, uri, mode="ignore")
     # a type Spark cannot write exactly: the Python writer takes over, or native=True refuses
     wide_uri = str(tmp_path / "wide")

@@ -1,55 +1,15 @@
-"""Pure parts of the Spark adapter: filter translation and split packing (no session)."""
+"""Pure parts of the Spark adapter: options and split packing (no session)."""
 
 from __future__ import annotations
-
-import datetime as dt
 
 import pytest
 
 pytest.importorskip("pyspark")
 
-from pyspark.sql.datasource import (
-    EqualTo,
-    GreaterThan,
-    In,
-    IsNotNull,
-    IsNull,
-    LessThanOrEqual,
-    Not,
-    StringStartsWith,
-)
-
 import appendtable as at
-from appendtable_spark.reader import default_target, pack, to_terms
+from appendtable_spark.options import MAX_FILES_PER_TRIGGER, Use
+from appendtable_spark.reader import default_target, pack
 from appendtable_spark.settings import Settings
-
-
-def test_spark_filters_become_core_terms() -> None:
-    filters = [
-        EqualTo(("key",), 5),
-        GreaterThan(("seq",), 10),
-        LessThanOrEqual(("seq",), 20),
-        In(("key",), [1, 2]),
-        In(("key",), [1, None]),  # a null in the list: not pushed
-        IsNull(("name",)),
-        IsNotNull(("key",)),
-        Not(EqualTo(("key",), 3)),
-        StringStartsWith(("name",), "a"),  # not supported: left to Spark
-        EqualTo(("nested", "field"), 1),  # nested: not pushed
-        EqualTo(("unknown",), 1),
-        GreaterThan(("ts",), dt.datetime(2024, 1, 1, 1, tzinfo=dt.timezone(dt.timedelta(hours=1)))),
-    ]
-    terms = to_terms(filters, {"key", "seq", "name", "ts"})
-    assert terms == [
-        ("key", "=", 5),
-        ("seq", ">", 10),
-        ("seq", "<=", 20),
-        ("key", "in", [1, 2]),
-        ("name", "is null"),
-        ("key", "is not null"),
-        ("key", "!=", 3),
-        ("ts", ">", dt.datetime(2024, 1, 1, 0, tzinfo=dt.UTC)),
-    ]
 
 
 def _split(size: int, index: int) -> at.Split:
@@ -93,7 +53,8 @@ def test_settings_split_storage_table_and_adapter_options() -> None:
             "bucket": "4",
             "maxFilesPerTrigger": "3",
             "columns": "a, b",
-        }
+        },
+        Use.READ | Use.STREAM,
     )
     assert settings.uri == "/tmp/x"
     assert settings.storage_options == {
@@ -101,7 +62,7 @@ def test_settings_split_storage_table_and_adapter_options() -> None:
         "client_kwargs": {"endpoint_url": "http://127.0.0.1:9000"},
     }
     assert settings.format_options == {"bucket": "4"}
-    assert settings.integer("maxfilespertrigger") == 3
+    assert settings.get(MAX_FILES_PER_TRIGGER) == 3
     assert settings.columns() == ["a", "b"]
     with pytest.raises(at.InvalidOptionError, match="no table location"):
-        Settings.parse({})
+        Settings.parse({}, Use.READ)

@@ -13,6 +13,7 @@ pytest.importorskip("pyspark")
 
 import appendtable as at
 from appendtable_spark.evolution import Addition, additions, merge_schema, pad_batch
+from appendtable_spark.options import Use
 from appendtable_spark.settings import Settings
 
 TABLE = pa.schema([("id", pa.int64()), ("s", pa.struct([("x", pa.int64())])), ("v", pa.string())])
@@ -122,12 +123,12 @@ def test_pad_batch_fills_missing_columns_and_struct_fields() -> None:
 
 
 def test_merge_schema_option() -> None:
-    assert Settings.parse({"path": "/t", "mergeSchema": "true"}).merge_schema()
-    assert not Settings.parse({"path": "/t"}).merge_schema()
-    assert "mergeschema" not in Settings.parse({"path": "/t", "mergeSchema": "true"}).format_options
+    write = Use.WRITE
+    assert Settings.parse({"path": "/t", "mergeSchema": "true"}, write).merge_schema()
+    assert not Settings.parse({"path": "/t"}, write).merge_schema()
+    merged = Settings.parse({"path": "/t", "mergeSchema": "true"}, write)
+    assert "mergeschema" not in merged.format_options
     with pytest.raises(at.InvalidOptionError, match="mergeSchema"):
-        Settings.parse({"path": "/t", "mergeSchema": "yes"}).merge_schema()
+        Settings.parse({"path": "/t", "mergeSchema": "yes"}, write)
     with pytest.raises(at.InvalidOptionError, match="not both"):
-        Settings.parse(
-            {"path": "/t", "scan.tag-name": "a", "scan.timestamp-millis": "1"}
-        ).read_target()
+        Settings.parse({"path": "/t", "scan.tag-name": "a", "scan.timestamp-millis": "1"}, Use.READ)

@@ -1,0 +1,329 @@
+"""The adapter's own options, declared once: the format's read, write and streaming options,
+the helpers' keywords that stand for them, and Delta's aliases.
+
+Spark hands a data source its options as strings with lower-cased keys. Every key is one of:
+an adapter option below (matched ignoring case, by name or alias), a table or read option of the
+core (``bucket``, ``scan.mode``, ``consumer-id``, ...: checked by the core's registry), a
+``storage.<key>`` fsspec storage option, or a key Spark itself adds (``path``, the catalog's
+keys at ``CREATE TABLE``). Anything else is refused with the closest known key as a
+suggestion, and a value that does not parse is refused naming its option, when the DataFrame
+or stream is defined.
+"""
+
+from __future__ import annotations
+
+import difflib
+import enum
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import appendtable as at
+
+__all__ = [
+    "CATALOG_KEYS",
+    "OPTIONS",
+    "SPARK_KEYS",
+    "SparkOption",
+    "Use",
+    "lookup",
+    "unknown_key_message",
+]
+
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+
+
+class Use(enum.Flag):
+    """Where an option applies."""
+
+    READ = enum.auto()  #: ``spark.read.format("appendtable")``, ``read_table``, SQL ``SELECT``
+    STREAM = enum.auto()  #: ``spark.readStream.format("appendtable")``
+    WRITE = enum.auto()  #: ``df.write.format("appendtable")``, ``write_table``, SQL ``INSERT``
+    SINK = enum.auto()  #: ``writeStream.format("appendtable")``, ``foreach_batch_sink``
+    CREATE = enum.auto()  #: ``CREATE TABLE ... USING appendtable`` (options and TBLPROPERTIES)
+
+    def describe(self) -> str:
+        return ", ".join(_USE_WORDS[use] for use in Use if use in self)
+
+
+_USE_WORDS = {
+    Use.READ: "batch reads",
+    Use.STREAM: "streaming reads",
+    Use.WRITE: "batch writes",
+    Use.SINK: "streaming writes",
+    Use.CREATE: "CREATE TABLE",
+}
+
+
+@dataclass(frozen=True)
+class SparkOption(Generic[T_co]):
+    """One adapter option: its documented name (matched ignoring case), how its string value
+    parses, its default, where it applies, its meaning, other names it answers to, and the
+    keyword of the helper functions that stands for it."""
+
+    name: str
+    parse: Callable[[str], T_co]
+    default: T_co
+    uses: Use
+    doc: str
+    aliases: tuple[str, ...] = ()
+    keyword: str | None = None
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The lower-case keys Spark delivers it under."""
+        return tuple(key.lower() for key in (self.name, *self.aliases))
+
+    def value(self, text: str) -> T_co:
+        """The parsed value; InvalidOptionError naming the option if it does not parse."""
+        try:
+            return self.parse(text)
+        except ValueError as exc:
+            raise at.InvalidOptionError(f"invalid value for option '{self.name}': {exc}") from None
+
+
+def _text(text: str) -> str:
+    if not text.strip():
+        raise ValueError("it is empty")
+    return text
+
+
+def _boolean(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered not in ("true", "false"):
+        raise ValueError(f"{text!r} is not true or false")
+    return lowered == "true"
+
+
+def _positive(text: str) -> int:
+    try:
+        number = int(text.strip())
+    except ValueError:
+        raise ValueError(f"{text!r} is not an integer") from None
+    if number < 1:
+        raise ValueError(f"{number} is not a positive integer")
+    return number
+
+
+def _identifier(text: str) -> int:
+    try:
+        number = int(text.strip())
+    except ValueError:
+        raise ValueError(f"{text!r} is not an integer") from None
+    if number < 0:
+        raise ValueError(f"{number} is negative")
+    return number
+
+
+def _columns(text: str) -> tuple[str, ...]:
+    columns = tuple(c.strip() for c in text.split(",") if c.strip())
+    if not columns:
+        raise ValueError("no column named")
+    return columns
+
+
+def _json_columns(text: str) -> tuple[str, ...]:
+    columns = json.loads(text)
+    if not isinstance(columns, list) or not all(isinstance(c, str) for c in columns):
+        raise ValueError(f"{text!r} is not a JSON list of column names")
+    return tuple(columns)
+
+
+def _partitions(text: str) -> tuple[dict[str, object], ...]:
+    try:
+        specs = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"{text!r} is not JSON ({exc})") from None
+    if not isinstance(specs, list) or not all(isinstance(s, dict) for s in specs):
+        raise ValueError('it must be a JSON list of objects such as [{"day": "2024-05-01"}]')
+    return tuple(specs)
+
+
+def _choice(*allowed: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        lowered = text.strip().lower()
+        if lowered not in allowed:
+            raise ValueError(f"{text!r} is not one of {', '.join(allowed)}")
+        return lowered
+
+    return parse
+
+
+OPTIONS: dict[str, SparkOption[Any]] = {}
+
+
+def _define(option: SparkOption[T]) -> SparkOption[T]:
+    for key in option.keys:
+        assert key not in _BY_KEY, f"option key {key} defined twice"
+        _BY_KEY[key] = option
+    OPTIONS[option.name] = option
+    return option
+
+
+_BY_KEY: dict[str, SparkOption[Any]] = {}
+_NO_COLUMNS: tuple[str, ...] = ()
+_NO_PARTITIONS: tuple[dict[str, object], ...] = ()
+_ANY_READ = Use.READ | Use.STREAM
+_ANY_WRITE = Use.WRITE | Use.SINK
+
+# ---- reading -------------------------------------------------------------------------------------
+COLUMNS = _define(
+    SparkOption(
+        "columns",
+        _columns,
+        _NO_COLUMNS,
+        _ANY_READ,
+        "comma-separated columns to read, in this order (Spark asks a Python source for every "
+        "column, so this is how a read skips the others)",
+        keyword="columns",
+    )
+)
+SPLIT_TARGET_BYTES = _define(
+    SparkOption(
+        "splitTargetBytes",
+        _positive,
+        0,
+        Use.READ,
+        "bytes of data files per Spark task (default: about 128 MB, less to spread a small "
+        "read over about 8 tasks, never below 16 MB)",
+    )
+)
+MAX_FILES_PER_TRIGGER = _define(
+    SparkOption(
+        "maxFilesPerTrigger",
+        _positive,
+        0,
+        Use.STREAM,
+        "at most this many data files per micro-batch (at least one split is always taken)",
+    )
+)
+MAX_ROWS_PER_TRIGGER = _define(
+    SparkOption(
+        "maxRowsPerTrigger",
+        _positive,
+        0,
+        Use.STREAM,
+        "at most this many rows per micro-batch (at least one split is always taken)",
+    )
+)
+
+# ---- writing -------------------------------------------------------------------------------------
+PARTITION_BY = _define(
+    SparkOption(
+        "partitionBy",
+        _columns,
+        _NO_COLUMNS,
+        _ANY_WRITE | Use.CREATE,
+        "comma-separated partition columns of a table the write creates",
+        aliases=("partition-by",),
+        keyword="partition_by",
+    )
+)
+SPARK_PARTITION_COLUMNS = _define(
+    SparkOption(
+        "__partition_columns",
+        _json_columns,
+        _NO_COLUMNS,
+        _ANY_WRITE,
+        "set by Spark from `DataFrameWriter.partitionBy(...)`: the partition columns of a "
+        "table the write creates",
+    )
+)
+MERGE_SCHEMA = _define(
+    SparkOption(
+        "mergeSchema",
+        _boolean,
+        False,
+        _ANY_WRITE,
+        "add the DataFrame's new columns and struct fields to the table before writing, and "
+        "write the table's nullable columns it lacks as nulls",
+        keyword="merge_schema",
+    )
+)
+COMMIT_USER = _define(
+    SparkOption(
+        "commitUser",
+        _text,
+        "",
+        _ANY_WRITE,
+        "a name stable across retries: with `commitIdentifier` (batch writes) or the batch id "
+        "(streaming writes) it makes a write idempotent",
+        aliases=("txnAppId",),
+        keyword="commit_user",
+    )
+)
+COMMIT_IDENTIFIER = _define(
+    SparkOption(
+        "commitIdentifier",
+        _identifier,
+        0,
+        Use.WRITE,
+        "with `commitUser`: the write is a no-op if this (user, identifier) already landed",
+        aliases=("txnVersion",),
+    )
+)
+OVERWRITE_PARTITIONS = _define(
+    SparkOption(
+        "overwritePartitions",
+        _partitions,
+        _NO_PARTITIONS,
+        Use.WRITE,
+        'the static partitions an overwrite replaces, as JSON: `[{"day": "2024-05-01"}]` '
+        "(a row of any other partition fails the write)",
+        keyword="partitions",
+    )
+)
+PARTITION_OVERWRITE_MODE = _define(
+    SparkOption(
+        "partitionOverwriteMode",
+        _choice("static", "dynamic"),
+        "static",
+        Use.WRITE | Use.CREATE,
+        "`dynamic`: an overwrite replaces only the partitions it writes rows into (Spark's "
+        "`partitionOverwriteMode`; how SQL `INSERT OVERWRITE` replaces partitions)",
+    )
+)
+CHECKPOINT_LOCATION = _define(
+    SparkOption(
+        "checkpointLocation",
+        _text,
+        "",
+        Use.SINK,
+        "Spark's own: the streaming query's checkpoint",
+    )
+)
+
+# ---- creating a table from SQL ------------------------------------------------------------------
+SCHEMA = _define(
+    SparkOption(
+        "schema",
+        _text,
+        "",
+        Use.CREATE,
+        "the columns of a table `CREATE TABLE` creates, as Spark SQL DDL: "
+        "`'day DATE, user_id BIGINT NOT NULL, tags ARRAY<STRING>'`",
+    )
+)
+
+#: Keys Spark adds to every source's options (``load(uri)``).
+SPARK_KEYS = frozenset({"path"})
+#: Keys Spark's catalog adds at ``CREATE TABLE`` (``LOCATION`` arrives as both).
+CATALOG_KEYS = frozenset({"location", "owner", "provider", "comment", "external"})
+
+
+def lookup(key: str) -> SparkOption[Any] | None:
+    """The adapter option a lower-case key names, if any."""
+    return _BY_KEY.get(key)
+
+
+def unknown_key_message(key: str, known: Iterable[str]) -> str:
+    """``unknown option 'x'; did you mean 'y'?``, comparing ignoring case with every option
+    name (``known``: the core's keys too)."""
+    names = {name.lower(): name for name in known}
+    for option in OPTIONS.values():
+        names.update({alias.lower(): alias for alias in (option.name, *option.aliases)})
+    close = difflib.get_close_matches(key.lower(), list(names), n=1, cutoff=0.6)
+    hint = f"; did you mean '{names[close[0]]}'?" if close else ""
+    return f"unknown option '{key}'{hint}"
