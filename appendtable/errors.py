@@ -27,7 +27,8 @@ at the boundary where they occur and chained with ``raise ... from``::
     │   └── TransientStorageError     throttling, timeouts: safe to retry
     └── CommitError
         ├── CommitConflictError       definitely NOT applied: safe to re-plan and retry
-        └── CommitStateUnknownError   the outcome is unknown: never delete its files
+        ├── CommitStateUnknownError   the outcome is unknown: never delete its files
+        └── CommitUserReusedError     another writer numbers this commit user's identifiers
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ __all__ = [
     "CommitConflictError",
     "CommitError",
     "CommitStateUnknownError",
+    "CommitUserReusedError",
     "CorruptDataFileError",
     "CorruptMetadataError",
     "InvalidArgumentError",
@@ -187,3 +189,9 @@ class CommitConflictError(CommitError):
 class CommitStateUnknownError(CommitError):
     """The outcome of the commit is unknown (for example the publish request failed after it may
     have reached the store). Never delete the commit's files: they may be referenced."""
+
+
+class CommitUserReusedError(CommitError):
+    """Not applied: the commit user's identifiers are numbered by another writer (for example
+    another streaming query, with its own checkpoint, whose batch ids the new one repeats), so
+    this commit could be taken for one of theirs and skipped. Nothing was committed."""

@@ -308,6 +308,12 @@ class StreamReader:
         return self._position
 
     @property
+    def file_creation_floor_ms(self) -> int | None:
+        """The ``scan.file-creation-time-millis`` of a ``from-file-creation-time`` stream: its
+        full units hold only the files created at or after it (None: no such floor)."""
+        return self._creation_floor
+
+    @property
     def finished(self) -> bool:
         """True once a bounded stream (``scan.bounded.watermark``) has ended."""
         return self._finished

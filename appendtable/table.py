@@ -50,6 +50,7 @@ from appendtable.metadata.models import (
     FORMAT_VERSION,
     CommitKind,
     CommitMessage,
+    CommitUserRecord,
     Snapshot,
     Split,
     TableSchema,
@@ -498,6 +499,17 @@ class Table:
             snapshots.get(snapshot_id).commit_user == commit_user
             for snapshot_id in range(latest.id, floor, -1)
         )
+
+    def last_commit(self, commit_user: str) -> CommitUserRecord | None:
+        """The last identifier ``commit_user`` committed, with the snapshot that recorded it,
+        when, and who numbers that user's identifiers (``owner``, as the committer gave it);
+        None if it committed none (or was idle longer than ``commit.user-retention``). Kept
+        across snapshot expiration."""
+        latest = self._state.snapshots.latest()
+        if latest is None:
+            return None
+        records = self._state.manifests.read_users(latest.commit_users)
+        return next((r for r in records if r.user == commit_user), None)
 
     # ---- reading ----------------------------------------------------------------------------
 

@@ -80,11 +80,13 @@ class TableCommit:
         identifier: int | None = None,
         watermark: int | None = None,
         properties: Mapping[str, str] | None = None,
+        owner: str = "",
     ) -> Snapshot | None:
         """Append the files of ``messages`` atomically. Returns the new snapshot, or None if
         there was nothing to commit or this identifier already landed. The watermark (epoch ms)
         defaults to the messages' max event time minus ``watermark.delay`` when the table
-        declares ``watermark.column``; a snapshot's watermark never decreases."""
+        declares ``watermark.column``; a snapshot's watermark never decreases. ``owner`` is
+        recorded with the identifier (see ``Table.last_commit``)."""
         listed = list(messages)
         request = CommitRequest(
             kind=CommitKind.APPEND,
@@ -93,6 +95,7 @@ class TableCommit:
             identifier=identifier,
             watermark=self._watermark(listed, watermark),
             properties=dict(properties or {}),
+            owner=owner,
         )
         return self._run(request)
 
@@ -142,6 +145,7 @@ class TableCommit:
         identifier: int | None = None,
         watermark: int | None = None,
         properties: Mapping[str, str] | None = None,
+        owner: str = "",
     ) -> Snapshot | None:
         """Replace the table's rows (or those of the given static ``partitions``, or with
         ``dynamic`` those of the partitions ``messages`` write rows into: none when they hold
@@ -178,6 +182,7 @@ class TableCommit:
                 overwrite=scope,
                 base_snapshot_id=base_snapshot_id,
                 properties=dict(properties or {}),
+                owner=owner,
             )
         )
 

@@ -115,6 +115,9 @@ class CommitRequest:
     overwrite: PartitionScope | None = None
     base_snapshot_id: int | None = None
     properties: Mapping[str, str] = field(default_factory=dict)
+    #: Who numbers ``commit_user``'s identifiers (recorded with the identifier; see
+    #: ``CommitUserRecord.owner``).
+    owner: str = ""
     #: Make the table hold exactly the files of this snapshot again (an OVERWRITE), with its
     #: schema. ``rollback_snapshot``: that snapshot itself, when a tag holds it (it may have
     #: expired from the log).
@@ -230,9 +233,11 @@ def updated_users(
     snapshot_id: int,
     now_ms: int,
     retention_ms: int,
+    owner: str = "",
 ) -> list[CommitUserRecord]:
-    """The registry after ``commit_user`` committed ``identifier``: other users idle longer than
-    the retention are dropped; sorted by user for deterministic bytes."""
+    """The registry after ``commit_user`` committed ``identifier`` (numbered by ``owner``):
+    other users idle longer than the retention are dropped; sorted by user for deterministic
+    bytes."""
     kept = [r for r in records if r.user != commit_user and now_ms - r.time_ms <= retention_ms]
-    kept.append(CommitUserRecord(commit_user, identifier, snapshot_id, now_ms))
+    kept.append(CommitUserRecord(commit_user, identifier, snapshot_id, now_ms, owner))
     return sorted(kept, key=lambda r: r.user)

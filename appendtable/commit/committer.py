@@ -302,6 +302,7 @@ class Committer:
                     snapshot_id,
                     now_ms,
                     options.get(opt.COMMIT_USER_RETENTION),
+                    request.owner,
                 )
             )
             written.append(layout.manifest_path(users_file))

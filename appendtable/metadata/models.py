@@ -190,12 +190,15 @@ class ManifestList(msgspec.Struct, frozen=True, array_like=True, gc=False):
 
 
 class CommitUserRecord(msgspec.Struct, frozen=True, array_like=True):
-    """The last identifier a commit user committed, and when."""
+    """The last identifier a commit user committed, and when. ``owner``: who numbers that
+    user's identifiers, as the committing engine describes it (a Spark streaming query: its
+    id), so that a new writer reusing the commit user is recognised; empty when not told."""
 
     user: str
     identifier: int
     snapshot_id: int
     time_ms: int
+    owner: str = ""
 
 
 class CommitUsers(msgspec.Struct, frozen=True, array_like=True):

@@ -71,6 +71,39 @@ def test_commits_are_idempotent_per_user_and_identifier(uri: str) -> None:
     fresh.committer("a").abort(again)
 
 
+def test_the_last_commit_of_a_user_keeps_its_owner_across_expiration(uri: str) -> None:
+    table = at.create_table(uri, EVENTS, options={"snapshot.num-retained.min": 1})
+    assert table.last_commit("a") is None
+    owners = ["query=q1;base=0", "", "query=q2;base=5"]
+    for identifier, owner in enumerate(owners):
+        with table.writer() as writer:
+            writer.write(events(identifier * 10, 10))
+            messages = writer.prepare_commit()
+        landed = table.committer("a").commit(messages, identifier=identifier, owner=owner)
+        assert landed is not None
+        record = table.last_commit("a")
+        assert record is not None
+        assert (record.identifier, record.owner, record.snapshot_id) == (
+            identifier,
+            owner,
+            landed.id,
+        )
+    table.append(events(100, 1))  # another writer, without an identifier
+    for _ in range(3):
+        table.append(events(200, 1))
+    table.expire_snapshots(retain_min=1, retain_max=1, older_than_ms=2**62)
+    assert table.earliest_snapshot().id > 3  # type: ignore[union-attr]
+    record = at.open_table(uri).last_commit("a")
+    assert record is not None and (record.identifier, record.owner) == (2, owners[2])
+    assert at.open_table(uri).last_commit("b") is None
+    # an overwrite records its owner too
+    with table.writer() as writer:
+        writer.write(events(300, 1))
+        messages = writer.prepare_commit()
+    assert table.committer("a").overwrite(messages, identifier=7, owner="o") is not None
+    assert (table.last_commit("a").identifier, table.last_commit("a").owner) == (7, "o")  # type: ignore[union-attr]
+
+
 def test_empty_commit_does_nothing(uri: str) -> None:
     table = at.create_table(uri, EVENTS)
     assert table.committer("u").commit([], identifier=3) is None

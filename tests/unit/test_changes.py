@@ -240,6 +240,13 @@ def test_updated_users_replaces_the_own_record() -> None:
     assert updated == [record("alice", 6, time_ms=200, snapshot_id=8), record("bob", 1, 100)]
 
 
+def test_updated_users_records_the_owner_of_the_identifier() -> None:
+    records = [CommitUserRecord("alice", 5, 3, 50, "query=a;base=0"), record("bob", 1, 100)]
+    updated = updated_users(records, "alice", 6, 8, now_ms=200, retention_ms=DAY, owner="o2")
+    assert CommitUserRecord("alice", 6, 8, 200, "o2") in updated
+    assert updated_users(records, "bob", 2, 9, now_ms=200, retention_ms=DAY)[-1].owner == ""
+
+
 def test_updated_users_drops_idle_users_but_never_the_committer() -> None:
     now = 10 * DAY
     records = [

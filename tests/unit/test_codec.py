@@ -791,10 +791,17 @@ def test_newer_commit_message_split_and_consumer_decode() -> None:
 
     users_next = variant(CommitUserRecord, extra=("host", str, ""))
     container = variant(CommitUsers, retype={"records": list[users_next]})  # type: ignore[valid-type]
-    data = codec.encode(container([users_next("u", 3, 4, 5, "h")]), Kind.COMMIT_USERS)
+    data = codec.encode(container([users_next("u", 3, 4, 5, "o", "h")]), Kind.COMMIT_USERS)
     assert codec.decode(data, CommitUsers, Kind.COMMIT_USERS, PATH) == CommitUsers(
-        [CommitUserRecord("u", 3, 4, 5)]
+        [CommitUserRecord("u", 3, 4, 5, "o")]
     )
+    # records written before the owner existed read with an empty owner
+    users_old = variant(CommitUserRecord, keep=4)
+    older = variant(CommitUsers, retype={"records": list[users_old]})  # type: ignore[valid-type]
+    data = codec.encode(older([users_old("u", 3, 4, 5)]), Kind.COMMIT_USERS)
+    decoded = codec.decode(data, CommitUsers, Kind.COMMIT_USERS, PATH)
+    assert decoded == CommitUsers([CommitUserRecord("u", 3, 4, 5)])
+    assert decoded.records[0].owner == ""
 
 
 def test_older_shorter_structs_decode_with_defaults() -> None:
