@@ -12,7 +12,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 import appendtable as at
-from appendtable_spark import evolution
+from appendtable_spark import evolution, identity
 from appendtable_spark import options as registry
 from appendtable_spark.options import SparkOption, Use
 from appendtable_spark.settings import Settings
@@ -149,6 +149,7 @@ def write_table(
             partitions=settings.overwrite_partitions(),
             dynamic=settings.dynamic_overwrite(),
             merge=merge,
+            owner=settings.commit_owner(),
         )
 
 
@@ -180,22 +181,61 @@ def foreach_batch_sink(
     options: Mapping[str, object] | None = None,
     storage_options: Mapping[str, Any] | None = None,
     merge_schema: bool = False,
+    commit_user_reuse: str | None = None,
+    checkpoint_location: str | None = None,
 ) -> Callable[[DataFrame, int], None]:
     """A ``foreachBatch`` function that appends each micro-batch exactly once (with
     ``merge_schema`` or option ``mergeSchema``, as ``write_table(..., merge_schema=True)``).
 
-    Each batch commits idempotently as (commit user, batch id): a batch replayed after a crash
-    (even one between the table commit and Spark's checkpoint commit) is skipped. The commit
-    user must be stable per checkpoint: by default it is derived from the streaming query's id;
-    under Spark Connect that id is not reachable, so ``commit_user`` must be given.
-    ``options`` are checked now, as ``write_table`` would check them."""
-    Settings.parse(
-        {**{str(k): _text(v) for k, v in (options or {}).items()}, "path": uri}, Use.WRITE
-    )
+    Each batch commits idempotently as (commit user, identifier), recording the streaming
+    query it belongs to (see ``appendtable_spark.identity``): a batch replayed after a crash
+    (even one between the table commit and Spark's checkpoint commit) is skipped, and a new
+    query (a new checkpoint) reusing ``commit_user`` is refused at its first batch, before
+    anything is written, unless ``commit_user_reuse="continue"`` lets it take the commit user
+    over. The commit user is ``commit_user``, or else derived from the query id, which is
+    stable per checkpoint.
+
+    Under Spark Connect, ``foreachBatch`` cannot see the query id: give ``commit_user``, and
+    ``checkpoint_location`` (the query's ``checkpointLocation``; the id is read from it) so a
+    new query reusing the commit user is always told apart from a replay. ``options`` are
+    checked now, as ``write_table`` would check them."""
+    given = {str(k): _text(v) for k, v in (options or {}).items()}
+    reuse = _sink_setting(given, registry.COMMIT_USER_REUSE, commit_user_reuse)
+    option_user = _sink_setting(given, registry.COMMIT_USER, commit_user)
+    for key in given:
+        option = registry.lookup(key.lower())
+        if option in (registry.COMMIT_IDENTIFIER, registry.COMMIT_OWNER):
+            raise at.InvalidOptionError(
+                f"foreach_batch_sink numbers its commits itself: drop option '{key}'"
+            )
+    Settings.parse({**given, "path": uri}, Use.WRITE)
+    user_name = str(option_user) if option_user else None
+    reuse_mode = str(reuse)
+    storage = dict(storage_options or {})
 
     def sink(batch: DataFrame, batch_id: int) -> None:
-        user = commit_user or _query_user(batch)
-        table_options = {**(options or {}), "commitUser": user, "commitIdentifier": batch_id}
+        query = _query_id(batch, checkpoint_location, storage)
+        user = user_name or _query_user(query)
+        try:
+            record = at.open_table(uri, storage_options=storage).last_commit(user)
+        except at.TableNotFoundError:
+            record = None
+        decision = identity.decide(
+            user=user,
+            batch=batch_id,
+            query=query,
+            record=record,
+            reuse=reuse_mode,
+            option="foreach_batch_sink(commit_user_reuse=...)",
+        )
+        if isinstance(decision, identity.Skip):
+            return  # a replay of a batch that landed: write nothing
+        table_options = {
+            **given,
+            registry.COMMIT_USER.name: user,
+            registry.COMMIT_IDENTIFIER.name: decision.identifier,
+            registry.COMMIT_OWNER.name: decision.owner.text(),
+        }
         write_table(
             batch,
             uri,
@@ -207,22 +247,45 @@ def foreach_batch_sink(
     return sink
 
 
-def _query_user(batch: DataFrame) -> str:
+def _sink_setting(given: dict[str, str], option: SparkOption[Any], keyword: object) -> object:
+    """A setting of ``foreach_batch_sink`` given as a keyword or as an option (taken out of
+    ``given``, which goes on to ``write_table``), checked; its default if neither."""
+    keys = [key for key in given if key.lower() in option.keys]
+    if keys and keyword is not None:
+        raise at.InvalidArgumentError(f"give {option.keyword}= or option '{option.name}', not both")
+    text = given.pop(keys[0]) if keys else None
+    for key in keys[1:]:
+        if given.pop(key) != text:
+            raise at.InvalidOptionError(f"option '{option.name}' given twice, differently")
+    if keyword is not None:
+        text = str(keyword)
+    return option.default if text is None else option.value(text)
+
+
+def _query_id(
+    batch: DataFrame, checkpoint_location: str | None, storage: Mapping[str, Any]
+) -> str | None:
+    """The streaming query of a ``foreachBatch`` call: the session's local property (classic
+    Spark), else the checkpoint's metadata, else unknown (Spark Connect)."""
     try:
-        context = batch.sparkSession.sparkContext
-    except (PySparkAttributeError, PySparkNotImplementedError) as exc:  # Spark Connect
+        query = batch.sparkSession.sparkContext.getLocalProperty("sql.streaming.queryId")
+    except (PySparkAttributeError, PySparkNotImplementedError):  # Spark Connect
+        query = None
+    if query:
+        return str(query)
+    if checkpoint_location is not None:
+        return identity.checkpoint_query_id(checkpoint_location, storage)
+    return None
+
+
+def _query_user(query: str | None) -> str:
+    if query is None:
         raise at.InvalidOptionError(
-            "foreach_batch_sink needs commit_user= under Spark Connect: the streaming query id "
-            "is not reachable there, and without a stable commit user a replayed batch could "
-            "be written twice"
-        ) from exc
-    query_id = context.getLocalProperty("sql.streaming.queryId")
-    if not query_id:
-        raise at.InvalidOptionError(
-            "foreach_batch_sink must run inside foreachBatch of a streaming query, or be given "
-            "commit_user="
+            "foreach_batch_sink needs commit_user= when it cannot see the streaming query id "
+            "(under Spark Connect, or outside foreachBatch): without a stable commit user a "
+            "replayed batch could be written twice"
         )
-    return f"spark-query-{query_id}"
+    return f"spark-query-{query}"
 
 
 def create_temp_view(

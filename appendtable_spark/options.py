@@ -196,7 +196,8 @@ MAX_FILES_PER_TRIGGER = _define(
         _positive,
         0,
         Use.STREAM,
-        "at most this many data files per micro-batch (at least one split is always taken)",
+        "at most this many data files per micro-batch, the first one included (a large "
+        "snapshot, a full start too, is cut between files)",
     )
 )
 MAX_ROWS_PER_TRIGGER = _define(
@@ -205,7 +206,9 @@ MAX_ROWS_PER_TRIGGER = _define(
         _positive,
         0,
         Use.STREAM,
-        "at most this many rows per micro-batch (at least one split is always taken)",
+        "at most this many rows per micro-batch, in whole files: a batch takes files while "
+        "their rows fit, and always at least one file (a file with more rows is a batch of "
+        "its own)",
     )
 )
 
@@ -252,6 +255,29 @@ COMMIT_USER = _define(
         "(streaming writes) it makes a write idempotent",
         aliases=("txnAppId",),
         keyword="commit_user",
+    )
+)
+COMMIT_USER_REUSE = _define(
+    SparkOption(
+        "commitUserReuse",
+        _choice("fail", "continue"),
+        "fail",
+        Use.SINK,
+        "what a streaming query does when its `commitUser` last committed for another query "
+        "(another checkpoint): `fail` at its first micro-batch, before writing anything; "
+        "`continue`: take the commit user over, committing its batches after the other "
+        "query's (where it starts reading is up to its start options)",
+        keyword="commit_user_reuse",
+    )
+)
+COMMIT_OWNER = _define(
+    SparkOption(
+        "commitOwner",
+        _text,
+        "",
+        Use.WRITE,
+        "set by `foreach_batch_sink`: the streaming query whose micro-batch this write is, "
+        "recorded with `commitUser` and `commitIdentifier`",
     )
 )
 COMMIT_IDENTIFIER = _define(

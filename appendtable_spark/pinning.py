@@ -79,8 +79,8 @@ def pin(table: at.Table, settings: Settings) -> tuple[ReadPin, pa.Schema]:
             scan = table.scan(tag=tag)
         else:
             scan = table.scan(snapshot_id=snapshot_id, timestamp_ms=timestamp)
-    except at.SnapshotNotFoundError as exc:
-        if not stream:
+    except (at.SnapshotNotFoundError, at.TagNotFoundError) as exc:
+        if not stream:  # a stream's start options may name what is gone: a restart skips them
             raise
         schema, schema_id = current_schema(table)
         return ReadPin(None, None, schema_id, missing=str(exc)), schema

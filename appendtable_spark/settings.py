@@ -98,6 +98,7 @@ class Settings:
                 raise at.InvalidOptionError(f"give one of options {' and '.join(given)}, not both")
         settings = Settings(_local_path(path), storage, core, adapter)
         settings.commit_identity()
+        settings.commit_owner()
         settings.read_target()
         return settings
 
@@ -130,6 +131,16 @@ class Settings:
                 "option 'commitIdentifier' needs 'commitUser' (a name stable across retries)"
             )
         return user, identifier
+
+    def commit_owner(self) -> str:
+        """Option ``commitOwner``: the streaming query a write with ``commitUser`` and
+        ``commitIdentifier`` belongs to (``foreach_batch_sink`` sets it), or empty."""
+        owner = self.get(registry.COMMIT_OWNER)
+        if owner and not self.given(registry.COMMIT_IDENTIFIER):
+            raise at.InvalidOptionError(
+                "option 'commitOwner' needs 'commitUser' and 'commitIdentifier'"
+            )
+        return owner
 
     def overwrite_partitions(self) -> list[dict[str, object]] | None:
         """Option ``overwritePartitions``: the static partitions an overwrite replaces

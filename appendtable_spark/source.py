@@ -36,7 +36,7 @@ from appendtable_spark.options import Use
 from appendtable_spark.pinning import ReadPin, pin
 from appendtable_spark.reader import BatchReader
 from appendtable_spark.settings import Settings
-from appendtable_spark.streaming import StreamSource
+from appendtable_spark.streaming import StreamSource, check_start
 from appendtable_spark.types import spark_arrow_schema, spark_schema
 from appendtable_spark.writer import BatchWriter, StreamWriter
 
@@ -73,6 +73,8 @@ class AppendTableDataSource(DataSource):  # type: ignore[misc]
             return create_catalog_table(self.options)
         settings = Settings.parse(self.options, Use.READ | Use.STREAM)
         table = settings.open()
+        if settings.format_options.get("scan.mode"):  # a stream's start: checked when defined
+            check_start(table, settings.format_options)
         self._pinned, arrow = pin(table, settings)
         columns = settings.columns()
         if columns is not None:
@@ -129,6 +131,7 @@ class AppendTableDataSource(DataSource):  # type: ignore[misc]
             skip=user is not None
             and identifier is not None
             and table.has_committed(user, identifier),
+            owner=settings.commit_owner(),
         )
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
@@ -145,6 +148,7 @@ class AppendTableDataSource(DataSource):  # type: ignore[misc]
             settings,
             commit_user=settings.get(registry.COMMIT_USER) or None,
             overwrite=overwrite,
+            reuse=settings.get(registry.COMMIT_USER_REUSE),
         )
 
 

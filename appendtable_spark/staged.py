@@ -226,6 +226,7 @@ def write_staged(
     partitions: list[dict[str, object]] | None = None,
     dynamic: bool = False,
     merge: bool = False,
+    owner: str = "",
 ) -> at.Snapshot | None:
     """Write ``df`` with Spark's Parquet writer and commit it as one snapshot (an OVERWRITE of
     the whole table with ``overwrite``, or of the static ``partitions``, or with ``dynamic`` of
@@ -233,7 +234,8 @@ def write_staged(
     or None when nothing was committed (no rows, or this identifier had already landed).
     ``merge``: the nullable columns and struct fields ``df`` lacks are written as nulls (the
     table was already merged with its schema). The files are written in the schema the
-    staging area pins, which ``df`` is checked against, and recorded with it."""
+    staging area pins, which ``df`` is checked against, and recorded with it. ``owner`` is
+    recorded with the identifier."""
     with _checked_area(table, df, merge) as area:
         frame, hidden = _shaped(df, table, area.view.arrow_schema)
         base = area.since_snapshot_id  # the latest snapshot before anything was written
@@ -249,9 +251,10 @@ def write_staged(
                     dynamic=dynamic,
                     base_snapshot_id=base,
                     identifier=identifier,
+                    owner=owner,
                 )
             else:
-                landed = committer.commit(messages, identifier=identifier)
+                landed = committer.commit(messages, identifier=identifier, owner=owner)
         if landed is None and messages:
             committer.abort(messages, since_snapshot_id=base)  # this identifier had landed
     return landed

@@ -32,6 +32,7 @@ from pyspark.sql.datasource import (
 
 import appendtable as at
 from appendtable_spark.evolution import pad_batch
+from appendtable_spark.identity import Skip, checkpoint_query_id, decide
 from appendtable_spark.settings import Settings
 from appendtable_spark.tables import cached_table
 
@@ -83,6 +84,7 @@ def commit_staged(
     base_snapshot_id: int | None,
     partitions: list[dict[str, object]] | None = None,
     dynamic: bool = False,
+    owner: str = "",
 ) -> at.Snapshot | None:
     """Move the files of ``messages`` out of ``area`` and commit them as one snapshot (an
     OVERWRITE of the whole table with ``overwrite``, or of the static ``partitions``: rows of
@@ -90,7 +92,7 @@ def commit_staged(
     with ``dynamic`` of the partitions the files hold rows of); the
     area is removed afterwards, and the post-commit maintenance is waited for. Files
     of a commit that definitely failed, or of a replay whose identifier had landed, are
-    discarded."""
+    discarded. ``owner`` is recorded with the identifier (see ``appendtable_spark.identity``)."""
     committer = table.committer(commit_user)
     try:
         moved = area.adopt_written(messages)
@@ -103,9 +105,10 @@ def commit_staged(
                     dynamic=dynamic,
                     base_snapshot_id=base_snapshot_id,
                     identifier=identifier,
+                    owner=owner,
                 )
             else:
-                landed = committer.commit(moved, identifier=identifier)
+                landed = committer.commit(moved, identifier=identifier, owner=owner)
         if landed is None and moved:
             committer.abort(moved, since_snapshot_id=since)  # this identifier had landed
         return landed
@@ -128,10 +131,12 @@ class BatchWriter(DataSourceArrowWriter):  # type: ignore[misc]
         base_snapshot_id: int | None,
         overwrite: bool,
         skip: bool,
+        owner: str = "",
     ) -> None:
         self._settings = settings
         self._commit_user = commit_user
         self._identifier = identifier
+        self._owner = owner
         self._base = base_snapshot_id
         self._overwrite = overwrite
         self._skip = skip  # this (commit user, identifier) already landed: write nothing
@@ -162,6 +167,7 @@ class BatchWriter(DataSourceArrowWriter):  # type: ignore[misc]
             base_snapshot_id=self._base,
             partitions=self._settings.overwrite_partitions(),
             dynamic=self._settings.dynamic_overwrite(),
+            owner=self._owner,
         )
 
     def abort(self, messages: list[FilesMessage | None]) -> None:
@@ -177,10 +183,14 @@ def stream_staging_id(key: str, batch_id: int | str) -> str:
 
 
 class StreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
-    """A streaming sink: one snapshot per micro-batch, idempotent on (commit user, batch id).
+    """A streaming sink: one snapshot per micro-batch, exactly once per query.
 
     The commit user is the ``commitUser`` option, or else derived from the query id, which is
-    stable per checkpoint: a micro-batch replayed after a crash is recognised and skipped.
+    stable per checkpoint. Each batch commits as (commit user, identifier) and records the
+    query as the identifier's owner (``appendtable_spark.identity``): a micro-batch replayed
+    after a crash is recognised and skipped, and a new query (a new checkpoint) reusing the
+    commit user is refused at its first batch, before anything is committed, or with
+    ``commitUserReuse`` = ``continue`` numbered after the old query's batches.
 
     Each micro-batch has its own staging area, named from the batch id and the write's key
     (``commitUser``, else the ``checkpointLocation`` option, else the query id), so that the
@@ -188,11 +198,20 @@ class StreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
     find it: with a key in the options even when every task failed, else from the tasks'
     messages."""
 
-    def __init__(self, settings: Settings, *, commit_user: str | None, overwrite: bool) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        commit_user: str | None,
+        overwrite: bool,
+        reuse: str = "fail",
+    ) -> None:
         self._settings = settings
         self._commit_user = commit_user
         self._overwrite = overwrite
-        self._key = commit_user or settings.adapter.get("checkpointlocation")
+        self._reuse = reuse
+        self._checkpoint = settings.adapter.get("checkpointLocation") or None
+        self._key = commit_user or self._checkpoint
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> FilesMessage:
         context = TaskContext.get()
@@ -202,11 +221,14 @@ class StreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
         area = stream_staging_id(key, batch if batch is not None else "unknown")
         return FilesMessage(write_task(self._settings, area, iterator), query_id, area)
 
-    def _user(self, messages: list[FilesMessage | None]) -> str | None:
-        if self._commit_user:
-            return self._commit_user
+    def _query(self, messages: list[FilesMessage | None]) -> str | None:
+        """The query id the tasks saw (else the checkpoint's, if the options name it)."""
         ids = {m.query_id for m in messages if m is not None and m.query_id}
-        return f"spark-query-{ids.pop()}" if ids else None
+        if len(ids) == 1:
+            return ids.pop()
+        if not ids and self._checkpoint is not None:
+            return checkpoint_query_id(self._checkpoint, self._settings.storage_options)
+        return None
 
     def _areas(
         self, table: at.Table, messages: list[FilesMessage | None], batch_id: int
@@ -224,32 +246,50 @@ class StreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
     def commit(self, messages: list[FilesMessage | None], batchId: int) -> None:
         table = self._settings.open()
         areas = self._areas(table, messages, batchId)
-        decoded = _decode(messages)
-        user = self._user(messages)
-        written = {m.staging_id for m in messages if m is not None and m.messages}
-        if user is None or len(written) > 1:
+        try:
+            self._commit(table, areas, messages, batchId)
+        finally:
             for area in areas:
                 area.remove()
+
+    def _commit(
+        self,
+        table: at.Table,
+        areas: list[at.StagingArea],
+        messages: list[FilesMessage | None],
+        batch_id: int,
+    ) -> None:
+        decoded = _decode(messages)
+        written = {m.staging_id for m in messages if m is not None and m.messages}
+        query = self._query(messages)
+        user = self._commit_user or (f"spark-query-{query}" if query else None)
+        if user is None or len(written) > 1:
             if decoded:
                 raise at.InvalidOptionError(
                     "cannot tell which streaming query wrote this batch: set option "
                     "'commitUser' to a name that is stable for this checkpoint"
                 )
             return
+        decision = decide(
+            user=user,
+            batch=batch_id,
+            query=query,
+            record=table.last_commit(user),
+            reuse=self._reuse,
+            option="option 'commitUserReuse'",
+        )
         area = next((a for a in areas if a.id in written), areas[0]) if areas else None
-        for other in areas:
-            if other is not area:
-                other.remove()
-        if area is None:
-            return
+        if isinstance(decision, Skip) or area is None:
+            return  # a replay of a batch that landed (its files go with the area)
         commit_staged(
             table,
             area,
             decoded,
             commit_user=user,
-            identifier=batchId,
+            identifier=decision.identifier,
             overwrite=self._overwrite,
             base_snapshot_id=None,
+            owner=decision.owner.text(),
         )
 
     def abort(self, messages: list[FilesMessage | None], batchId: int) -> None:
