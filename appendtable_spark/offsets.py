@@ -56,11 +56,10 @@ class Position:
     @staticmethod
     def from_json(data: dict[str, Any]) -> Position:
         """A position, also from an offset of an older version (split 0 only)."""
+        if "file" not in data and "snapshot" in data:
+            return _legacy(data)
         try:
-            snapshot = data["snapshot"]
-            full = bool(data.get("full", False))
-            if "file" not in data:
-                return _legacy(data, snapshot, full)
+            snapshot, full = data["snapshot"], bool(data.get("full", False))
             position = Position(snapshot, full, int(data["file"]), data.get("floor"))
         except (KeyError, TypeError, ValueError) as exc:
             raise at.InvalidArgumentError(f"not an appendtable stream offset: {data!r}") from exc
@@ -82,9 +81,10 @@ class Position:
         return f"snapshot {self.snapshot} ({what}{after})"
 
 
-def _legacy(data: dict[str, Any], snapshot: int | None, full: bool) -> Position:
+def _legacy(data: dict[str, Any]) -> Position:
     """``{"snapshot", "full", "split", "base"}`` of version 0.1: ``base`` resolved a null
     snapshot; ``split`` counted splits, whose sizes options can change."""
+    snapshot, full = data["snapshot"], bool(data.get("full", False))
     if snapshot is None and data.get("base") is not None:
         snapshot, full = int(data["base"]), True
     if int(data.get("split", 0)) != 0:

@@ -1,0 +1,195 @@
+"""A streaming query from an appendtable source into an appendtable sink whose driver can be
+SIGKILLed at an exact point of a micro-batch. Run as a script by the restart tests:
+
+    python restart_app.py '<json config>'
+
+Config: ``source``, ``sink``, ``checkpoint`` (paths), ``options`` (the source's options),
+``sink_kind`` (``foreach`` or ``format``), ``commit_user`` (or null), ``reuse`` (null, ``fail``
+or ``continue``), ``trigger`` (``available-now`` or ``once``), ``kill``: null or
+``[phase, batch]`` with phase one of
+
+* ``plan``: while micro-batch N is planned (its end computed, ``offsets/N`` not yet written);
+* ``offsets``: after ``offsets/N`` is written, when its partitions are planned;
+* ``read``: in an executor task reading micro-batch N;
+* ``sink-before``: in the sink, before the table commit of batch N;
+* ``sink-after``: after the table commit, before Spark's ``commits/N``;
+* ``committed``: after ``commits/N`` (Spark reported the batch's progress).
+
+Prints one JSON line: ``{"status": "ok"}`` or ``{"status": "failed", "error": ...}`` (the query
+failed: the test checks the error is a named one). A kill ends the process with SIGKILL.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from typing import Any
+
+from pyspark import TaskContext
+from pyspark.errors import StreamingQueryException
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQueryListener
+
+import appendtable_spark
+from appendtable_spark.source import AppendTableDataSource
+from appendtable_spark.streaming import StreamSource
+from appendtable_spark.writer import StreamWriter
+
+KILL = os.environ.get("APPENDTABLE_KILL", "")
+CHECKPOINT = os.environ.get("APPENDTABLE_CHECKPOINT", "")
+
+
+def _kill_at(phase: str, batch: int) -> bool:
+    if not KILL:
+        return False
+    wanted, number = KILL.split(":")
+    return wanted == phase and int(number) == batch
+
+
+def _die() -> None:
+    """SIGKILL the whole driver: every process of this app's session (the JVM and Python
+    workers, in process groups of their own), this one last."""
+    session = os.getsid(0)
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            if os.getsid(int(entry)) == session:
+                os.kill(int(entry), signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _logged(kind: str) -> int:
+    """How many batches Spark has in ``offsets/`` or ``commits/`` of the checkpoint."""
+    path = os.path.join(CHECKPOINT, kind)
+    if not os.path.isdir(path):
+        return 0
+    return sum(1 for name in os.listdir(path) if name.isdigit())
+
+
+class KillingStreamSource(StreamSource):
+    def latestOffset(self, start: Any, limit: Any) -> Any:
+        end = super().latestOffset(start, limit)
+        if end != start and _kill_at("plan", _logged("offsets")):
+            _die()
+        return end
+
+    def partitions(self, start: Any, end: Any) -> Any:
+        planned = super().partitions(start, end)
+        if start != end and _kill_at("offsets", _logged("offsets") - 1):
+            _die()
+        return planned
+
+    def read(self, partition: Any) -> Any:
+        context = TaskContext.get()
+        batch = context.getLocalProperty("streaming.sql.batchId") if context else None
+        for rows in super().read(partition):
+            if batch is not None and _kill_at("read", int(batch)):
+                _die()
+            yield rows
+
+
+class KillingStreamWriter(StreamWriter):
+    def commit(self, messages: Any, batchId: int) -> None:
+        if _kill_at("sink-before", batchId):
+            _die()
+        super().commit(messages, batchId)
+        if _kill_at("sink-after", batchId):
+            _die()
+
+
+class KillingSource(AppendTableDataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "appendtable_killing"
+
+    def streamReader(self, schema: Any) -> StreamSource:
+        reader = super().streamReader(schema)
+        killing = KillingStreamSource.__new__(KillingStreamSource)
+        killing.__dict__.update(reader.__dict__)
+        return killing
+
+    def streamWriter(self, schema: Any, overwrite: bool) -> StreamWriter:
+        writer = super().streamWriter(schema, overwrite)
+        killing = KillingStreamWriter.__new__(KillingStreamWriter)
+        killing.__dict__.update(writer.__dict__)
+        return killing
+
+
+class KillingListener(StreamingQueryListener):
+    def onQueryStarted(self, event: Any) -> None:
+        pass
+
+    def onQueryProgress(self, event: Any) -> None:
+        if _kill_at("committed", int(event.progress.batchId)):
+            _die()
+
+    def onQueryIdle(self, event: Any) -> None:
+        pass
+
+    def onQueryTerminated(self, event: Any) -> None:
+        pass
+
+
+def main() -> None:
+    config = json.loads(sys.argv[1])
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    appendtable_spark.register(spark)
+    spark.dataSource.register(KillingSource)
+    spark.streams.addListener(KillingListener())
+    reader = spark.readStream.format("appendtable_killing")
+    for key, value in config["options"].items():
+        reader = reader.option(key, value)
+    stream = reader.load(config["source"])
+    if config["sink_kind"] == "format":
+        writer = stream.writeStream.format("appendtable_killing")
+        if config.get("commit_user"):
+            writer = writer.option("commitUser", config["commit_user"])
+        if config.get("reuse"):
+            writer = writer.option("commitUserReuse", config["reuse"])
+    else:
+        write = appendtable_spark.foreach_batch_sink(
+            config["sink"],
+            commit_user=config.get("commit_user"),
+            commit_user_reuse=config.get("reuse"),
+        )
+
+        def sink(batch: Any, batch_id: int) -> None:
+            if _kill_at("sink-before", batch_id):
+                _die()
+            write(batch, batch_id)
+            if _kill_at("sink-after", batch_id):
+                _die()
+
+        writer = stream.writeStream.foreachBatch(sink)
+    writer = writer.option("checkpointLocation", config["checkpoint"])
+    if config.get("trigger") == "once":
+        writer = writer.trigger(once=True)
+    else:
+        writer = writer.trigger(availableNow=True)
+    query = writer.start(config["sink"]) if config["sink_kind"] == "format" else writer.start()
+    try:
+        query.awaitTermination()
+        result: dict[str, Any] = {"status": "ok"}
+    except StreamingQueryException as exc:  # report why (the test checks the error)
+        result = {"status": "failed", "error": str(exc)[-4000:]}
+    print(json.dumps(result), flush=True)
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
