@@ -13,7 +13,8 @@ or ``continue``), ``trigger`` (``available-now`` or ``once``), ``kill``: null or
 * ``read``: in an executor task reading micro-batch N;
 * ``sink-before``: in the sink, before the table commit of batch N;
 * ``sink-after``: after the table commit, before Spark's ``commits/N``;
-* ``committed``: after ``commits/N`` (Spark reported the batch's progress).
+* ``committed``: after ``commits/N`` (Spark reported the batch's progress);
+* ``fail``: not a kill: a task reading micro-batch N raises (the query fails).
 
 Prints one JSON line: ``{"status": "ok"}`` or ``{"status": "failed", "error": ...}`` (the query
 failed: the test checks the error is a named one). A kill ends the process with SIGKILL.
@@ -90,6 +91,8 @@ class KillingStreamSource(StreamSource):
         for rows in super().read(partition):
             if batch is not None and _kill_at("read", int(batch)):
                 _die()
+            if batch is not None and _kill_at("fail", int(batch)):
+                raise ValueError(f"injected failure in micro-batch {batch}")
             yield rows
 
 
@@ -162,10 +165,9 @@ def main() -> None:
         if config.get("reuse"):
             writer = writer.option("commitUserReuse", config["reuse"])
     else:
+        settings = {"commit_user_reuse": config["reuse"]} if config.get("reuse") else {}
         write = appendtable_spark.foreach_batch_sink(
-            config["sink"],
-            commit_user=config.get("commit_user"),
-            commit_user_reuse=config.get("reuse"),
+            config["sink"], commit_user=config.get("commit_user"), **settings
         )
 
         def sink(batch: Any, batch_id: int) -> None:

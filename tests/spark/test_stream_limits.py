@@ -1,0 +1,129 @@
+"""The streaming source's read limits and option checks in a real Spark session: every
+micro-batch is bounded, a full start included, and bad options fail when the stream is
+defined (``load()``), naming the option, before any micro-batch."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import appendtable as at
+from tests.spark.restart_model import SourceModel, check_delivery
+
+pytestmark = pytest.mark.spark
+
+pyspark = pytest.importorskip("pyspark")
+appendtable_spark = pytest.importorskip("appendtable_spark")
+from pyspark.errors import AnalysisException, StreamingQueryException  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def spark_at(spark: Any) -> Any:
+    appendtable_spark.register(spark)
+    return spark
+
+
+def _collect(spark: Any, uri: str, checkpoint: Path, options: dict[str, str]) -> list[list[int]]:
+    """The seqs of each micro-batch of an AvailableNow run."""
+    batches: dict[int, list[int]] = {}
+
+    def collect(batch: Any, batch_id: int) -> None:
+        batches[batch_id] = [row.seq for row in batch.collect()]
+
+    query = (
+        spark.readStream.format("appendtable")
+        .options(**options)
+        .load(uri)
+        .writeStream.foreachBatch(collect)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(300)
+    return [batches[b] for b in sorted(batches)]
+
+
+def test_read_limits_bound_every_micro_batch_of_a_full_start(spark_at: Any, tmp_path: Path) -> None:
+    # the reported case: a latest-full start, whose one snapshot has many files per split
+    model = SourceModel(str(tmp_path / "s"), buckets=2)
+    rng = random.Random(3)
+    for _ in range(8):
+        model.append(rng, rng.randint(3, 9))
+    file_of = {
+        seq: (snapshot, bucket)
+        for snapshot, seqs in model.added.items()
+        for seq, bucket in zip(seqs, model.bucket_of(seqs), strict=True)
+    }
+    files = len(set(file_of.values()))
+    by_files = _collect(spark_at, model.uri, tmp_path / "c1", {"maxFilesPerTrigger": "1"})
+    assert [len({file_of[s] for s in batch}) for batch in by_files if batch] == [1] * files
+    check_delivery(model, [s for batch in by_files for s in batch], sorted(file_of))
+    by_rows = _collect(spark_at, model.uri, tmp_path / "c2", {"maxRowsPerTrigger": "10"})
+    for batch in by_rows:
+        assert len(batch) <= 10 or len({file_of[s] for s in batch}) == 1, batch
+    assert len(by_rows) >= sum(len(seqs) for seqs in model.added.values()) // 10
+    check_delivery(model, [s for batch in by_rows for s in batch], sorted(file_of))
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"maxFilesPerTrigger": "0"}, "maxFilesPerTrigger.*0 is not a positive"),
+        ({"maxFilesPerTrigger": "-1"}, "maxFilesPerTrigger.*-1 is not a positive"),
+        ({"maxRowsPerTrigger": "abc"}, "maxRowsPerTrigger.*'abc' is not an integer"),
+        ({"maxRowsPerTrigger": "1.5"}, "maxRowsPerTrigger.*'1.5' is not an integer"),
+        ({"maxFilesPerTrigger": "1", "maxRowsPerTrigger": "5"}, "not both"),
+        ({"maxFilePerTrigger": "1"}, "did you mean 'maxFilesPerTrigger'"),
+        ({"scan.mode": "from-snapshot"}, "needs option 'scan.snapshot-id'"),
+        ({"scan.mode": "from-timestamp"}, "needs option 'scan.timestamp-millis'"),
+        ({"scan.mode": "earliest"}, "scan.mode"),
+        (
+            {"scan.mode": "from-snapshot", "scan.snapshot-id": "99"},
+            "'scan.snapshot-id' is 99, but the table's latest snapshot is 8",
+        ),
+    ],
+)
+def test_stream_options_are_checked_when_the_stream_is_defined(
+    spark_at: Any, tmp_path: Path, options: dict[str, str], message: str
+) -> None:
+    uri = str(tmp_path / "t")
+    model = SourceModel(uri, buckets=2)
+    rng = random.Random(1)
+    for _ in range(8):
+        model.append(rng, 3)
+    with pytest.raises(AnalysisException, match=message):
+        spark_at.readStream.format("appendtable").options(**options).load(uri)
+
+
+def test_a_stream_may_start_at_the_next_snapshot(spark_at: Any, tmp_path: Path) -> None:
+    model = SourceModel(str(tmp_path / "t"), buckets=2)
+    rng = random.Random(2)
+    model.append(rng, 5)
+    options = {"scan.mode": "from-snapshot", "scan.snapshot-id": "2"}
+    assert _collect(spark_at, model.uri, tmp_path / "c", options) in ([], [[]])
+    model.append(rng, 5)
+    rows = [s for batch in _collect(spark_at, model.uri, tmp_path / "c", options) for s in batch]
+    check_delivery(model, rows, list(range(5, 10)))
+
+
+def test_sink_options_are_checked_before_anything_is_written(spark_at: Any, tmp_path: Path) -> None:
+    # Spark calls a Python sink first when it writes micro-batch 0, not at start()
+    model = SourceModel(str(tmp_path / "s"), buckets=2)
+    model.append(random.Random(4), 5)
+    sink = str(tmp_path / "sink")
+    query = (
+        spark_at.readStream.format("appendtable")
+        .load(model.uri)
+        .writeStream.format("appendtable")
+        .option("comitUser", "job")
+        .option("checkpointLocation", str(tmp_path / "c"))
+        .trigger(availableNow=True)
+        .start(sink)
+    )
+    with pytest.raises(StreamingQueryException, match="did you mean 'commitUser'"):
+        query.awaitTermination(300)
+    with pytest.raises(at.TableNotFoundError):
+        at.open_table(sink)
