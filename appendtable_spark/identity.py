@@ -13,10 +13,12 @@ batch, before anything is written:
 * another query: refused (CommitUserReusedError, saying why and what to do), or with
   ``commitUserReuse`` = ``continue`` taken over: its batches are numbered after the other's;
 * an unknown query (Spark Connect's foreachBatch cannot see the query id; records of older
-  versions or of batch writes): judged by batch ids alone: the last committed batch again is a
-  replay, a later one is new, an earlier one can only come from another query (Spark replays
-  at most the last batch) and is refused. The one case batch ids cannot tell: a new query's
-  batch 0 after a query that committed only its batch 0.
+  versions or of batch writes): judged by batch ids alone: a later batch is new, an earlier
+  one can only come from another query (Spark replays at most the last batch) and is refused,
+  and the last committed batch again is a replay, unless the record names a query while this
+  batch cannot say which it is: then it is refused too, asking for the query's identity. The
+  one case left that batch ids cannot tell: a new query's batch 0 after a query that
+  committed only its batch 0, when neither says which query it is.
 """
 
 from __future__ import annotations
@@ -93,6 +95,8 @@ def decide(
     last = record.identifier - previous.base
     if query is not None and previous.query == query:
         return _next(batch, last, previous)
+    if query is None and previous.query is not None and batch == last:
+        raise at.CommitUserReusedError(_unknown(user, batch, previous))
     if (query is None or previous.query is None) and batch >= last:  # only batch ids tell
         return _next(batch, last, Owner(query, previous.base))
     if reuse == "continue":
@@ -124,6 +128,16 @@ def _refusal(
         f"takes over from the other one, set {option} to 'continue': its batches are then "
         "committed after the other query's, and where it starts reading is up to its own "
         "start options"
+    )
+
+
+def _unknown(user: str, batch: int, previous: Owner) -> str:
+    return (
+        f"micro-batch {batch} is either a replay of the last micro-batch commit user '{user}' "
+        f"committed (for {previous.describe()}) or the first one of another query, and this "
+        "sink cannot see which query it runs in (Spark Connect's foreachBatch): nothing was "
+        "written. Give foreach_batch_sink checkpoint_location= (the query's "
+        "checkpointLocation), from which it reads the query id"
     )
 
 

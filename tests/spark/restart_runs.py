@@ -52,6 +52,12 @@ class Outcome:
     def failed_with(self, error: type[at.AppendTableError]) -> bool:
         return self.status == "failed" and error.__name__ in self.error
 
+    def __repr__(self) -> str:
+        """The status and the lines of the error that name exceptions (Spark's message is
+        long; the Python exception is deep inside it)."""
+        named = [line.strip() for line in self.error.splitlines() if "Error" in line]
+        return f"Outcome({self.status}: {' | '.join(named[-6:]) or self.error[:500]})"
+
 
 def run(
     pipeline: Pipeline,

@@ -146,7 +146,7 @@ def _rotate(
         str(tmp_path / "checkpoint-2"),
         sink_kind=pipeline.sink_kind,
         commit_user=user,
-        options=model.start_options(rng),
+        options={"scan.mode": rng.choice(("latest-full", "latest"))},  # starts that cannot expire
     )
     outcome = run(rotated)
     assert outcome.failed_with(at.CommitUserReusedError), outcome

@@ -75,12 +75,11 @@ def test_batches_land_once_and_new_queries_are_never_skipped(plan: list[object])
                 assert (query, batch) not in sink.landed
                 break
             if outcome == "skipped":
-                # the one case batch ids cannot tell (documented): one side does not say which
-                # query it is, and the previous query committed only its batch 0
+                # the one case batch ids cannot tell (documented): the previous query did not
+                # say which it was, and committed only its batch 0
                 assert before is not None and not committed_any and batch == 0
                 previous = Owner.parse(before.owner)
-                assert seen is None or previous.query is None
-                assert before.identifier - previous.base == 0
+                assert previous.query is None and before.identifier - previous.base == 0
                 continue
             committed_any = True
             if batch in replays:  # crash after the table commit: Spark replays the batch
@@ -102,6 +101,13 @@ def test_a_known_new_query_is_refused_with_what_to_do() -> None:
     assert decide(user="pipeline-a", batch=3, query="q-new", record=mine, reuse="fail") == Skip(45)
     assert decide(user="pipeline-a", batch=4, query="q-new", record=mine, reuse="fail") == Commit(
         46, Owner("q-new", 42)
+    )
+    # a sink that cannot see its query (Spark Connect) does not take the last batch of a
+    # known query for its own replay
+    with pytest.raises(at.CommitUserReusedError, match="checkpoint_location="):
+        decide(user="pipeline-a", batch=41, query=None, record=first, reuse="fail")
+    assert decide(user="pipeline-a", batch=42, query=None, record=first, reuse="fail") == Commit(
+        42, Owner(None, 0)
     )
     # a record of a batch write (no owner): batch ids decide
     plain = at.CommitUserRecord("pipeline-a", 7, 3, 0)
