@@ -13,7 +13,7 @@ or ``continue``), ``trigger`` (``available-now`` or ``once``), ``kill``: null or
 * ``read``: in an executor task reading micro-batch N;
 * ``sink-before``: in the sink, before the table commit of batch N;
 * ``sink-after``: after the table commit, before Spark's ``commits/N``;
-* ``committed``: after ``commits/N`` (Spark reported the batch's progress);
+* ``committed``: after ``commits/N``, when Spark looks for the next micro-batch;
 * ``fail``: not a kill: a task reading micro-batch N raises (the query fails).
 
 Prints one JSON line: ``{"status": "ok"}`` or ``{"status": "failed", "error": ...}`` (the query
@@ -31,7 +31,6 @@ from typing import Any
 from pyspark import TaskContext
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
-from pyspark.sql.streaming import StreamingQueryListener
 
 import appendtable_spark
 from appendtable_spark.source import AppendTableDataSource
@@ -72,8 +71,14 @@ def _logged(kind: str) -> int:
     return sum(1 for name in os.listdir(path) if name.isdigit())
 
 
+def _committed(batch: int) -> bool:
+    return os.path.exists(os.path.join(CHECKPOINT, "commits", str(batch)))
+
+
 class KillingStreamSource(StreamSource):
     def latestOffset(self, start: Any, limit: Any) -> Any:
+        if KILL.startswith("committed:") and _committed(int(KILL.split(":")[1])):
+            _die()  # Spark looks for the next batch once the previous one is committed
         end = super().latestOffset(start, limit)
         if end != start and _kill_at("plan", _logged("offsets")):
             _die()
@@ -123,21 +128,6 @@ class KillingSource(AppendTableDataSource):
         return killing
 
 
-class KillingListener(StreamingQueryListener):
-    def onQueryStarted(self, event: Any) -> None:
-        pass
-
-    def onQueryProgress(self, event: Any) -> None:
-        if _kill_at("committed", int(event.progress.batchId)):
-            _die()
-
-    def onQueryIdle(self, event: Any) -> None:
-        pass
-
-    def onQueryTerminated(self, event: Any) -> None:
-        pass
-
-
 def main() -> None:
     config = json.loads(sys.argv[1])
     spark = (
@@ -153,7 +143,6 @@ def main() -> None:
     spark.sparkContext.setLogLevel("ERROR")
     appendtable_spark.register(spark)
     spark.dataSource.register(KillingSource)
-    spark.streams.addListener(KillingListener())
     reader = spark.readStream.format("appendtable_killing")
     for key, value in config["options"].items():
         reader = reader.option(key, value)
