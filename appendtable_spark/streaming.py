@@ -66,6 +66,7 @@ START_KEYS = frozenset(
 )
 _READ_OVERWRITE = "streaming-read-append-overwrite"
 _BOUND = "scan.bounded.watermark"
+_NO_BOUND = 2**62
 #: What each start mode needs (any one of the keys).
 _NEEDS = {
     "from-snapshot": ("scan.snapshot-id", "scan.tag-name"),
@@ -160,9 +161,10 @@ class StreamSource(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type
             options = {
                 key: value
                 for key, value in self._settings.format_options.items()
-                if key not in START_KEYS and key != _BOUND
+                if key not in START_KEYS
             }
             options[_READ_OVERWRITE] = "true"
+            options[_BOUND] = str(_NO_BOUND)  # over a table's own bound too
             table = self._settings.open()
             self._stream = table.stream(options=options, position=at.StreamPosition(None, True))
         return self._stream
@@ -247,7 +249,7 @@ class StreamSource(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type
         max_files = limit.max_files if isinstance(limit, ReadMaxFiles) else None
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         bound_text = self._option(_BOUND)
-        bound = int(bound_text) if bound_text else None
+        bound = int(bound_text) if bound_text is not None else None
         taken = rows = 0
         first = position = begin
         while True:
@@ -337,7 +339,7 @@ class StreamSource(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type
     def _record(self, position: Position) -> None:
         """Save a consumer's progress: the unit of ``position`` (a position inside a unit keeps
         that unit, so it stays protected until fully read)."""
-        if not self._settings.format_options.get("consumer-id") or position.snapshot is None:
+        if not self._option("consumer-id") or position.snapshot is None:
             return
         unit = position.unit
         if unit != self._progress:

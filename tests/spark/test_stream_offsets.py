@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -227,3 +228,27 @@ def test_offsets_round_trip_and_name_their_position() -> None:
         Position.from_json({"snapshot": 3, "full": False, "split": 2})
     with pytest.raises(at.InvalidArgumentError, match="not an appendtable stream offset"):
         Position.from_json({"snapshot": 0, "full": False, "file": 0})
+
+
+@pytest.mark.parametrize("where", ["read", "table"])
+def test_a_bounded_stream_ends_at_its_watermark_whoever_sets_the_bound(
+    tmp_path: Path, where: str
+) -> None:
+    schema = pa.schema([("key", pa.int64()), ("seq", pa.int64()), ("ts", pa.int64())])
+    uri = str(tmp_path / "t")
+    table = at.create_table(
+        uri, schema, options={"watermark.column": "ts", "bucket": 2, "bucket-key": "key"}
+    )
+    for minute in range(4):  # snapshot watermarks 0, 60_000, 120_000, 180_000
+        table.append(
+            pa.table(
+                {"key": [1, 2], "seq": [2 * minute, 2 * minute + 1], "ts": [minute * 60_000] * 2}
+            )
+        )
+    bound = {"scan.bounded.watermark": "60000"}
+    if where == "table":
+        table.set_options(bound)
+    query = SimulatedQuery(uri)
+    options = {"scan.mode": "from-snapshot", "scan.snapshot-id": "1", "maxFilesPerTrigger": "1"}
+    query.run({**options, **(bound if where == "read" else {})}, None)
+    assert sorted(query.delivered()) == [0, 1, 2, 3]  # snapshots 1 and 2
