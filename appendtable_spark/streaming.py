@@ -206,9 +206,7 @@ class StreamSource(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type
                 "accepting the gap); to keep this from happening, give the stream a "
                 "'consumer-id': snapshots a consumer still needs are never expired"
             ) from exc
-        if unit is None or isinstance(unit, at.StreamUnit):
-            return unit
-        raise AssertionError(f"unexpected unit {unit!r}")  # no bound in the core stream
+        return unit if isinstance(unit, at.StreamUnit) else None  # (the core has no bound)
 
     # ---- offsets ---------------------------------------------------------------------------
 

@@ -143,7 +143,7 @@ def _run_until_done(query: SimulatedQuery, options: dict[str, str], crash: Any) 
 
 
 @settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(seed=st.integers(0, 2**32))
 def test_restarts_deliver_every_row_once_in_order(tmp_path: Path, seed: int) -> None:
