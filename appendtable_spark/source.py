@@ -49,9 +49,17 @@ def _settings(options: Mapping[str, str], use: Use, schema: StructType) -> Setti
     """The checked options of one call: a catalog table's (its schema carries its location
     and creation options, the statement's own ``WITH`` options override them) or a path's."""
     entry = catalog_entry(schema)
-    if entry is None:
-        return Settings.parse(options, use)
-    return Settings.parse(adapter_options(entry, options), use, location=entry.location)
+    if entry is not None:
+        return Settings.parse(adapter_options(entry, options, use), use, location=entry.location)
+    if not any(str(key).lower() == "path" for key in options):
+        raise at.InvalidOptionError(
+            "no table location: give it with .load(uri) / .save(uri) or .option('path', uri). "
+            "For a SQL table: Spark does not tell a Python data source where a table defined "
+            "with a column list (or by CREATE TABLE ... AS SELECT) is; define it with "
+            "CREATE TABLE <name> USING appendtable LOCATION '<uri>' (for a new table with "
+            "TBLPROPERTIES ('schema' = '<columns>', 'partitionBy' = '<columns>', ...))"
+        )
+    return Settings.parse(options, use)
 
 
 class AppendTableDataSource(DataSource):  # type: ignore[misc]
