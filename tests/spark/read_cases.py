@@ -23,8 +23,10 @@ import pyarrow as pa
 __all__ = ["Evolution", "ReadCase", "literal", "make_case", "predicate"]
 
 _UTC = dt.UTC
-_FIRST_US = -62135596800 * 1_000_000  # 0001-01-01T00:00:00, Spark's first instant
-_LAST_US = 253402300799 * 1_000_000 + 999_999  # 9999-12-31T23:59:59.999999
+# Spark holds instants from 0001-01-01 to 9999-12-31; PySpark's collect() turns them into local
+# datetimes, which overflow on the first and last day: one day in from each end.
+_FIRST_US = (-62135596800 + 86_400) * 1_000_000  # 0001-01-02T00:00:00
+_LAST_US = (253402300799 - 86_400) * 1_000_000 + 999_999  # 9999-12-30T23:59:59.999999
 _FIRST_DAY, _LAST_DAY = dt.date(1, 1, 1), dt.date(9999, 12, 31)
 _STRINGS = [
     "",
