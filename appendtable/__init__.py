@@ -54,6 +54,12 @@ from appendtable.planning.bucket import bucket_ids
 from appendtable.scan import Scan
 from appendtable.staging import StagingArea
 from appendtable.stream import END_OF_STREAM, StreamPosition, StreamReader, StreamUnit
+from appendtable.system import (
+    SYSTEM_TABLE_NAMES,
+    SystemTableInfo,
+    system_table_info,
+    system_table_schema,
+)
 from appendtable.table import Table, create_table, open_table
 from appendtable.write import TableCommit
 
@@ -96,6 +102,8 @@ __all__ = [
     "StreamPosition",
     "StreamReader",
     "StreamUnit",
+    "SYSTEM_TABLE_NAMES",
+    "SystemTableInfo",
     "Table",
     "TableCommit",
     "TableExistsError",
@@ -111,4 +119,6 @@ __all__ = [
     "clear_metadata_caches",
     "create_table",
     "open_table",
+    "system_table_info",
+    "system_table_schema",
 ]
