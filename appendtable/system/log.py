@@ -116,8 +116,9 @@ SCHEMAS = SystemTableInfo(
         Column(
             "fields",
             STRING,
-            "The columns as JSON, as stored (docs/format.md section 2): name, type, "
-            "nullable, field id, doc.",
+            "The columns as JSON in the stored form (docs/format.md section 2): name, type, "
+            "nullable (left out when true), id (the implicit ids of a format version 1 "
+            "schema), doc.",
         ),
         Column(
             "columns",
@@ -130,7 +131,7 @@ SCHEMAS = SystemTableInfo(
         Column(
             "highest_field_id",
             INT64,
-            "The largest field id assigned so far (0 in format version 1 schemas).",
+            "The largest field id assigned so far in the table's lineage.",
         ),
         Column("current", pa.bool_(), "Whether this is the schema of the latest snapshot."),
     ),
