@@ -92,7 +92,7 @@ def _cell(text: str) -> str:
 def render() -> str:
     """The whole of docs/system_tables.md."""
     lines = [HEADER.rstrip("\n"), ""]
-    lines.append("| System table | One row per ... | Time travel |")
+    lines.append("| System table | Rows | Time travel |")
     lines.append("|---|---|---|")
     for name in at.SYSTEM_TABLE_NAMES:
         info = at.system_table_info(name)

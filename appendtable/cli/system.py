@@ -10,19 +10,21 @@ import pyarrow as pa
 import appendtable as at
 from appendtable.cli.commands import Context
 from appendtable.cli.errors import UsageError
-from appendtable.cli.output import write_rows
+from appendtable.cli.output import TextTable, write_rows
 
 __all__ = ["run_system"]
 
+_DESCRIPTION_WIDTH = 200
+
 
 def _catalogue() -> pa.Table:
-    """One row per system table: its name, whether it time-travels, what one row is."""
+    """One row per system table: its name, whether it time-travels, and its description."""
     infos = [at.system_table_info(name) for name in at.SYSTEM_TABLE_NAMES]
     return pa.table(
         {
             "name": pa.array([info.name for info in infos], pa.string()),
             "time_travel": pa.array([info.time_travel for info in infos], pa.bool_()),
-            "rows": pa.array([info.doc for info in infos], pa.string()),
+            "description": pa.array([info.doc for info in infos], pa.string()),
         }
     )
 
@@ -32,7 +34,12 @@ def run_system(args: argparse.Namespace, ctx: Context) -> int:
         if args.snapshot is not None or args.tag is not None:
             raise UsageError("system: --snapshot and --tag need a system table NAME")
         listing = _catalogue()
-        write_rows(args.format, ctx.out, listing.schema, [listing])
+        if args.format == "table":  # the descriptions whole: they are what the listing is for
+            writer = TextTable(ctx.out, listing.schema, max_width=_DESCRIPTION_WIDTH)
+            writer.write(listing)
+            writer.close()
+        else:
+            write_rows(args.format, ctx.out, listing.schema, [listing])
         return 0
     try:
         info = at.system_table_info(args.name)

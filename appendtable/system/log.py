@@ -210,8 +210,9 @@ def string_map(maps: Sequence[dict[str, str]]) -> pa.Array:
 
 
 def retained_snapshots(state: TableState) -> list[Snapshot]:
-    """Every retained snapshot, oldest first; one expired while they are read is left out.
-    Object stores are read by several threads at once."""
+    """Every retained snapshot, oldest first: consecutive ids from the oldest still retained
+    once the last one is read (snapshots that expire meanwhile are left out). Object stores
+    are read by several threads at once."""
     store = state.snapshots
 
     def read(snapshot_id: int) -> Snapshot | None:
@@ -226,7 +227,11 @@ def retained_snapshots(state: TableState) -> list[Snapshot]:
     else:
         with ThreadPoolExecutor(max_workers=min(_REMOTE_READERS, len(ids))) as pool:
             found = list(pool.map(read, ids))
-    return [s for s in found if s is not None]
+    # Expiration removes snapshots oldest first: those older than one found expired have
+    # expired too (even when read in time), so the rows are a run of consecutive retained ids.
+    expired = [i for i, s in zip(ids, found, strict=True) if s is None]
+    floor = max(expired, default=0)
+    return [s for s in found if s is not None and s.id > floor]
 
 
 def snapshots_table(state: TableState, _at: Snapshot | None) -> pa.Table:
