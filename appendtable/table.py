@@ -62,7 +62,7 @@ from appendtable.scan import Scan, check_columns, read_split
 from appendtable.staging import StagingArea
 from appendtable.storage import Storage, open_storage
 from appendtable.stream import StreamPosition, StreamReader, stream_config
-from appendtable.system import SYSTEM_TABLE_NAMES, build_system_table, system_table_info
+from appendtable.system import read_system_table
 from appendtable.system.files import file_listing
 from appendtable.system.log import history_table
 from appendtable.write import TableCommit
@@ -852,24 +852,9 @@ class Table:
         or of ``snapshot_id``, ``tag`` or the newest snapshot at or before ``timestamp_ms``.
         Columns: ``appendtable.system_table_schema(name)`` and docs/system_tables.md.
         InvalidArgumentError for an unknown name, or time travel on a table without it."""
-        info = system_table_info(name)
-        if info.time_travel:
-            return build_system_table(
-                self._state, info.name, self._pick_snapshot(snapshot_id, timestamp_ms, tag)
-            )
-        given = [
-            key
-            for key, value in (
-                ("snapshot_id", snapshot_id),
-                ("tag", tag),
-                ("timestamp_ms", timestamp_ms),
-            )
-            if value is not None
-        ]
-        if given:
-            travels = ", ".join(n for n in SYSTEM_TABLE_NAMES if system_table_info(n).time_travel)
-            raise InvalidArgumentError(
-                f"the {info.name} system table describes the table as it is now: {given[0]} "
-                f"applies only to {travels}"
-            )
-        return build_system_table(self._state, info.name, None)
+        return read_system_table(
+            self._state,
+            name,
+            when={"snapshot_id": snapshot_id, "tag": tag, "timestamp_ms": timestamp_ms},
+            pick=lambda: self._pick_snapshot(snapshot_id, timestamp_ms, tag),
+        )

@@ -8,6 +8,7 @@ from appendtable.system.columns import Column, SystemTableInfo
 from appendtable.system.registry import (
     SYSTEM_TABLE_NAMES,
     build_system_table,
+    read_system_table,
     system_table_info,
     system_table_schema,
 )
@@ -17,6 +18,7 @@ __all__ = [
     "Column",
     "SystemTableInfo",
     "build_system_table",
+    "read_system_table",
     "system_table_info",
     "system_table_schema",
 ]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import pyarrow as pa
 
@@ -29,6 +29,7 @@ from appendtable.system.log import (
 __all__ = [
     "SYSTEM_TABLE_NAMES",
     "build_system_table",
+    "read_system_table",
     "system_table_info",
     "system_table_schema",
 ]
@@ -80,3 +81,26 @@ def build_system_table(state: TableState, name: str, snapshot: Snapshot | None) 
     that time-travel; the latest when None)."""
     info = system_table_info(name)
     return _TABLES[info.name][1](state, snapshot)
+
+
+def read_system_table(
+    state: TableState,
+    name: object,
+    *,
+    when: Mapping[str, object],
+    pick: Callable[[], Snapshot | None],
+) -> pa.Table:
+    """What ``Table.system_table`` returns: system table ``name``, as of the snapshot ``pick``
+    chooses from the time-travel arguments ``when`` (keyword: value, None when not given),
+    which only the tables that time-travel accept. InvalidArgumentError otherwise."""
+    info = system_table_info(name)
+    if info.time_travel:
+        return build_system_table(state, info.name, pick())
+    given = [key for key, value in when.items() if value is not None]
+    if given:
+        travels = ", ".join(n for n, (i, _) in _TABLES.items() if i.time_travel)
+        raise InvalidArgumentError(
+            f"the {info.name} system table describes the table as it is now: {given[0]} "
+            f"applies only to {travels}"
+        )
+    return build_system_table(state, info.name, None)
