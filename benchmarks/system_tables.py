@@ -4,7 +4,10 @@ snapshots, 10,000 in full mode) on a new handle with empty caches (a fresh proce
 warm handle, next to the floor of reading every snapshot file's bytes; the per-snapshot tables
 (``files``, ``partitions``) of its latest snapshot, which has as many live files; and the
 snapshots table of the same log on S3 (SeaweedFS on this machine, snapshot files read by 16
-threads)."""
+threads). Every snapshot is its own object, so on an object store the listing costs one GET
+per snapshot: the emulator, sharing this machine's 2 CPUs, serves about 450 GETs a second
+however many threads ask (4.7 ms a GET one at a time, 2.2 ms with 16 threads), which bounds
+that row, not the decoding."""
 
 from __future__ import annotations
 
