@@ -42,9 +42,9 @@ _PARTITION_DOC = (
 )
 _STATS_DOC = (
     "by column of the snapshot's schema (matched by field id, so renamed columns carry their "
-    "current name); values as text (see the docs), null where unknown. Strings may be "
-    "truncated (option metadata.stats-mode): a truncated minimum is a prefix, a truncated "
-    "maximum an upper bound"
+    "current name); values as text (docs/system_tables.md), null where unknown. Strings may "
+    "be truncated (option metadata.stats-mode): a truncated minimum is a prefix, a truncated "
+    "maximum an upper bound."
 )
 
 FILES = Info(
