@@ -78,3 +78,16 @@ def test_files_by_time(uri: str) -> None:
     assert at_first["record_count"].to_pylist() == [2]
     with pytest.raises(at.SnapshotNotFoundError):
         model.table.system_table("buckets", timestamp_ms=first.time_ms - 10_000)
+
+
+def test_commit_user_identifier_and_properties(uri: str) -> None:
+    model = Model.create(uri)
+    table = model.table
+    with table.writer() as writer:
+        writer.write(model._data([("mon", 2)])[0])
+        messages = writer.prepare_commit()
+    committer = table.committer("nightly-job")
+    committer.commit(messages, identifier=41, properties={"source": "export-7", "k=v": "a,b"})
+    row = read_system(table, "snapshots").to_pylist()[-1]
+    assert (row["commit_user"], row["commit_identifier"]) == ("nightly-job", 41)
+    assert dict(row["properties"]) == {"source": "export-7", "k=v": "a,b"}
