@@ -56,6 +56,12 @@ from appendtable.planning.bucket import bucket_ids
 from appendtable.scan import Scan
 from appendtable.staging import StagingArea
 from appendtable.stream import END_OF_STREAM, StreamPosition, StreamReader, StreamUnit
+from appendtable.system import (
+    SYSTEM_TABLE_NAMES,
+    SystemTableInfo,
+    system_table_info,
+    system_table_schema,
+)
 from appendtable.table import Table, create_table, open_table
 from appendtable.write import TableCommit
 
@@ -98,6 +104,8 @@ __all__ = [
     "StreamPosition",
     "StreamReader",
     "StreamUnit",
+    "SYSTEM_TABLE_NAMES",
+    "SystemTableInfo",
     "Table",
     "TableCommit",
     "TableExistsError",
@@ -115,4 +123,6 @@ __all__ = [
     "create_table",
     "open_table",
     "option_keys",
+    "system_table_info",
+    "system_table_schema",
 ]

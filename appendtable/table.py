@@ -57,12 +57,14 @@ from appendtable.metadata.models import (
 from appendtable.planning.bucket import unsupported_bucket_key_reason
 from appendtable.planning.evolution import merge_changes, with_field_ids
 from appendtable.planning.filters import parse_filter
-from appendtable.planning.splits import partition_sort_key
 from appendtable.post_commit import PostCommit
 from appendtable.scan import Scan, check_columns, read_split
 from appendtable.staging import StagingArea
 from appendtable.storage import Storage, open_storage
 from appendtable.stream import StreamPosition, StreamReader, stream_config
+from appendtable.system import read_system_table
+from appendtable.system.files import file_listing
+from appendtable.system.log import history_table
 from appendtable.write import TableCommit
 
 __all__ = ["Table", "create_table", "open_table"]
@@ -825,48 +827,34 @@ class Table:
         ``commit_user``, ``identifier``, ``total_rows``, ``delta_rows``, ``files`` (live data
         files), ``watermark`` (UTC). Plots directly:
         ``table.history().to_pandas().plot(x="time", y="total_rows")``."""
-        snapshots = self.snapshots()
-        utc_ms = pa.timestamp("ms", tz="UTC")
-        return pa.table(
-            {
-                "id": pa.array([s.id for s in snapshots], pa.int64()),
-                "kind": pa.array([s.kind.value for s in snapshots], pa.string()),
-                "time": pa.array([s.time_ms for s in snapshots], utc_ms),
-                "commit_user": pa.array([s.commit_user for s in snapshots], pa.string()),
-                "identifier": pa.array([s.commit_identifier for s in snapshots], pa.int64()),
-                "total_rows": pa.array([s.total_record_count for s in snapshots], pa.int64()),
-                "delta_rows": pa.array([s.delta_record_count for s in snapshots], pa.int64()),
-                "files": pa.array([s.total_file_count for s in snapshots], pa.int64()),
-                "watermark": pa.array([s.watermark for s in snapshots], utc_ms),
-            }
-        )
+        return history_table(self._state)
 
     def files(self, snapshot_id: int | None = None) -> pa.Table:
         """One row per live data file of a snapshot (default: the latest): ``partition``,
         ``bucket``, ``path`` (relative to the table), ``uri`` (absolute: a local path or a URL
         such as ``s3://...``, what another engine opens), ``rows``, ``bytes``, sequence range,
         ``created`` and ``source``. These are exactly the files of that snapshot: give them to
-        another engine instead of globbing the table's directory (see docs/python.md)."""
-        snapshot = self._pick_snapshot(snapshot_id, None)
-        entries = [] if snapshot is None else self._state.manifests.live_files(snapshot)
-        state = self._state
-        types = state.partition_types
-        entries.sort(
-            key=lambda e: (partition_sort_key(e.partition, types), e.bucket, e.file.min_seq)
-        )
-        return pa.table(
-            {
-                "partition": [state.partition_name(e.partition) for e in entries],
-                "bucket": pa.array([e.bucket for e in entries], pa.int32()),
-                "path": [e.file.path for e in entries],
-                "uri": [state.storage.uri(e.file.path) for e in entries],
-                "rows": pa.array([e.file.row_count for e in entries], pa.int64()),
-                "bytes": pa.array([e.file.file_size for e in entries], pa.int64()),
-                "min_sequence": pa.array([e.file.min_seq for e in entries], pa.int64()),
-                "max_sequence": pa.array([e.file.max_seq for e in entries], pa.int64()),
-                "created": pa.array(
-                    [e.file.creation_time_ms for e in entries], pa.timestamp("ms", tz="UTC")
-                ),
-                "source": ["COMPACT" if e.file.source else "APPEND" for e in entries],
-            }
+        another engine instead of globbing the table's directory (see docs/python.md). The
+        rows of ``system_table("files")``, without its statistics, under shorter names."""
+        return file_listing(self._state, self._pick_snapshot(snapshot_id, None))
+
+    def system_table(
+        self,
+        name: str,
+        *,
+        snapshot_id: int | None = None,
+        tag: str | None = None,
+        timestamp_ms: int | None = None,
+    ) -> pa.Table:
+        """The table's metadata as an Arrow table, after Apache Paimon's system tables:
+        ``snapshots``, ``schemas``, ``options``, ``tags``, ``consumers`` (as the table is
+        now), and ``files``, ``manifests``, ``partitions``, ``buckets`` of the latest snapshot,
+        or of ``snapshot_id``, ``tag`` or the newest snapshot at or before ``timestamp_ms``.
+        Columns: ``appendtable.system_table_schema(name)`` and docs/system_tables.md.
+        InvalidArgumentError for an unknown name, or time travel on a table without it."""
+        return read_system_table(
+            self._state,
+            name,
+            when={"snapshot_id": snapshot_id, "tag": tag, "timestamp_ms": timestamp_ms},
+            pick=lambda: self._pick_snapshot(snapshot_id, timestamp_ms, tag),
         )

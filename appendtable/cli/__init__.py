@@ -43,6 +43,7 @@ from appendtable.cli.maintain import (
     run_rollback,
 )
 from appendtable.cli.output import FORMATS
+from appendtable.cli.system import run_system
 
 __all__ = ["build_parser", "main"]
 
@@ -228,6 +229,18 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
   appendtable iceberg /data/events
   appendtable iceberg /data/events --repair
   appendtable alter /data/events --set metadata.iceberg.storage=table-location""",
+    ),
+    "system": (
+        "print a system table: the table's metadata as rows",
+        "Print one of the table's system tables (after Apache Paimon's table$snapshots): "
+        "snapshots, schemas, options, tags, consumers (the table as it is now), files, "
+        "manifests, partitions, buckets (of the latest snapshot, or --snapshot N, or --tag "
+        "NAME). Without NAME, list the system tables. Columns: docs/system_tables.md.",
+        """\
+  appendtable system /data/events
+  appendtable system /data/events snapshots --format csv
+  appendtable system /data/events partitions --snapshot 42
+  appendtable system /data/events files --tag month-end --format jsonl""",
     ),
     "tag": (
         "list, create or delete tags (named snapshots)",
@@ -435,6 +448,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     iceberg = _command(commands, "iceberg", run_iceberg)
     iceberg.add_argument("--repair", action="store_true", help="write the mirror now")
+
+    system = _command(commands, "system", run_system)
+    system.add_argument("name", nargs="?", metavar="NAME", help="the system table (default: list)")
+    travel = system.add_mutually_exclusive_group()
+    travel.add_argument("--snapshot", type=int, metavar="N", help="as of snapshot N")
+    travel.add_argument("--tag", metavar="NAME", help="as of the snapshot of tag NAME")
+    system.add_argument("--limit", type=int, metavar="N", help="print at most N rows")
+    _formats(system)
 
     tag = _command(commands, "tag", run_tag)
     tag.add_argument(
