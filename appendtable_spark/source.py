@@ -37,6 +37,7 @@ from appendtable_spark.pinning import ReadPin, pin
 from appendtable_spark.reader import BatchReader
 from appendtable_spark.settings import Settings
 from appendtable_spark.streaming import StreamSource
+from appendtable_spark.system import SystemTableReader, system_schema
 from appendtable_spark.types import spark_arrow_schema, spark_schema
 from appendtable_spark.writer import BatchWriter, StreamWriter
 
@@ -80,6 +81,8 @@ class AppendTableDataSource(DataSource):  # type: ignore[misc]
         if "provider" in {str(k).lower() for k in self.options}:
             return create_catalog_table(self.options)
         settings = Settings.parse(self.options, Use.READ | Use.STREAM)
+        if settings.given(registry.SYSTEM_TABLE):
+            return system_schema(settings.get(registry.SYSTEM_TABLE), settings.columns())
         table = settings.open()
         self._pinned, arrow = pin(table, settings)
         columns = settings.columns()
@@ -96,6 +99,13 @@ class AppendTableDataSource(DataSource):  # type: ignore[misc]
     def reader(self, schema: StructType) -> DataSourceReader:
         settings = _settings(self.options, Use.READ, schema)
         entry = catalog_entry(schema)
+        if settings.given(registry.SYSTEM_TABLE):
+            name = settings.get(registry.SYSTEM_TABLE)
+            if entry is not None:
+                check_columns(
+                    schema, system_schema(name, None), uri=settings.uri, what=f"system table {name}"
+                )
+            return SystemTableReader(settings, schema, name)
         pinned: ReadPin | None = getattr(self, "_pinned", None) if entry is None else None
         if pinned is None:  # a catalog table, or a user-specified schema: schema() not called
             pinned, arrow = pin(settings.open(), settings)
@@ -187,6 +197,11 @@ def create_catalog_table(options: Mapping[str, str]) -> StructType:
             "lives there, not in Spark's warehouse"
         )
     settings = Settings.parse(options, Use.CREATE)
+    if settings.given(registry.SYSTEM_TABLE):
+        settings.open()  # the table must exist
+        name = settings.get(registry.SYSTEM_TABLE)
+        entry = CatalogEntry(settings.uri, {registry.SYSTEM_TABLE.name: name})
+        return with_entry(system_schema(name, None), entry)
     columns = settings.get(registry.SCHEMA)
     try:
         table = settings.open()
