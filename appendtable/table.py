@@ -711,19 +711,39 @@ class Table:
             cut = arguments.epoch_ms(older_than, "older_than")
         return remove_orphan_files(self._state, older_than_ms=cut, dry_run=dry_run)
 
-    def rollback_to(self, snapshot_id: int | None = None, *, tag: str | None = None) -> Snapshot:
-        """Make the table hold exactly what snapshot ``snapshot_id`` (or the snapshot of
-        ``tag``) held, with its schema, as a new OVERWRITE snapshot (history is kept: snapshot
-        ids never go back; streams skip it). A tag's snapshot may have expired from the log."""
+    def rollback_to(
+        self,
+        snapshot_id: int | None = None,
+        *,
+        tag: str | None = None,
+        restore_schema: bool = False,
+    ) -> Snapshot:
+        """Make the table hold exactly the rows snapshot ``snapshot_id`` (or the snapshot of
+        ``tag``) held, as a new OVERWRITE snapshot (history is kept: snapshot ids never go
+        back; streams skip it). A tag's snapshot may have expired from the log.
+
+        Only the data goes back: the current schema and options stay, and the restored files
+        are read by field id under the current schema (renamed columns keep their values,
+        columns added since read as null, dropped ones are gone, widened ones are cast).
+        SchemaMismatchError, naming the column, when the current schema requires a column
+        those files lack. ``restore_schema=True``: the table takes the snapshot's schema
+        version again, its columns *and* its options. The Iceberg mirror follows the rollback
+        at once (if the rollback turns it off, its last version describes the restored
+        rows)."""
         tagged = None
         if (snapshot_id is None) == (tag is None):
             raise InvalidArgumentError("give a snapshot id or tag=, exactly one")
+        if not isinstance(restore_schema, bool):
+            raise InvalidArgumentError(
+                f"restore_schema must be True or False, got {restore_schema!r}"
+            )
         if tag is not None:
             tagged = TagStore(self._state.storage).get(layout.validate_tag_name(tag)).snapshot
             snapshot_id = tagged.id
         else:
             snapshot_id = arguments.snapshot_id(snapshot_id)
             self._state.snapshots.get(snapshot_id)  # exists and is retained, or raise
+        mirrored = self._state.refresh().options.get(opt.ICEBERG_STORAGE) != "disabled"
         landed = self._state.committer().commit(
             CommitRequest(
                 kind=CommitKind.OVERWRITE,
@@ -731,11 +751,14 @@ class Table:
                 messages=(),
                 rollback_to=snapshot_id,
                 rollback_snapshot=tagged,
+                restore_schema=restore_schema,
             )
         )
         assert landed is not None
         self._state.refresh(landed)
-        self._landed(landed)
+        # A mirror the rollback turned off is left describing the restored rows, never the
+        # rows the rollback removed.
+        publish_mirror_quietly(self._state, landed, even_if_off=mirrored)
         return landed
 
     # ---- interop ----------------------------------------------------------------------------
