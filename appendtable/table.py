@@ -14,6 +14,7 @@ import pyarrow as pa
 from appendtable import arguments, display
 from appendtable._state import TableState
 from appendtable.commit.changes import CommitRequest
+from appendtable.commit.iceberg import MAIN_BRANCH
 from appendtable.commit.consumers import ConsumerStore
 from appendtable.commit.schemas import SchemaStore
 from appendtable.commit.snapshots import SnapshotStore
@@ -804,6 +805,13 @@ class Table:
             target = latest
         else:
             target = state.snapshots.get(arguments.snapshot_id(snapshot_id))
+        if name == MAIN_BRANCH and state.refresh(latest).options.get(opt.ICEBERG_STORAGE) != (
+            "disabled"
+        ):
+            raise InvalidArgumentError(
+                f"tag name '{name}' is the Iceberg mirror's branch of the latest snapshot: "
+                "choose another name"
+            )
         tags = TagStore(state.storage)
         tags.create(name, target)
         # Expiration deletes snapshot files before data files and reads the tags again in
@@ -813,12 +821,20 @@ class Table:
             raise SnapshotNotFoundError(
                 f"snapshot {target.id} expired while it was being tagged '{name}'"
             )
+        self._republish_mirror()
         return target
 
     def delete_tag(self, name: str) -> None:
-        """Delete tag ``name``; the next expiration frees the files only it kept.
-        TagNotFoundError if there is no such tag."""
+        """Delete tag ``name``: the Iceberg mirror drops its ref at once, and the next
+        expiration frees the files only it kept. TagNotFoundError if there is no such tag."""
         TagStore(self._state.storage).delete(layout.validate_tag_name(name))
+        self._republish_mirror()
+
+    def _republish_mirror(self) -> None:
+        """The Iceberg mirror follows a change of the tags (its refs). Never raises."""
+        latest = self._state.snapshots.latest()
+        if latest is not None:
+            publish_mirror_quietly(self._state, latest)
 
     def tags(self) -> dict[str, int]:
         """Every tag and the snapshot id it names, by name."""
