@@ -14,8 +14,8 @@ import pyarrow as pa
 from appendtable import arguments, display
 from appendtable._state import TableState
 from appendtable.commit.changes import CommitRequest
-from appendtable.commit.iceberg import MAIN_BRANCH
 from appendtable.commit.consumers import ConsumerStore
+from appendtable.commit.iceberg import MAIN_BRANCH
 from appendtable.commit.schemas import SchemaStore
 from appendtable.commit.snapshots import SnapshotStore
 from appendtable.commit.tags import TagStore

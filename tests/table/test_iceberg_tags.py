@@ -178,7 +178,7 @@ def test_deleting_a_tag_drops_its_ref_and_then_what_only_it_held(table: at.Table
 
 def test_a_tag_named_main_is_refused_with_the_mirror_on(table: at.Table, tmp_path: Path) -> None:
     table.append(_rows(0, 1))
-    with pytest.raises(at.InvalidArgumentError, match="'main'.*Iceberg"):
+    with pytest.raises(at.InvalidArgumentError, match=r"'main'.*Iceberg"):
         table.create_tag("main")
     assert table.tags() == {}
     # Without the mirror it is an ordinary name; turning the mirror on leaves it out of refs.

@@ -153,7 +153,7 @@ def test_files_lacking_a_now_required_column_are_refused(tmp_path: Path) -> None
     latest = table.latest_snapshot()
     assert latest is not None
     before = table.scan().to_arrow()
-    with pytest.raises(at.SchemaMismatchError, match="'must'.*restore_schema=True") as raised:
+    with pytest.raises(at.SchemaMismatchError, match=r"'must'.*restore_schema=True") as raised:
         table.rollback_to(tag="full")
     assert raised.value.column == "must"
     latest_after = table.latest_snapshot()
