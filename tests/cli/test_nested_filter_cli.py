@@ -31,7 +31,11 @@ def uri(tmp_path: Path) -> str:
     table.append(
         pa.Table.from_pylist(
             [
-                {"k": 1, "payload": {"x": 1, "x.y": "p", "in": {"d": dt.date(2024, 5, 1)}}, "a.b": 7},
+                {
+                    "k": 1,
+                    "payload": {"x": 1, "x.y": "p", "in": {"d": dt.date(2024, 5, 1)}},
+                    "a.b": 7,
+                },
                 {"k": 2, "payload": None, "a.b": 8},
                 {"k": 3, "payload": {"x": 3, "x.y": "q", "in": None}, "a.b": 9},
             ],
