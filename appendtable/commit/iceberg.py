@@ -36,8 +36,9 @@ from appendtable.commit.manifests import ManifestStore
 from appendtable.commit.schemas import SchemaStore
 from appendtable.commit.snapshots import SnapshotStore
 from appendtable.commit.tags import TagStore
-from appendtable.errors import CommitConflictError, ObjectNotFoundError
+from appendtable.errors import CommitConflictError, ObjectNotFoundError, SnapshotNotFoundError
 from appendtable.metadata import layout
+from appendtable.metadata import options as opt
 from appendtable.metadata.avro import read_container, read_header, write_container
 from appendtable.metadata.models import FileKind, ManifestEntry, Snapshot, TableSchema
 from appendtable.metadata.types import TypeSpec
@@ -161,6 +162,8 @@ class IcebergMirror:
             retained = list(range(first, latest.id + 1))
             listed = sorted(set(retained) | {s.id for s in tags.values()})
             refs = iceberg.refs(latest.id, {name: s.id for name, s in tags.items()})
+            if not rebuild and self._restarted(current, latest):
+                rebuild = True
             if rebuild:
                 with self._lock:
                     self._known.clear()
@@ -187,6 +190,23 @@ class IcebergMirror:
                 )
                 return self._storage.uri(target)
         raise CommitConflictError("the Iceberg mirror kept changing under this publish; retry")
+
+    def _restarted(self, current: dict[str, Any] | None, latest: Snapshot) -> bool:
+        """Whether the mirror starts again after being off (none there, or its newest version
+        describes a snapshot from which on the table had it off for a while): orphan removal
+        may have deleted any of its files meanwhile, so nothing written before is trusted."""
+        if current is None:
+            return True
+        described = int(current.get("current-snapshot-id", latest.id))
+        for snapshot_id in range(described, latest.id + 1):
+            try:
+                snapshot = latest if snapshot_id == latest.id else self._snapshots.get(snapshot_id)
+            except (ObjectNotFoundError, SnapshotNotFoundError):
+                return True  # expired: what the mirror was then is unknown
+            schema = self._schemas.get(snapshot.schema_id)
+            if opt.Options(schema.options).get(opt.ICEBERG_STORAGE) == "disabled":
+                return True
+        return False
 
     def _tags(self) -> dict[str, Snapshot]:
         """The snapshot of every tag that can be an Iceberg ref (not one named ``main``)."""
