@@ -197,7 +197,8 @@ def check_restored_schema(
             f"cannot roll back to snapshot {target_id} under the current schema {schema.id}: "
             f"its data file {path} was written with schema {file_schema.id}, which lacks column "
             f"'{missing}' that the current schema requires (its rows would be null there); "
-            "roll back with restore_schema=True to take the snapshot's schema again",
+            "roll back with restore_schema=True (CLI: --restore-schema) to take the snapshot's "
+            "schema again",
             column=missing,
         )
 
