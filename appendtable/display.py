@@ -134,15 +134,16 @@ def _python(value: object, predicate: Predicate) -> object:
 
 def _predicate_text(predicate: Predicate) -> str:
     op = predicate.op
+    name = predicate.name
     if op in ("is null", "is not null"):
-        return f"{predicate.column} {op}"
+        return f"{name} {op}"
     shown = predicate.values[:MAX_VALUES]
     values = [_value_text(_python(v, predicate)) for v in shown]
     if op in ("in", "not in"):
         more = len(predicate.values) - len(shown)
         listed = ", ".join(values) + (f", … {more:,} more" if more else "")
-        return f"{predicate.column} {op} ({listed})"
-    return f"{predicate.column} {op} {values[0]}"
+        return f"{name} {op} ({listed})"
+    return f"{name} {op} {values[0]}"
 
 
 def filter_text(row_filter: Filter | None) -> str:

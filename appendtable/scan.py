@@ -86,7 +86,7 @@ def plan_entries(
                     rows,
                 )
                 for p in clause
-                if p.column in keys
+                if p.column in keys and not p.path
             )
             for clause in row_filter.clauses
         )
@@ -96,8 +96,9 @@ def plan_entries(
             return False
         if row_filter is None:
             return True
+        layout = projection.layout(entry.file.schema_id)
         return row_filter.matches_partition(keys, entry.partition) and row_filter.may_match_file(
-            entry.file, projection.layout(entry.file.schema_id).stats_positions, truncate
+            entry.file, layout.stats_positions, truncate, layout.field_ids
         )
 
     entries = state.manifests.live_files(snapshot, manifest_ok, entry_ok)

@@ -15,6 +15,7 @@ from appendtable import arguments, display
 from appendtable._state import TableState
 from appendtable.commit.changes import CommitRequest
 from appendtable.commit.consumers import ConsumerStore
+from appendtable.commit.iceberg import MAIN_BRANCH
 from appendtable.commit.schemas import SchemaStore
 from appendtable.commit.snapshots import SnapshotStore
 from appendtable.commit.tags import TagStore
@@ -713,19 +714,39 @@ class Table:
             cut = arguments.epoch_ms(older_than, "older_than")
         return remove_orphan_files(self._state, older_than_ms=cut, dry_run=dry_run)
 
-    def rollback_to(self, snapshot_id: int | None = None, *, tag: str | None = None) -> Snapshot:
-        """Make the table hold exactly what snapshot ``snapshot_id`` (or the snapshot of
-        ``tag``) held, with its schema, as a new OVERWRITE snapshot (history is kept: snapshot
-        ids never go back; streams skip it). A tag's snapshot may have expired from the log."""
+    def rollback_to(
+        self,
+        snapshot_id: int | None = None,
+        *,
+        tag: str | None = None,
+        restore_schema: bool = False,
+    ) -> Snapshot:
+        """Make the table hold exactly the rows snapshot ``snapshot_id`` (or the snapshot of
+        ``tag``) held, as a new OVERWRITE snapshot (history is kept: snapshot ids never go
+        back; streams skip it). A tag's snapshot may have expired from the log.
+
+        Only the data goes back: the current schema and options stay, and the restored files
+        are read by field id under the current schema (renamed columns keep their values,
+        columns added since read as null, dropped ones are gone, widened ones are cast).
+        SchemaMismatchError, naming the column, when the current schema requires a column
+        those files lack. ``restore_schema=True``: the table takes the snapshot's schema
+        version again, its columns *and* its options. The Iceberg mirror follows the rollback
+        at once (if the rollback turns it off, its last version describes the restored
+        rows)."""
         tagged = None
         if (snapshot_id is None) == (tag is None):
             raise InvalidArgumentError("give a snapshot id or tag=, exactly one")
+        if not isinstance(restore_schema, bool):
+            raise InvalidArgumentError(
+                f"restore_schema must be True or False, got {restore_schema!r}"
+            )
         if tag is not None:
             tagged = TagStore(self._state.storage).get(layout.validate_tag_name(tag)).snapshot
             snapshot_id = tagged.id
         else:
             snapshot_id = arguments.snapshot_id(snapshot_id)
             self._state.snapshots.get(snapshot_id)  # exists and is retained, or raise
+        mirrored = self._state.refresh().options.get(opt.ICEBERG_STORAGE) != "disabled"
         landed = self._state.committer().commit(
             CommitRequest(
                 kind=CommitKind.OVERWRITE,
@@ -733,11 +754,14 @@ class Table:
                 messages=(),
                 rollback_to=snapshot_id,
                 rollback_snapshot=tagged,
+                restore_schema=restore_schema,
             )
         )
         assert landed is not None
         self._state.refresh(landed)
-        self._landed(landed)
+        # A mirror the rollback turned off is left describing the restored rows, never the
+        # rows the rollback removed.
+        publish_mirror_quietly(self._state, landed, even_if_off=mirrored)
         return landed
 
     # ---- interop ----------------------------------------------------------------------------
@@ -783,6 +807,13 @@ class Table:
             target = latest
         else:
             target = state.snapshots.get(arguments.snapshot_id(snapshot_id))
+        if name == MAIN_BRANCH and state.refresh(latest).options.get(opt.ICEBERG_STORAGE) != (
+            "disabled"
+        ):
+            raise InvalidArgumentError(
+                f"tag name '{name}' is the Iceberg mirror's branch of the latest snapshot: "
+                "choose another name"
+            )
         tags = TagStore(state.storage)
         tags.create(name, target)
         # Expiration deletes snapshot files before data files and reads the tags again in
@@ -792,12 +823,20 @@ class Table:
             raise SnapshotNotFoundError(
                 f"snapshot {target.id} expired while it was being tagged '{name}'"
             )
+        self._republish_mirror()
         return target
 
     def delete_tag(self, name: str) -> None:
-        """Delete tag ``name``; the next expiration frees the files only it kept.
-        TagNotFoundError if there is no such tag."""
+        """Delete tag ``name``: the Iceberg mirror drops its ref at once, and the next
+        expiration frees the files only it kept. TagNotFoundError if there is no such tag."""
         TagStore(self._state.storage).delete(layout.validate_tag_name(name))
+        self._republish_mirror()
+
+    def _republish_mirror(self) -> None:
+        """The Iceberg mirror follows a change of the tags (its refs). Never raises."""
+        latest = self._state.snapshots.latest()
+        if latest is not None:
+            publish_mirror_quietly(self._state, latest)
 
     def tags(self) -> dict[str, int]:
         """Every tag and the snapshot id it names, by name."""

@@ -186,10 +186,13 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     ),
     "rollback": (
         "make the table hold an older snapshot's rows again",
-        "Commit a new OVERWRITE snapshot that holds exactly the rows (and the schema) of "
-        "SNAPSHOT_ID, or of the snapshot of --tag NAME (which may have expired). History is "
-        "kept (snapshot ids never go back), and streams skip the rollback.",
-        "  appendtable rollback /data/events 42\n  appendtable rollback /data/events --tag v1",
+        "Commit a new OVERWRITE snapshot that holds exactly the rows of SNAPSHOT_ID, or of "
+        "the snapshot of --tag NAME (which may have expired). Only the data goes back: the "
+        "current schema and options stay (the rows are read by field id under the current "
+        "schema) unless --restore-schema is given. History is kept (snapshot ids never go "
+        "back), and streams skip the rollback.",
+        "  appendtable rollback /data/events 42\n  appendtable rollback /data/events --tag v1\n"
+        "  appendtable rollback /data/events --tag v1 --restore-schema",
     ),
     "alter": (
         "change the schema or the options in place",
@@ -435,6 +438,11 @@ def build_parser() -> argparse.ArgumentParser:
     rollback = _command(commands, "rollback", run_rollback)
     rollback.add_argument("snapshot_id", type=int, nargs="?", metavar="SNAPSHOT_ID")
     rollback.add_argument("--tag", metavar="NAME", help="roll back to the snapshot of a tag")
+    rollback.add_argument(
+        "--restore-schema",
+        action="store_true",
+        help="also take the snapshot's schema version again: its columns and its options",
+    )
 
     alter = _command(commands, "alter", run_alter)
     for flag, metavar, text in ALTER_FLAGS:

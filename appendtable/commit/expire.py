@@ -100,11 +100,17 @@ def plan_expiration(
         plan.snapshot_ids.append(snapshot_id)
         expired_metadata |= _metadata_of(snapshot, manifests)
     removed: set[str] = set()
+    rolled_back = False
     for snapshot_id in range(begin + 1, end + 1):
         snapshot = kept if snapshot_id == end else snapshots.get(snapshot_id)
+        rolled_back = rolled_back or snapshot.last_rollback == snapshot_id
         for entry in manifests.delta_entries(snapshot):
             if entry.kind == FileKind.DELETE:
                 removed.add(entry.file.path)
+    if rolled_back:
+        # A rollback in the range re-added files deleted before it in the range: those still
+        # live in the kept snapshot are not unreferenced (the rollback itself expires here).
+        removed -= {entry.file.path for entry in manifests.live_files(kept)}
     plan.data_files = sorted(
         removed - _restored_by_rollbacks(snapshots, manifests, end) - tags.data
     )

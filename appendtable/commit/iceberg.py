@@ -10,8 +10,9 @@ What is written, after the table's own snapshot is published:
   its files (our manifests are merged by our own policy, so their number stays bounded);
 * one manifest list per snapshot (``snap-<id>-<hash>.avro``);
 * ``v<N>.metadata.json`` (created only if absent: concurrent mirror writers never overwrite
-  each other) listing every retained snapshot with the table's own ids, then
-  ``version-hint.text`` = N.
+  each other) listing every retained snapshot with the table's own ids, and the snapshot of
+  every tag (even once it left the table's log: a tag keeps its manifests and data files) with
+  the tag as a ref of type ``tag``, then ``version-hint.text`` = N.
 
 A mirror write never changes the table: it can fail, or lose a race, at any point and be done
 again (``publish``). Files are written before anything references them, so a reader of the
@@ -34,8 +35,10 @@ from typing import Any
 from appendtable.commit.manifests import ManifestStore
 from appendtable.commit.schemas import SchemaStore
 from appendtable.commit.snapshots import SnapshotStore
-from appendtable.errors import CommitConflictError, ObjectNotFoundError
+from appendtable.commit.tags import TagStore
+from appendtable.errors import CommitConflictError, ObjectNotFoundError, SnapshotNotFoundError
 from appendtable.metadata import layout
+from appendtable.metadata import options as opt
 from appendtable.metadata.avro import read_container, read_header, write_container
 from appendtable.metadata.models import FileKind, ManifestEntry, Snapshot, TableSchema
 from appendtable.metadata.types import TypeSpec
@@ -43,10 +46,12 @@ from appendtable.planning import iceberg
 from appendtable.planning.evolution import stats_positions
 from appendtable.storage import Storage
 
-__all__ = ["IcebergMirror"]
+__all__ = ["MAIN_BRANCH", "IcebergMirror"]
 
 _ADDED, _EXISTING = 1, 0
 _ATTEMPTS = 20
+#: The Iceberg branch of the latest snapshot: a tag of this name has no ref of its own.
+MAIN_BRANCH = "main"
 
 
 @dataclass(frozen=True)
@@ -135,11 +140,12 @@ class IcebergMirror:
     # ---- publishing -------------------------------------------------------------------------
 
     def publish(self, max_snapshots: int = 100, *, rebuild: bool = False) -> str | None:
-        """Mirror the newest ``max_snapshots`` retained snapshots (the latest as current),
-        unless the newest mirror already does; returns the location of the metadata file that
-        does. None for a table without snapshots. Costs a constant number of reads and writes
-        per new snapshot, whatever the history: snapshots already mirrored are copied from
-        the current metadata. ``rebuild``: write a new version from the table's own metadata
+        """Mirror the newest ``max_snapshots`` retained snapshots (the latest as current) and
+        the snapshot of every tag (a ref of type tag), unless the newest mirror already does;
+        returns the location of the metadata file that does. None for a table without
+        snapshots. Costs a constant number of reads and writes per new snapshot, whatever the
+        history (plus one small read per tag): snapshots already mirrored are copied from the
+        current metadata. ``rebuild``: write a new version from the table's own metadata
         alone, re-creating any mirror file that is missing (a repair)."""
         for _ in range(_ATTEMPTS):
             latest = self._snapshots.latest()
@@ -147,18 +153,35 @@ class IcebergMirror:
                 return None
             version = self.current_version()
             current = self._read_metadata(version) if version is not None else None
+            # Read after the version: a tag deleted meanwhile is either seen gone here, or
+            # listed by a version older than the one an expiration writes before freeing its
+            # files (see ``commit.expire``).
+            tags = self._tags()
             earliest = self._snapshots.earliest_id() or 1
             first = max(earliest, latest.id - max(1, max_snapshots) + 1)
             retained = list(range(first, latest.id + 1))
+            listed = sorted(set(retained) | {s.id for s in tags.values()})
+            refs = iceberg.refs(latest.id, {name: s.id for name, s in tags.items()})
+            if not rebuild and self._restarted(current, latest):
+                rebuild = True
             if rebuild:
                 with self._lock:
                     self._known.clear()
                     self._states.clear()
             elif current is not None:
                 mirrored = [s["snapshot-id"] for s in current.get("snapshots", [])]
-                if current.get("current-snapshot-id", -1) > latest.id or mirrored == retained:
+                if current.get("current-snapshot-id", -1) > latest.id or (
+                    mirrored == listed and current.get("refs") == refs
+                ):
                     return self.location()
-            metadata = self._metadata(latest, retained, None if rebuild else current, version)
+            metadata = self._metadata(
+                latest,
+                retained,
+                {s.id: s for s in tags.values()},
+                refs,
+                None if rebuild else current,
+                version,
+            )
             target = layout.iceberg_metadata_path((version or 0) + 1)
             body = json.dumps(metadata, sort_keys=True).encode()  # C encoder: no indent
             if self._storage.put_if_absent(target, body):
@@ -168,21 +191,53 @@ class IcebergMirror:
                 return self._storage.uri(target)
         raise CommitConflictError("the Iceberg mirror kept changing under this publish; retry")
 
+    def _restarted(self, current: dict[str, Any] | None, latest: Snapshot) -> bool:
+        """Whether the mirror starts again after being off (none there, or its newest version
+        describes a snapshot from which on the table had it off for a while): orphan removal
+        may have deleted any of its files meanwhile, so nothing written before is trusted."""
+        if current is None:
+            return True
+        described = int(current.get("current-snapshot-id", latest.id))
+        for snapshot_id in range(described, latest.id + 1):
+            try:
+                snapshot = latest if snapshot_id == latest.id else self._snapshots.get(snapshot_id)
+            except (ObjectNotFoundError, SnapshotNotFoundError):
+                return True  # expired: what the mirror was then is unknown
+            schema = self._schemas.get(snapshot.schema_id)
+            if opt.Options(schema.options).get(opt.ICEBERG_STORAGE) == "disabled":
+                return True
+        return False
+
+    def _tags(self) -> dict[str, Snapshot]:
+        """The snapshot of every tag that can be an Iceberg ref (not one named ``main``)."""
+        return {
+            name: tag.snapshot
+            for name, tag in sorted(TagStore(self._storage).all().items())
+            if name != MAIN_BRANCH
+        }
+
     def _metadata(
         self,
         latest: Snapshot,
         retained: list[int],
+        tagged: dict[int, Snapshot],
+        refs: dict[str, dict[str, Any]],
         current: dict[str, Any] | None,
         version: int | None,
     ) -> dict[str, Any]:
+        """The table metadata listing the ``retained`` snapshots (the log of ``main``) and
+        the ``tagged`` ones (by id: a tag's copy of its snapshot, which may have expired)."""
         known = {s["snapshot-id"]: s for s in (current or {}).get("snapshots", [])}
-        listed = set(retained)
+        in_log = set(retained)
+        listed = in_log | set(tagged)
         entries = []
         log = []
-        for snapshot_id in retained:
+        for snapshot_id in sorted(listed):
             entry = known.get(snapshot_id)
             if entry is None:
-                snapshot = self._snapshots.get(snapshot_id)
+                snapshot = tagged.get(snapshot_id) if snapshot_id not in in_log else None
+                if snapshot is None:
+                    snapshot = self._snapshots.get(snapshot_id)
                 entry = iceberg.snapshot_entry(
                     snapshot, self._manifest_list(snapshot), parent_retained=True
                 )
@@ -190,7 +245,8 @@ class IcebergMirror:
             if entry.get("parent-snapshot-id") not in listed:
                 entry.pop("parent-snapshot-id", None)
             entries.append(entry)
-            log.append({"timestamp-ms": entry["timestamp-ms"], "snapshot-id": snapshot_id})
+            if snapshot_id in in_log:
+                log.append({"timestamp-ms": entry["timestamp-ms"], "snapshot-id": snapshot_id})
         schema_ids = sorted({e["schema-id"] for e in entries} | {latest.schema_id})
         schemas = [self._schemas.get(i) for i in schema_ids]
         every = self._lineage(latest.schema_id)
@@ -215,7 +271,7 @@ class IcebergMirror:
                 "appendtable.bucket": current_schema.options.get("bucket", "-1"),
             },
             "current-snapshot-id": latest.id,
-            "refs": {"main": {"snapshot-id": latest.id, "type": "branch"}},
+            "refs": refs,
             "snapshots": entries,
             "snapshot-log": log,
             # Older versions are pruned when snapshots expire: no log of them to follow.

@@ -120,7 +120,8 @@ class ManifestStore:
         encoded_estimate = 0
         for entry in entries:
             batch.append(entry)
-            encoded_estimate += 160 + 24 * len(entry.file.min_values)
+            file = entry.file
+            encoded_estimate += 160 + 24 * (len(file.min_values) + len(file.nested_stats))
             if encoded_estimate >= self._target_size:
                 written.append(self._write_manifest(batch))
                 batch, encoded_estimate = [], 0

@@ -50,7 +50,7 @@ def _float_set(scalars: list[pa.Scalar]) -> list[pa.Scalar]:
 
 
 def _predicate(predicate: Predicate) -> pc.Expression:
-    field = pc.field(predicate.column)
+    field = pc.field(predicate.column, *predicate.path)  # a struct field: null under a null struct
     op = predicate.op
     if op == "is null":
         return field.is_null()

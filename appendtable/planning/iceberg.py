@@ -33,6 +33,7 @@ __all__ = [
     "name_mapping",
     "partition_spec",
     "partition_summary",
+    "refs",
     "snapshot_entry",
 ]
 
@@ -543,6 +544,15 @@ def _bound_spec(spec: TypeSpec) -> TypeSpec:
     if spec.kind == "date64":
         return TypeSpec(kind="date32")
     return spec
+
+
+def refs(latest_id: int, tags: Mapping[str, int]) -> dict[str, dict[str, Any]]:
+    """The table metadata's ``refs``: branch ``main`` on the latest snapshot, and each tag
+    (name to snapshot id; none named ``main``) as a ref of type ``tag``."""
+    found: dict[str, dict[str, Any]] = {"main": {"snapshot-id": latest_id, "type": "branch"}}
+    for name, snapshot_id in sorted(tags.items()):
+        found[name] = {"snapshot-id": snapshot_id, "type": "tag"}
+    return found
 
 
 _OPERATIONS = {

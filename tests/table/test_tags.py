@@ -138,13 +138,19 @@ def test_rollback_to_a_tag_whose_snapshot_expired(table: at.Table) -> None:
     _referenced_files_exist(table)
 
 
-def test_rollback_to_a_tag_restores_its_schema(table: at.Table) -> None:
+def test_rollback_to_a_tag_keeps_the_schema_unless_asked_to_restore_it(table: at.Table) -> None:
     table.append(_rows(0, 2))
     table.create_tag("before")
     with table.update_schema() as update:
         update.add_column("extra", pa.float64())
-    assert "extra" in table.schema.names
+    evolved = table.schema
+    assert "extra" in evolved.names
     table.rollback_to(tag="before")
+    assert table.schema == evolved
+    restored = table.scan().to_arrow()
+    assert restored.schema == evolved
+    assert restored.column("extra").null_count == 2
+    table.rollback_to(tag="before", restore_schema=True)
     assert table.schema == SCHEMA
     assert table.scan().to_arrow().schema == SCHEMA
 
