@@ -438,3 +438,34 @@ def test_xxh64_reference_values() -> None:
     long = bytes(range(256)) * 3  # the 32-byte stripes, then 8-, 4- and 1-byte tails
     assert xxh64(long) == xxh64(long[:-1] + long[-1:])
     assert len({xxh64(long[:n]) for n in range(len(long))}) == len(long)
+
+
+def test_long_decimals_are_found_by_their_index(tmp_path: Path) -> None:
+    """Literals of 29 to 38 digits were hashed after rounding to Python's default 28-digit
+    context, so the index skipped the files holding them."""
+    schema = pa.schema([("d", pa.decimal128(38, 0)), ("e", pa.decimal128(38, 10))])
+    d_values = [
+        decimal.Decimal("1234567890123456789012345678901"),
+        decimal.Decimal("-99999999999999999999999999999999999999"),
+        decimal.Decimal("99999999999999999999999999999999999998"),
+    ]
+    e_values = [
+        decimal.Decimal("1234567890123456789012345.0123456789"),
+        decimal.Decimal("-9999999999999999999999999999.9999999999"),
+        decimal.Decimal("0.0000000001"),
+    ]
+    data = pa.table({"d": d_values, "e": e_values}, schema=schema)
+    options = {"file-index.bloom-filter.columns": "d,e", "write-only": True}
+    for threshold in (0, 100_000):  # probed in the data file, and in the manifest
+        table = at.create_table(
+            str(tmp_path / f"t{threshold}"),
+            schema,
+            options={**options, "file-index.in-manifest-threshold": threshold},
+        )
+        table.append(data)
+        for column, literals in (("d", d_values), ("e", e_values)):
+            for literal in literals:
+                for form in (literal, str(literal)):
+                    assert table.scan(filter=[(column, "=", form)]).count() == 1, (column, form)
+                    assert table.scan(filter=[(column, "in", [form])]).count() == 1
+        assert table.scan(filter=[("d", "=", int(d_values[0]))]).count() == 1
