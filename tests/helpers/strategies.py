@@ -27,6 +27,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import math
+import random
 import struct
 from typing import Any
 
@@ -40,6 +41,7 @@ __all__ = [
     "arrays",
     "decimal_types",
     "decimals",
+    "edges",
     "floats",
     "integers",
     "nested_types",
@@ -378,3 +380,72 @@ def nested_types(depth: int = 2) -> st.SearchStrategy[pa.DataType]:
         )
 
     return st.recursive(leaves, extend, max_leaves=depth * 2)
+
+
+#: Powers of two where a conversion changes: integer widths and float mantissas.
+_BOUNDARY_BITS = frozenset({7, 8, 11, 15, 16, 24, 31, 32, 53, 63, 64})
+
+
+def _is_boundary(n: int) -> bool:
+    """Whether ``n`` is within 1 of ± a power of two in ``_BOUNDARY_BITS`` (or 0, ±1)."""
+    return abs(n) <= 1 or any(abs(abs(n) - 2**bits) <= 1 for bits in _BOUNDARY_BITS)
+
+
+def edges(dtype: pa.DataType) -> list[Any]:
+    """The boundary values of a primitive type (deterministic), as ``pa.array(values, dtype)``
+    takes them (temporal values as stored integers, reaching the ends of each unit's range):
+    what ``values`` draws most often, for tests that try every one."""
+    if pa.types.is_boolean(dtype):
+        return [True, False]
+    if pa.types.is_integer(dtype):
+        bits = dtype.bit_width
+        low, high = (0, 2**bits - 1) if pa.types.is_unsigned_integer(dtype) else _INT_RANGES[bits]
+        return [p for p in _edges(low, high) if _is_boundary(p)]
+    if pa.types.is_float16(dtype):
+        return [0.0, -0.0, 1.5, -2.0, 65504.0, -65504.0, 6.0e-8, math.nan, math.inf, -math.inf]
+    if pa.types.is_floating(dtype):
+        return _float_edges(dtype.bit_width)
+    if pa.types.is_decimal(dtype):
+        precision, scale = dtype.precision, dtype.scale
+        limit = 10**precision - 1
+        rng = random.Random(precision * 1000 + scale)
+        full = [rng.randrange(10 ** (precision - 1), limit + 1) for _ in range(4)]
+        unscaled = sorted(
+            {0, 1, -1, limit, -limit, 10 ** (precision - 1), *full, *(-n for n in full)}
+        )
+        return [D(f"{n}E-{scale}") for n in unscaled]
+    if (
+        pa.types.is_string(dtype)
+        or pa.types.is_large_string(dtype)
+        or pa.types.is_string_view(dtype)
+    ):
+        return [*_SPECIAL_TEXT, "x" * 300, "é" * 200]
+    if pa.types.is_fixed_size_binary(dtype):
+        width = dtype.byte_width
+        return [b"\x00" * width, b"\xff" * width, bytes(range(width))]
+    if (
+        pa.types.is_binary(dtype)
+        or pa.types.is_large_binary(dtype)
+        or pa.types.is_binary_view(dtype)
+    ):
+        return [b"", b"\x00", b"\xff", b"\x80abc", b"y" * 300]
+    if pa.types.is_date32(dtype):
+        return sorted(
+            {
+                *_edges(*_INT_RANGES[32])[:6],
+                *_edges(*_INT_RANGES[32])[-6:],
+                *_day_range(True),
+                0,
+                -1,
+            }
+        )
+    if pa.types.is_date64(dtype):
+        return [d * 86_400_000 for d in edges(pa.date32())]
+    if pa.types.is_time(dtype):
+        low, high = _time_range(dtype.unit)
+        return [low, low + 1, high // 2, high - 1, high]
+    if pa.types.is_timestamp(dtype) or pa.types.is_duration(dtype):
+        int64 = _edges(*_INT_RANGES[64])
+        python = _python_datetime_range(dtype.unit) if pa.types.is_timestamp(dtype) else ()
+        return sorted({*int64[:6], *int64[-6:], *python, 0, -1, 1, 1_700_000_000})
+    raise NotImplementedError(f"no edges for {dtype}")
