@@ -18,7 +18,7 @@ import pyarrow as pa
 from appendtable.datafiles.casting import cast_column
 from appendtable.datafiles.nested_nulls import fill_hidden_nulls
 from appendtable.errors import InvalidSchemaError, SchemaMismatchError
-from appendtable.metadata.types import FieldSpec, TypeSpec
+from appendtable.metadata.types import FieldSpec, TypeSpec, case_twin
 
 __all__ = [
     "PARQUET_FIELD_ID",
@@ -122,7 +122,25 @@ def field_specs(schema: pa.Schema) -> tuple[FieldSpec, ...]:
         raise InvalidSchemaError(f"duplicate column name(s): {', '.join(duplicates)}")
     if not names:
         raise InvalidSchemaError("a table needs at least one column")
-    return tuple(_field_spec(field, "") for field in schema)
+    specs = tuple(_field_spec(field, "") for field in schema)
+    _check_case_twins(specs, "")
+    return specs
+
+
+def _check_case_twins(fields: Sequence[FieldSpec], parent: str) -> None:
+    """InvalidSchemaError naming both fields if two names at one level differ only by case."""
+    names = [field.name for field in fields]
+    for index, name in enumerate(names):
+        twin = case_twin(name, names[:index])
+        if twin is not None:
+            first, second = (f"{parent}{n}" for n in (twin, name))
+            raise InvalidSchemaError(
+                f"columns '{first}' and '{second}' differ only by case: Spark SQL, DuckDB and "
+                "most engines cannot tell them apart; rename one"
+            )
+    for field in fields:
+        if field.type.fields:
+            _check_case_twins(field.type.fields, f"{parent}{field.name}.")
 
 
 def arrow_type(spec: TypeSpec) -> pa.DataType:
@@ -280,6 +298,18 @@ def _castable(source: pa.DataType, target: pa.DataType, *, top: bool = True) -> 
     return True
 
 
+def _not_in_schema(name: str, schema: pa.Schema) -> SchemaMismatchError:
+    twin = case_twin(name, schema.names)
+    hint = (
+        f"; the table has '{twin}' (names are matched exactly)"
+        if twin is not None
+        else f" (table columns: {', '.join(schema.names)})"
+    )
+    return SchemaMismatchError(
+        f"input column '{name}' is not in the table schema{hint}", column=name
+    )
+
+
 def check_compatible(source: pa.Schema, schema: pa.Schema) -> None:
     """Raise SchemaMismatchError unless data of ``source`` can be written to ``schema``: the
     same column names (any order) and types that cast safely. Nullability is checked on the
@@ -287,11 +317,7 @@ def check_compatible(source: pa.Schema, schema: pa.Schema) -> None:
     names = source.names
     extra = [name for name in names if name not in schema.names]
     if extra:
-        raise SchemaMismatchError(
-            f"input column '{extra[0]}' is not in the table schema "
-            f"(table columns: {', '.join(schema.names)})",
-            column=extra[0],
-        )
+        raise _not_in_schema(extra[0], schema)
     for field in schema:
         if field.name not in names:
             raise SchemaMismatchError(
@@ -319,11 +345,7 @@ def conform(data: pa.Table, schema: pa.Schema, *, missing_as_null: bool = False)
     expected = set(schema.names)
     extra = [name for name in present if name not in expected]
     if extra:
-        raise SchemaMismatchError(
-            f"input column '{extra[0]}' is not in the table schema "
-            f"(table columns: {', '.join(schema.names)})",
-            column=extra[0],
-        )
+        raise _not_in_schema(extra[0], schema)
     missing = [
         field.name
         for field in schema
