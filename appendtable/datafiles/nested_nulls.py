@@ -54,6 +54,19 @@ def _fill(array: pa.Array, path: str) -> pa.Array:
             child_path = f"{path}.{field.name}"
             if has_required_nested_fields(field.type):
                 child = _fill(child, child_path)
+            if (
+                not field.nullable
+                and pa.types.is_fixed_size_list(field.type)
+                and parent_valid is not None
+            ):
+                # pyarrow writes it, but cannot read it back ("Expected all lists to be of
+                # size=N"): refused rather than writing a file no reader can open
+                raise SchemaMismatchError(
+                    f"field '{child_path}' is a non-nullable fixed-size list in a struct that "
+                    "is null in some rows, which Parquet files cannot hold readably (pyarrow "
+                    "fails to read them back); make the field nullable",
+                    column=path.split(".", 1)[0],
+                )
             if not field.nullable and child.null_count:
                 exposed = (
                     child.is_null()

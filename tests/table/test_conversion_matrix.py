@@ -25,11 +25,13 @@ from pathlib import Path
 from typing import Any
 
 import fsspec
+import hypothesis.strategies as st
 import numpy as np
 import pandas as pd
 import polars as pl
 import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 import appendtable as at
 from tests.helpers import strategies
@@ -568,3 +570,60 @@ def test_view_columns_are_appended(
     assert stored.column("d").to_pylist() == [
         [values[0], values[-1], None][i % 3] for i in range(rows)
     ]
+
+
+def test_a_file_no_reader_can_open_is_never_written(tmp_path: Path) -> None:
+    """A null struct with a non-nullable fixed-size list field was appended, and then no scan
+    could read the file back (pyarrow: "Expected all lists to be of size=2")."""
+    field = pa.field("f", pa.list_(pa.field("item", pa.bool_(), nullable=False), 2), nullable=False)
+    dtype = pa.struct([field])
+    table = at.create_table(str(tmp_path / "t"), pa.schema([("s", dtype)]))
+    with pytest.raises(at.SchemaMismatchError, match=r"'s\.f'") as caught:
+        table.append(pa.table({"s": pa.array([{"f": [True, False]}, None], dtype)}))
+    assert caught.value.column == "s"
+    table.append(pa.table({"s": pa.array([{"f": [True, False]}], dtype)}))  # no null struct
+    assert table.scan().to_arrow().column("s").to_pylist() == [{"f": [True, False]}]
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(
+    strategies.nested_types().flatmap(
+        lambda t: st.tuples(st.just(t), strategies.arrays(t, min_size=1, max_size=8, python=True))
+    )
+)
+def test_nested_values_with_nulls_at_every_level_read_back_exactly(
+    case: tuple[pa.DataType, pa.Array],
+) -> None:
+    """Lists, structs and maps of every scalar type, nulls at every level: what is appended
+    is what every read returns, or the append is refused naming the column."""
+    dtype, values = case
+    schema = pa.schema([("k", pa.int64()), ("c", dtype)])
+    data = pa.table({"k": pa.array(range(len(values)), pa.int64()), "c": values}, schema=schema)
+    root = f"memory://nested-{uuid.uuid4().hex}"
+    try:
+        table = at.create_table(root, schema, options={"write-only": True})
+        try:
+            table.append(data)
+        except at.SchemaMismatchError as exc:
+            assert exc.column == "c"
+            assert table.latest_snapshot() is None
+            return
+        stored = table.scan().to_arrow().sort_by("k").column("c").combine_chunks()
+        assert _no_nan(stored.to_pylist()) == _no_nan(values.to_pylist()), dtype
+    finally:
+        fsspec.filesystem("memory").rm(root.removeprefix("memory://"), recursive=True)
+
+
+def _no_nan(value: Any) -> Any:
+    """``value`` with NaN as text (NaN != NaN), lists and tuples alike."""
+    if isinstance(value, float) and math.isnan(value):
+        return "NaN"
+    if isinstance(value, list | tuple):
+        return [_no_nan(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _no_nan(v) for k, v in value.items()}
+    return value

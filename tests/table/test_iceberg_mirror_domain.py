@@ -18,7 +18,7 @@ import hypothesis.strategies as st
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, reject, settings
 from pyiceberg.expressions import (
     BooleanExpression,
     EqualTo,
@@ -237,7 +237,11 @@ def test_pyiceberg_reads_nested_values_with_nulls_at_every_level(
     data = pa.table({"k": pa.array(range(len(values)), pa.int64()), "c": values}, schema=schema)
     with tempfile.TemporaryDirectory() as root:
         table = at.create_table(f"{root}/t", schema, options=MIRROR)
-        table.append(data)
+        try:
+            table.append(data)
+        except at.SchemaMismatchError as exc:  # see test_conversion_matrix's unreadable files
+            assert "fixed-size list" in str(exc)
+            reject()
         location = table.iceberg_metadata_location()
         assert location is not None
         theirs = StaticTable.from_metadata(location).scan().to_arrow().sort_by("k")
