@@ -583,6 +583,11 @@ def test_a_file_no_reader_can_open_is_never_written(tmp_path: Path) -> None:
     assert caught.value.column == "s"
     table.append(pa.table({"s": pa.array([{"f": [True, False]}], dtype)}))  # no null struct
     assert table.scan().to_arrow().column("s").to_pylist() == [{"f": [True, False]}]
+    # deeper: the null struct is two levels up
+    outer = pa.struct([pa.field("inner", dtype, nullable=False)])
+    deep = at.create_table(str(tmp_path / "u"), pa.schema([("o", outer)]))
+    with pytest.raises(at.SchemaMismatchError, match=r"'o\.inner\.f'"):
+        deep.append(pa.table({"o": pa.array([None], outer)}))
 
 
 @settings(

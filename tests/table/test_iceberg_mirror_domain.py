@@ -188,10 +188,12 @@ def test_long_decimal_bounds_are_exact(
 
 def _normal(value: Any, dtype: pa.DataType) -> Any:
     """A value comparable across readers: maps as sorted pairs, instants in UTC, NaN as text.
-    pyiceberg 0.12 reads a null map whose values are structs as an empty map: such a null
+    pyiceberg 0.12 reads a null list or map whose elements are structs as empty: such a null
     compares as empty (the data file holds the null: pyarrow and the table read it back)."""
     if value is None:
-        if pa.types.is_map(dtype) and pa.types.is_struct(dtype.item_type):
+        if (pa.types.is_map(dtype) and pa.types.is_struct(dtype.item_type)) or (
+            _is_list(dtype) and pa.types.is_struct(dtype.value_type)
+        ):
             return ()
         return None
     if pa.types.is_struct(dtype):
@@ -201,11 +203,7 @@ def _normal(value: Any, dtype: pa.DataType) -> Any:
         )
     if pa.types.is_map(dtype):
         return tuple(sorted(((k, _normal(v, dtype.item_type)) for k, v in value), key=repr))
-    if (
-        pa.types.is_list(dtype)
-        or pa.types.is_large_list(dtype)
-        or pa.types.is_fixed_size_list(dtype)
-    ):
+    if _is_list(dtype):
         return tuple(_normal(v, dtype.value_type) for v in value)
     if isinstance(value, dt.datetime) and value.tzinfo is not None:
         return value.astimezone(dt.UTC)
@@ -214,8 +212,18 @@ def _normal(value: Any, dtype: pa.DataType) -> Any:
     return value
 
 
+def _fixed_list_of_structs(dtype: pa.DataType) -> bool:
+    """pyiceberg 0.12 cannot read a fixed-size list of structs (it asks it for offsets)."""
+    if pa.types.is_fixed_size_list(dtype) and pa.types.is_struct(dtype.value_type):
+        return True
+    return any(_fixed_list_of_structs(dtype.field(i).type) for i in range(dtype.num_fields))
+
+
 MIRRORED_NESTED = strategies.nested_types().filter(
-    lambda t: not any(name in str(t) for name in ("uint64", "ns", "duration", "time32"))
+    lambda t: (
+        not any(name in str(t) for name in ("uint64", "ns", "duration", "time32"))
+        and not _fixed_list_of_structs(t)
+    )
 )
 
 
@@ -249,3 +257,11 @@ def test_pyiceberg_reads_nested_values_with_nulls_at_every_level(
             _normal(v, dtype) for v in values.to_pylist()
         ]
         flush_hints()
+
+
+def _is_list(dtype: pa.DataType) -> bool:
+    return bool(
+        pa.types.is_list(dtype)
+        or pa.types.is_large_list(dtype)
+        or pa.types.is_fixed_size_list(dtype)
+    )
