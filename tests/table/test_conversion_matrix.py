@@ -147,14 +147,18 @@ def _nearest(value: Fraction, dtype: pa.DataType) -> Canon:
     largest = np.finfo(width).max
     ulp = Fraction(float(largest)) - Fraction(float(np.nextafter(largest, width(0))))
     if abs(value) >= Fraction(float(largest)) + ulp / 2:
-        return ("inf", value > 0)
+        return REFUSE  # a finite value that would become infinite
     if best == 0:
         return ("zero", value < 0)
     return ("num", Fraction(float(best)))
 
 
+#: What ``expected_stored`` says of a value no column of the type may hold: refuse it.
+REFUSE = ("must be refused",)
+
+
 def expected_stored(sent: Canon, table_type: pa.DataType) -> Canon:
-    """What a column of ``table_type`` must hold for a sent value (None: refusal required)."""
+    """What a column of ``table_type`` must hold for a sent value (``REFUSE``: none)."""
     if sent is None or not pa.types.is_floating(table_type):
         return sent
     if sent[0] == "num":
