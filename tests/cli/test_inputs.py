@@ -163,3 +163,21 @@ def test_csv_and_json_errors_name_the_column_and_the_line(
     assert message in result.err and name in result.err, result.err
     assert len(result.err.strip().splitlines()) == 1
     assert at.open_table(uri).latest_snapshot() is None
+
+
+def test_long_decimal_filters_find_their_rows_through_the_index(cli: Any, tmp_path: Path) -> None:
+    """``--filter`` literals of 29 to 38 digits were hashed after rounding to 28 digits."""
+    uri = str(tmp_path / "t")
+    create = ("create", uri, "--schema", "k int64, d decimal(38,0), e decimal(38,10)")
+    assert cli(*create, "--option", "file-index.bloom-filter.columns=d,e").code == 0
+    path = tmp_path / "in.csv"
+    path.write_text(
+        "k,d,e\n1,1234567890123456789012345678901,1234567890123456789012345.0123456789\n2,5,0\n"
+    )
+    assert cli("append", uri, str(path)).code == 0
+    for condition in (
+        "d = 1234567890123456789012345678901",
+        "e = 1234567890123456789012345.0123456789",
+    ):
+        result = cli("scan", uri, "--filter", condition, "--count")
+        assert result.code == 0 and result.out.strip() == "1", (condition, result.out, result.err)

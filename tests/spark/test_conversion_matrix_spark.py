@@ -165,3 +165,19 @@ def test_a_double_beyond_float32_is_refused_through_spark(spark_at: Any, root: P
     unchecked = "column 'c': Spark's cast from double to float is unchecked"
     with pytest.raises(at.InvalidOptionError, match=unchecked):
         appendtable_spark.write_table(df, str(root / "t-None"), native=True)
+
+
+def test_spark_pushes_long_decimals_down_exactly(spark_at: Any, root: Path) -> None:
+    """A pushed-down decimal(38, 0) literal of 31 digits found no row through the bloom index
+    (hashed after rounding to 28 digits)."""
+    value = D("1234567890123456789012345678901")
+    schema = pa.schema([("k", pa.int64()), ("c", pa.decimal128(38, 0))])
+    uri = str(root / "t")
+    table = at.create_table(
+        uri, schema, options={"file-index.bloom-filter.columns": "c", "write-only": True}
+    )
+    table.append(pa.table({"k": [1, 2], "c": pa.array([value, D(5)], pa.decimal128(38, 0))}))
+    table.append(pa.table({"k": [3], "c": pa.array([D(-7)], pa.decimal128(38, 0))}))
+    df = spark_at.read.format("appendtable").load(uri)
+    assert [r.k for r in df.filter(df.c == value).collect()] == [1]
+    assert [r.k for r in df.filter(df.c.isin(value, D(-7))).orderBy("k").collect()] == [1, 3]
