@@ -7,6 +7,7 @@ travels inside the ``InputPartition`` (split bytes, table location, columns, fil
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -88,6 +89,15 @@ def _value(value: object) -> object:
     return value
 
 
+def _maybe_rounded(item: Filter) -> bool:
+    """Whether a filter holds a decimal of 28 or more digits: PySpark hands such literals
+    over rounded to Python's default 28-digit context (31 digits arrive as
+    ``1.234567890123456789012345679E+30``), so pushing them down would drop matching rows."""
+    held = getattr(item, "value", getattr(getattr(item, "child", None), "value", None))
+    values = held if isinstance(held, tuple | list) else [held]
+    return any(isinstance(v, decimal.Decimal) and len(v.as_tuple().digits) >= 28 for v in values)
+
+
 def to_terms(filters: Sequence[Filter], column_names: set[str]) -> list[Term]:
     """The pushable part of Spark's filters as DNF terms (all must hold)."""
     terms: list[Term] = []
@@ -99,6 +109,8 @@ def to_terms(filters: Sequence[Filter], column_names: set[str]) -> list[Term]:
         LessThanOrEqual: "<=",
     }
     for item in filters:
+        if _maybe_rounded(item):
+            continue  # left to Spark, which compares the exact value
         attribute = getattr(item, "attribute", None)
         if isinstance(item, Not):
             inner = item.child
@@ -183,6 +195,8 @@ class BatchReader(DataSourceReader):  # type: ignore[misc]
         ]
 
     def read(self, partition: SplitsPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, SplitsPartition):
+            return  # no split to read: Spark runs one task with its own empty partition
         table = cached_table(Settings(partition.uri, partition.storage_options))
         target = spark_arrow_schema(self._schema)
         for payload in partition.splits:

@@ -181,3 +181,14 @@ def test_spark_pushes_long_decimals_down_exactly(spark_at: Any, root: Path) -> N
     df = spark_at.read.format("appendtable").load(uri)
     assert [r.k for r in df.filter(df.c == value).collect()] == [1]
     assert [r.k for r in df.filter(df.c.isin(value, D(-7))).orderBy("k").collect()] == [1, 3]
+
+
+def test_a_pushed_filter_that_prunes_every_file_reads_no_rows(spark_at: Any, root: Path) -> None:
+    """With no split left, Spark ran one task with its own empty partition and the reader
+    failed: ``'InputPartition' object has no attribute 'uri'``."""
+    uri = str(root / "t")
+    table = at.create_table(uri, pa.schema([("k", pa.int64())]))
+    table.append(pa.table({"k": [1, 2]}))
+    df = spark_at.read.format("appendtable").load(uri)
+    assert df.filter(df.k == 99).collect() == []
+    assert df.filter(df.k > 1).count() == 1
