@@ -126,7 +126,9 @@ def write_table(
     if merge:
         evolution.merge_schema(table, data)
     evolution.check_write(table, data, merge=merge)
-    unsupported = staged_write_unsupported(table)
+    unsupported = staged_write_unsupported(table) or evolution.unchecked_cast(
+        df.schema, table.schema
+    )
     if native and unsupported:
         raise at.InvalidOptionError(f"no native write path for {uri}: {unsupported}")
     if native is False or unsupported:

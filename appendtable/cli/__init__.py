@@ -354,6 +354,11 @@ def build_parser() -> argparse.ArgumentParser:
         "files", nargs="+", metavar="FILE", help="input files ('-': standard input, with --format)"
     )
     append.add_argument("--format", choices=INPUT_FORMATS, help="input format (default: by name)")
+    append.add_argument(
+        "--null-values",
+        metavar="LIST",
+        help="comma-separated CSV texts read as null (default: only an empty field; ',NA' adds NA)",
+    )
     append.add_argument("--one-commit", action="store_true", help="one snapshot for all files")
     append.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
 

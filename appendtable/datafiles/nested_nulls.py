@@ -44,16 +44,27 @@ def fill_hidden_nulls(data: pa.Table) -> pa.Table:
     return data
 
 
-def _fill(array: pa.Array, path: str) -> pa.Array:
+def _fill(array: pa.Array, path: str, under_null: bool = False) -> pa.Array:
+    """``under_null``: a struct above this one (with no list between) is null in some rows."""
     dtype = array.type
     if pa.types.is_struct(dtype):
         parent_valid = array.is_valid() if array.null_count else None
+        nulls_above = under_null or parent_valid is not None
         children = []
         for index, field in enumerate(dtype):
             child = array.field(index)  # adjusted for the array's offset
             child_path = f"{path}.{field.name}"
             if has_required_nested_fields(field.type):
-                child = _fill(child, child_path)
+                child = _fill(child, child_path, nulls_above)
+            if not field.nullable and pa.types.is_fixed_size_list(field.type) and nulls_above:
+                # pyarrow writes it, but cannot read it back ("Expected all lists to be of
+                # size=N"): refused rather than writing a file no reader can open
+                raise SchemaMismatchError(
+                    f"field '{child_path}' is a non-nullable fixed-size list in a struct that "
+                    "is null in some rows, which Parquet files cannot hold readably (pyarrow "
+                    "fails to read them back); make the field nullable",
+                    column=path.split(".", 1)[0],
+                )
             if not field.nullable and child.null_count:
                 exposed = (
                     child.is_null()

@@ -22,6 +22,7 @@ from typing import Any
 from appendtable.errors import InvalidSchemaError
 from appendtable.metadata.models import DataFileMeta, PartitionValues, Snapshot, TableSchema
 from appendtable.metadata.types import FieldSpec, TypeSpec
+from appendtable.metadata.values import unscaled
 
 __all__ = [
     "MANIFEST_LIST_SCHEMA",
@@ -218,7 +219,8 @@ def name_mapping(schemas: Iterable[TableSchema]) -> list[dict[str, Any]]:
 
 
 def _unscaled(value: object, scale: int) -> int:
-    return int(decimal.Decimal(str(value)).scaleb(scale).to_integral_value())
+    """A stored decimal (canonical text) as its unscaled integer, exactly."""
+    return unscaled(decimal.Decimal(str(value)), scale)
 
 
 def _decimal_bytes(unscaled: int, size: int | None = None) -> bytes:
@@ -260,7 +262,10 @@ def encode_bound(value: object, spec: TypeSpec) -> bytes | None:
     if kind in ("timestamp", "time32", "time64") and isinstance(value, int):
         return struct.pack("<q", _micros(value, spec.unit))
     if kind == "decimal":
-        return _decimal_bytes(_unscaled(value, spec.scale or 0))
+        try:
+            return _decimal_bytes(_unscaled(value, spec.scale or 0))
+        except (ValueError, decimal.InvalidOperation):
+            return None  # a statistic an old writer truncated: no bound
     return None
 
 
