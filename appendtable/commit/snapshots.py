@@ -12,6 +12,7 @@ import threading
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 
+from appendtable.commit.validation import check_snapshot
 from appendtable.errors import (
     AppendTableError,
     CorruptMetadataError,
@@ -24,11 +25,18 @@ from appendtable.metadata import codec, layout
 from appendtable.metadata.models import Snapshot
 from appendtable.storage import Storage
 
-__all__ = ["SnapshotStore", "flush_hints"]
+__all__ = ["SnapshotStore", "decode_snapshot", "flush_hints"]
 
 _CACHE_LIMIT = 1024
 #: One thread writes LATEST hints in order, so a newer hint is never overwritten by an older.
 _HINTS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="appendtable-hint")
+
+
+def decode_snapshot(data: bytes, uri: str) -> Snapshot:
+    """A snapshot file's content, checked (``commit.validation``)."""
+    snapshot = codec.decode(data, Snapshot, codec.Kind.SNAPSHOT, uri)
+    check_snapshot(snapshot, uri)
+    return snapshot
 
 
 def flush_hints() -> None:
@@ -140,7 +148,7 @@ class SnapshotStore:
             data = self._storage.read(path)
         except ObjectNotFoundError:
             raise self._missing(snapshot_id) from None
-        snapshot = codec.decode(data, Snapshot, codec.Kind.SNAPSHOT, self._storage.uri(path))
+        snapshot = decode_snapshot(data, self._storage.uri(path))
         if snapshot.id != snapshot_id:
             raise CorruptMetadataError(
                 f"{self._storage.uri(path)} holds snapshot {snapshot.id}", path=path
@@ -226,7 +234,7 @@ class SnapshotStore:
             data = self._storage.read(path)
         except ObjectNotFoundError:
             return None
-        stored = codec.decode(data, Snapshot, codec.Kind.SNAPSHOT, self._storage.uri(path))
+        stored = decode_snapshot(data, self._storage.uri(path))
         if stored.nonce == snapshot.nonce:
             self._remember(stored)
             return True
