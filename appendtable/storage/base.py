@@ -17,9 +17,9 @@ from appendtable.storage.containment import check_contained
 
 __all__ = ["DirectoryListing", "FileInfo", "Storage", "is_temp_name"]
 
-#: A temporary file of a write in flight: ``.<name>.<32 hex>.tmp`` beside its final name (local
+#: A temporary file of a write in flight: ``.<name>.<hex>.tmp`` beside its final name (local
 #: disk writes whole files this way, then renames or links them into place).
-_TEMP_NAME = re.compile(r"^\..+\.[0-9a-f]{32}\.tmp$")
+_TEMP_NAME = re.compile(r"^\..+\.[0-9a-f]{8,}\.tmp$")
 
 
 def is_temp_name(name: str) -> bool:
