@@ -40,7 +40,7 @@ def check_not_nested(storage: Storage) -> None:
 
 def _ancestors(root: str) -> list[str]:
     """The directories above ``root`` (a local path or a bucket/key prefix), nearest first."""
-    found = []
+    found: list[str] = []
     current = root.rstrip("/")
     while True:
         parent = posixpath.dirname(current)

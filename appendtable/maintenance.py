@@ -121,8 +121,9 @@ def expire_snapshots(
     tags = tag_references(state.manifests, tag_store.all().values())
     plan = plan_expiration(snapshots, state.manifests, earliest, end, tags)
     plan_releases(snapshots, state.manifests, plan, tag_store.released(), tags)
+    deleted = (plan.data_files, plan.metadata_files)
     if not dry_run:
-        execute_expiration(
+        deleted = execute_expiration(
             state.storage,
             snapshots,
             state.manifests,
@@ -131,8 +132,8 @@ def expire_snapshots(
         )
     return ExpireResult(
         expired_snapshots=plan.snapshot_ids,
-        deleted_data_files=plan.data_files,
-        deleted_metadata_files=plan.metadata_files,
+        deleted_data_files=deleted[0],
+        deleted_metadata_files=deleted[1],
         expired_consumers=expired_consumers,
         earliest_snapshot=end,
         dry_run=dry_run,
@@ -161,8 +162,9 @@ def _release_only(state: TableState, earliest: int, *, dry_run: bool) -> ExpireR
     tags = tag_references(state.manifests, tag_store.all().values())
     plan = ExpirePlan(new_earliest=earliest)
     plan_releases(state.snapshots, state.manifests, plan, released, tags)
+    deleted = (plan.data_files, plan.metadata_files)
     if not dry_run:
-        execute_expiration(
+        deleted = execute_expiration(
             state.storage,
             state.snapshots,
             state.manifests,
@@ -170,8 +172,8 @@ def _release_only(state: TableState, earliest: int, *, dry_run: bool) -> ExpireR
             before_deleting_files=_mirror_step(state),
         )
     return ExpireResult(
-        deleted_data_files=plan.data_files,
-        deleted_metadata_files=plan.metadata_files,
+        deleted_data_files=deleted[0],
+        deleted_metadata_files=deleted[1],
         earliest_snapshot=earliest,
         dry_run=dry_run,
     )

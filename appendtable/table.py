@@ -520,6 +520,7 @@ class Table:
             self._pick_snapshot(snapshot_id, timestamp_ms, tag),
             columns=columns,
             filter=filter,
+            from_tag=tag is not None,
         )
 
     def _pick_snapshot(

@@ -32,7 +32,7 @@ from appendtable.commit.changes import ROLLBACK_PROPERTY
 from appendtable.commit.manifests import ManifestStore
 from appendtable.commit.snapshots import SnapshotStore
 from appendtable.commit.tags import TagStore
-from appendtable.errors import AppendTableError, StorageError
+from appendtable.errors import AppendTableError, PathOutsideTableError, StorageError
 from appendtable.metadata.models import FileKind, ManifestEntry, Snapshot, Tag
 from appendtable.storage import Storage
 
@@ -155,7 +155,8 @@ def discard_tree(
     when no snapshot references any file in it."""
     try:
         files = [info.path for info in storage.walk(directory)]
-    except StorageError as exc:
+    except (StorageError, PathOutsideTableError) as exc:
+        # a link in its place is never followed: what it points at is not the table's
         log.warning("could not list %s to remove it (%s); left as orphans", directory, exc)
         return DiscardResult()
     referenced = _referenced_or_none(storage, snapshots, manifests, files, since_snapshot_id)

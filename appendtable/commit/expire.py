@@ -171,9 +171,11 @@ def execute_expiration(
     plan: ExpirePlan,
     *,
     before_deleting_files: Callable[[], None] | None = None,
-) -> None:
+) -> tuple[list[str], list[str]]:
     """Delete the snapshots, then (after reading the tags again, see the module doc) the
-    files; release records last. ``before_deleting_files`` runs between the two (the Iceberg
+    files; release records last. Returns the data and metadata files it deleted (the plan's,
+    less those a tag created meanwhile keeps and those a failed delete left as orphans).
+    ``before_deleting_files`` runs between the two (the Iceberg
     mirror drops the expired snapshots there, so it never lists one whose files are gone); if
     it raises, no file is deleted (they are left to orphan removal)."""
     for snapshot_id in plan.snapshot_ids:
@@ -185,13 +187,19 @@ def execute_expiration(
         before_deleting_files()
     tags = tag_references(manifests, TagStore(storage).all().values())
     metadata_paths = {layout.manifest_path(n) for n in tags.metadata}
+    deleted: set[str] = set()
     for path in (*plan.data_files, *plan.metadata_files):
         if path in tags.data or path in metadata_paths:
             continue
         try:
             storage.delete(path)
         except StorageError:
-            pass  # left as an orphan; remove_orphan_files reclaims it
+            continue  # left as an orphan; remove_orphan_files reclaims it
+        deleted.add(path)
     tag_store = TagStore(storage)
     for path in plan.releases:
         tag_store.forget_release(path)
+    return (
+        [p for p in plan.data_files if p in deleted],
+        [p for p in plan.metadata_files if p in deleted],
+    )

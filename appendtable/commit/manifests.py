@@ -57,7 +57,8 @@ def _decode_list(data: bytes, uri: str) -> list[ManifestFileMeta]:
 
 def fold_live(entries: Iterable[ManifestEntry]) -> dict[str, ManifestEntry]:
     """The live files of a sequence of entries: every ADD not cancelled by a DELETE of the same
-    path. File names are unique and never re-added, so the fold does not depend on order."""
+    path, each path once (set semantics: a repeated ADD is one file). File names are unique and
+    never re-added, so the fold does not depend on order."""
     added: dict[str, ManifestEntry] = {}
     deleted: set[str] = set()
     for entry in entries:
@@ -247,8 +248,8 @@ class ManifestStore:
         ]
         if any(m.num_deleted for m in manifests):
             entries: Iterable[ManifestEntry] = fold_live(self.entries(manifests)).values()
-        else:  # add-only manifests (the usual case): nothing to cancel
-            entries = self.entries(manifests)
+        else:  # add-only manifests (the usual case): nothing to cancel, a path counts once
+            entries = {e.file.path: e for e in self.entries(manifests)}.values()
         if entry_filter is None:
             return list(entries)
         return [entry for entry in entries if entry_filter(entry)]

@@ -79,6 +79,14 @@ class SnapshotStore:
         """Whether the snapshot file exists now (not the cache: it may have expired since)."""
         return self._storage.exists(layout.snapshot_path(snapshot_id))
 
+    def check_retained(self, snapshot_id: int) -> None:
+        """Raise SnapshotExpiredError (or SnapshotNotFoundError) unless snapshot
+        ``snapshot_id`` is in the log now (not the cache: another process may have expired
+        it)."""
+        if not self.on_storage(snapshot_id):
+            self.forget(snapshot_id)
+            raise self._missing(snapshot_id)
+
     def latest_id(self) -> int | None:
         """The id of the newest snapshot, None for an empty table.
 
