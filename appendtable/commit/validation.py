@@ -45,7 +45,6 @@ RESERVED_DIRS = frozenset(
         layout.TAG_DIR,
         layout.WATERMARK_DIR,
         layout.ICEBERG_DIR,
-        layout.STAGING_DIR,
     }
 )
 _METADATA_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$")
