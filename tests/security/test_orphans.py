@@ -294,3 +294,24 @@ def test_orphan_removal_keeps_live_files_whatever_expires_at_any_step(tmp_path: 
         assert at.open_table(str(root)).scan().count() == 60, f"step {step}"
         assert_table_intact(str(root))
         shutil.rmtree(root)
+
+
+def test_a_temporary_file_of_a_live_write_is_never_an_orphan(tmp_path: Path) -> None:
+    """A write in flight (a LATEST hint a commit writes in the background, a snapshot being
+    published) has a temporary file beside its final name: whatever the cut-off, orphan
+    removal leaves it until it is older than TEMP_FILE_MIN_AGE_MS, and then deletes it."""
+    from appendtable.orphans import TEMP_FILE_MIN_AGE_MS
+
+    root = tmp_path / "t"
+    table = at.create_table(str(root), EVENTS)
+    table.append(events(0, 10))
+    live = root / "snapshot" / ".LATEST.0123456789abcdef0123456789abcdef.tmp"
+    dead = root / "manifest" / ".manifest-x.fedcba9876543210fedcba9876543210.tmp"
+    live.write_bytes(b"2")
+    dead.write_bytes(b"half")
+    age([dead], seconds=TEMP_FILE_MIN_AGE_MS / 1000 + 60)
+    listed = table.remove_orphan_files(older_than=past_every_file_ms(), dry_run=True)
+    assert listed.files == [str(dead.relative_to(root))]
+    table.remove_orphan_files(older_than=past_every_file_ms(), dry_run=False)
+    assert live.exists() and not dead.exists()
+    live.unlink()
