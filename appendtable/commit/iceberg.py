@@ -508,6 +508,10 @@ class IcebergMirror:
                 used = self._referenced_by(older)
             except ObjectNotFoundError:
                 continue
+            except CorruptMetadataError:
+                # it names files that are not this table's mirror files (a moved table, or a
+                # hostile file): none of them is touched, only the version file itself goes
+                used = {layout.iceberg_metadata_path(older)}
             for path in sorted(used - keep):
                 try:
                     self._storage.delete(path)
