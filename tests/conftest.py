@@ -132,8 +132,8 @@ def tables_stay_intact(request: pytest.FixtureRequest) -> Iterator[None]:
     locations: list[str] = []
     if tmp_path is not None:
         locations.extend(str(p) for p in table_roots(tmp_path))
-    if uri is not None and uri.startswith("memory://"):
-        if fsspec.filesystem("memory").exists(f"{uri}/schema"):
-            locations.append(uri)
+    memory = uri is not None and uri.startswith("memory://")
+    if memory and fsspec.filesystem("memory").exists(f"{uri}/schema"):
+        locations.append(str(uri))
     for location in locations:
         assert_table_intact(location)
