@@ -222,3 +222,31 @@ def test_cli_reports_a_nul_partition_value_in_one_line(
     assert main(["append", str(tmp_path / "t"), str(data)]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "NUL" in err and "Traceback" not in err
+
+
+def test_adopt_written_refuses_files_that_leave_the_area(tmp_path: Path) -> None:
+    """A commit message naming ``_staging/<id>/../..`` paths (a forged or damaged message from
+    a worker) is refused before any file moves."""
+    import msgspec
+
+    table = at.create_table(str(tmp_path / "t"), SCHEMA)
+    (tmp_path / "victim.parquet").write_bytes(b"canary")
+    area = table.staging_area()
+    with area.writer() as writer:
+        writer.write(pa.table({"k": ["a"], "v": [1]}, schema=SCHEMA))
+        messages = writer.prepare_commit()
+    good = messages[0].new_files[0]
+    for forged in (
+        f"{area.path}/../../victim.parquet",
+        f"{area.path}/x/../../../../victim.parquet",
+        f"{area.path}//x.parquet",
+    ):
+        bad = msgspec.structs.replace(good, path=forged)
+        message = msgspec.structs.replace(messages[0], new_files=(good, bad))
+        with pytest.raises(at.InvalidOptionError, match="staging area"):
+            area.adopt_written([message])
+        assert (tmp_path / "t" / good.path).exists()  # nothing moved
+    assert (tmp_path / "victim.parquet").read_bytes() == b"canary"
+    table.committer().commit(area.adopt_written(messages))
+    area.remove()
+    assert table.scan().count() == 1
