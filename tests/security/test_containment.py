@@ -15,7 +15,7 @@ import pytest
 
 import appendtable as at
 from appendtable.storage import Storage, open_storage
-from appendtable.storage.containment import path_problem
+from appendtable.storage.containment import check_contained, path_problem
 
 OUTSIDE = [
     "../victim",
@@ -46,6 +46,31 @@ INSIDE = [
 @pytest.mark.parametrize("path", OUTSIDE)
 def test_the_rule_refuses_every_path_that_can_leave_the_root(path: str) -> None:
     assert path_problem(path) is not None
+
+
+@pytest.mark.parametrize(
+    ("path", "reason"),
+    [
+        (None, "not a string (NoneType)"),
+        (b"a", "not a string (bytes)"),
+        ("", "empty"),
+        ("a\x00b", "a NUL byte"),
+        ("a\\b", "a backslash"),
+        ("/a", "absolute"),
+        ("s3://b/k", "a scheme or drive"),
+        ("a/../b", "a '..' component"),
+        ("./a", "a '.' component"),
+        ("a//b", "an empty component"),
+        ("a/", "an empty component"),
+    ],
+)
+def test_the_rule_says_why(path: object, reason: str) -> None:
+    assert path_problem(path) == reason
+    with pytest.raises(at.PathOutsideTableError) as raised:
+        check_contained(path, "/the/root")  # type: ignore[arg-type]
+    assert raised.value.path == str(path)
+    assert f"{path!r}" in str(raised.value) and "/the/root" in str(raised.value)
+    assert reason in str(raised.value)
 
 
 @pytest.mark.parametrize("path", INSIDE)
