@@ -70,7 +70,7 @@ def expire_snapshots(
     options = state.options
     now = int(time.time() * 1000)
     snapshots = state.snapshots
-    latest, earliest = snapshots.latest_id(), snapshots.earliest_id()
+    latest, earliest = snapshots.latest_id(), snapshots.earliest_id(repair=not dry_run)
     if latest is None or earliest is None:
         return ExpireResult(dry_run=dry_run)
     keep_min = retain_min if retain_min is not None else options.get(opt.SNAPSHOT_RETAINED_MIN)

@@ -115,13 +115,13 @@ class SnapshotStore:
         self._latest_seen = ids[-1]
         return ids[-1]
 
-    def earliest_id(self) -> int | None:
+    def earliest_id(self, *, repair: bool = True) -> int | None:
         """The id of the oldest retained snapshot, None for an empty table.
 
         Verified against storage (not the cache: others may have expired snapshots). Without
         an EARLIEST hint (nothing expired yet) snapshot 1 is the answer when it exists, since
         ids start at 1; only a missing or stale hint costs a listing, after which the hint is
-        written for the next reader."""
+        written for the next reader (unless ``repair`` is false)."""
         hint = self._read_hint(layout.EARLIEST_HINT)
         if hint and self.on_storage(hint) and (hint == 1 or not self.on_storage(hint - 1)):
             return hint
@@ -130,7 +130,8 @@ class SnapshotStore:
         ids = self.list_ids()
         if not ids:
             return None
-        self._write_hint(layout.EARLIEST_HINT, ids[0])
+        if repair:  # not in a dry run, which changes nothing
+            self._write_hint(layout.EARLIEST_HINT, ids[0])
         return ids[0]
 
     def write_earliest_hint(self, snapshot_id: int) -> None:

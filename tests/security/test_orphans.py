@@ -313,3 +313,24 @@ def test_a_temporary_file_of_a_live_write_is_never_an_orphan(tmp_path: Path) -> 
     table.remove_orphan_files(older_than=past_every_file_ms(), dry_run=False)
     assert live.exists() and not dead.exists()
     live.unlink()
+
+
+def test_a_dry_run_does_not_even_repair_a_missing_hint(tmp_path: Path) -> None:
+    """Found by the docs-driven pass: with the EARLIEST hint gone, a dry run of expiration
+    listed the snapshots and wrote the hint back: a change in the table's directory."""
+    root = tmp_path / "t"
+    table = at.create_table(str(root), EVENTS, options={"write-only": True})
+    for i in range(5):
+        table.append(events(i, 1))
+    table.expire_snapshots(retain_min=2, older_than_ms=FUTURE)
+    flush_hints()
+    (root / "snapshot" / "EARLIEST").unlink()
+    before = _tree(root)
+    fresh = at.open_table(str(root))
+    assert fresh.expire_snapshots(
+        retain_min=1, older_than_ms=FUTURE, dry_run=True
+    ).expired_snapshots
+    fresh.remove_orphan_files(older_than=FUTURE, dry_run=True)
+    assert _tree(root) == before
+    fresh.expire_snapshots(retain_min=1, older_than_ms=FUTURE)
+    assert (root / "snapshot" / "EARLIEST").read_text() == "5"
