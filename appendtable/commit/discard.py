@@ -90,7 +90,7 @@ def referenced_files(
     latest = snapshots.latest_id()
     if not wanted or latest is None:
         return set()
-    found = _tagged(manifests, wanted, tags, since_snapshot_id)
+    found = _tagged(manifests, wanted, tags)
     earliest = snapshots.earliest_id() or 1
     if since_snapshot_id is None or since_snapshot_id < earliest:
         whole, first = True, earliest  # every retained snapshot, the earliest with all it holds
@@ -105,18 +105,10 @@ def referenced_files(
     return found
 
 
-def _tagged(
-    manifests: ManifestStore,
-    wanted: set[str],
-    tags: Iterable[Tag],
-    since_snapshot_id: int | None,
-) -> set[str]:
-    """Which of ``wanted`` a tag holds (a write's files can only be in snapshots after
-    ``since_snapshot_id``)."""
+def _tagged(manifests: ManifestStore, wanted: set[str], tags: Iterable[Tag]) -> set[str]:
+    """Which of ``wanted`` a tag holds."""
     found: set[str] = set()
     for tag in tags:
-        if since_snapshot_id is not None and tag.snapshot.id <= since_snapshot_id:
-            continue
         found.update(
             e.file.path for e in manifests.live_files(tag.snapshot) if e.file.path in wanted
         )
