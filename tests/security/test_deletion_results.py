@@ -134,3 +134,93 @@ def test_an_expiration_with_nothing_to_do_reports_the_earliest(tmp_path: Path) -
         result = table.expire_snapshots(retain_min=5, older_than_ms=FUTURE, dry_run=dry_run)
         assert result.expired_snapshots == [] and result.deleted_data_files == []
         assert result.earliest_snapshot == 1 and result.dry_run is dry_run
+
+
+def test_the_gate_counts_the_earliest_retained_snapshot_whole(tmp_path: Path) -> None:
+    """Without ``since``, a file added by an expired snapshot and still live in the earliest
+    retained one is referenced; an unreferenced one goes."""
+    root = tmp_path / "t"
+    table = at.create_table(str(root), EVENTS, options={"write-only": True})
+    table.append(events(0, 10))
+    old = table.files().column("path").to_pylist()
+    table.append(events(10, 10))
+    table.expire_snapshots(retain_min=1, older_than_ms=FUTURE)
+    assert table.earliest_snapshot().id == 2
+    (root / "bucket-0" / "data-stray-0.parquet").write_bytes(b"x")
+    result = table._state.discard([*old, "bucket-0/data-stray-0.parquet"])
+    assert result.referenced == tuple(old) and result.deleted == ("bucket-0/data-stray-0.parquet",)
+    assert table.scan().to_arrow().num_rows == 20
+
+
+class _FailingTree(LocalStorage):
+    def delete_tree(self, directory: str) -> None:
+        raise StorageError("tree refused", path=directory, operation="delete")
+
+
+def test_removing_a_staging_area_reports_what_it_did(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from appendtable._state import TableState
+
+    root = tmp_path / "t"
+    table = at.create_table(str(root), EVENTS)
+    table.append(events(0, 5))
+    area = table.staging_area()
+    with area.writer() as writer:
+        writer.write(events(10, 5))
+        written = sorted(f.path for m in writer.prepare_commit() for f in m.new_files)
+    assert area.remove().deleted == tuple(written) and not (root / area.path).exists()
+
+    area = table.staging_area()
+    with area.writer() as writer:
+        writer.write(events(20, 5))
+        written = sorted(f.path for m in writer.prepare_commit() for f in m.new_files)
+    failing = TableState(_FailingTree(str(root)), table._state.schema)
+    result = failing.discard_directory(area.path)  # the tree fails: file by file
+    assert result.deleted == tuple(written) and result.left == ()
+    assert not any((root / p).exists() for p in written)
+
+    area = table.staging_area()
+    with area.writer() as writer:
+        writer.write(events(30, 5))
+        written = sorted(f.path for m in writer.prepare_commit() for f in m.new_files)
+    snapshot = root / "snapshot" / "snapshot-1"
+    saved = snapshot.read_bytes()
+    snapshot.write_bytes(saved[:-3] + b"zzz")  # damaged: nothing can be told
+    from appendtable.commit.metadata_cache import clear_metadata_caches
+
+    clear_metadata_caches()
+    fresh = at.open_table(str(root))
+    with caplog.at_level("WARNING", logger="appendtable"):
+        result = fresh._state.discard_directory(area.path, since_snapshot_id=None)
+    assert result.left == tuple(written) and result.deleted == ()
+    assert all((root / p).exists() for p in written)
+    assert f"keeping {len(written)} data file(s) of a failed write" in caplog.text
+    assert "checksum mismatch" in caplog.text
+    snapshot.write_bytes(saved)
+    caplog.clear()
+
+    linked = table.staging_area()
+    os.rmdir(root / linked.path)
+    os.symlink(tmp_path, root / linked.path)
+    with caplog.at_level("WARNING", logger="appendtable"):
+        assert linked.remove().deleted == ()
+    assert f"could not list {linked.path} to remove it" in caplog.text
+    assert "symbolic link" in caplog.text
+    os.unlink(root / linked.path)
+    area.remove()
+
+
+def test_discarding_a_landed_write_names_a_kept_file(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    table = at.create_table(str(tmp_path / "t"), EVENTS)
+    with table.writer() as writer:
+        writer.write(events(0, 5))
+        messages = writer.prepare_commit()
+    table.committer().commit(messages)
+    paths = sorted(f.path for m in messages for f in m.new_files)
+    with caplog.at_level("WARNING", logger="appendtable"):
+        assert table._state.discard(paths, since_snapshot_id=0).referenced == tuple(paths)
+    assert f"keeping {len(paths)} data file(s) of a write given up on" in caplog.text
+    assert f"e.g. {paths[0]}" in caplog.text
