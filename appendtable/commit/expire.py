@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from appendtable.commit.manifests import ManifestStore
 from appendtable.commit.snapshots import SnapshotStore
 from appendtable.commit.tags import TagStore
-from appendtable.errors import ObjectNotFoundError, StorageError
+from appendtable.errors import SnapshotNotFoundError, StorageError
 from appendtable.metadata import layout
 from appendtable.metadata.models import FileKind, Snapshot, Tag
 from appendtable.storage import Storage
@@ -95,16 +95,17 @@ def plan_expiration(
     for snapshot_id in range(begin, end):
         try:
             snapshot = snapshots.get(snapshot_id)
-        except ObjectNotFoundError:
-            continue  # a previous run deleted it and crashed before finishing
+        except SnapshotNotFoundError:
+            continue  # another expiration (or one that crashed) deleted it already
         plan.snapshot_ids.append(snapshot_id)
         expired_metadata |= _metadata_of(snapshot, manifests)
-    removed: set[str] = set()
-    for snapshot_id in range(begin + 1, end + 1):
-        snapshot = kept if snapshot_id == end else snapshots.get(snapshot_id)
-        for entry in manifests.delta_entries(snapshot):
-            if entry.kind == FileKind.DELETE:
-                removed.add(entry.file.path)
+    removed = _deleted_by(manifests, kept)
+    for snapshot_id in range(begin + 1, end):
+        try:
+            snapshot = snapshots.get(snapshot_id)
+        except SnapshotNotFoundError:
+            continue  # its deletions are not known: those files are left to orphan removal
+        removed |= _deleted_by(manifests, snapshot)
     plan.data_files = sorted(
         removed - _restored_by_rollbacks(snapshots, manifests, end) - tags.data
     )
@@ -112,6 +113,11 @@ def plan_expiration(
         layout.manifest_path(n) for n in expired_metadata - kept_metadata - tags.metadata
     )
     return plan
+
+
+def _deleted_by(manifests: ManifestStore, snapshot: Snapshot) -> set[str]:
+    """The data files ``snapshot`` itself removed (DELETE entries of its delta)."""
+    return {e.file.path for e in manifests.delta_entries(snapshot) if e.kind == FileKind.DELETE}
 
 
 def plan_releases(

@@ -224,3 +224,82 @@ def test_discarding_a_landed_write_names_a_kept_file(
         assert table._state.discard(paths, since_snapshot_id=0).referenced == tuple(paths)
     assert f"keeping {len(paths)} data file(s) of a write given up on" in caplog.text
     assert f"e.g. {paths[0]}" in caplog.text
+
+
+class _TagWhileExpiring(LocalStorage):
+    """Local storage that, when the first snapshot file is deleted, has another handle tag
+    snapshot ``tag_at`` (still in the log then): a tag created while expiration runs."""
+
+    def __init__(self, root: str, tag_at: int) -> None:
+        super().__init__(root)
+        self._tag_at = tag_at
+
+    def delete(self, path: str) -> None:
+        if path == "snapshot/snapshot-1" and self._tag_at:
+            at.open_table(self.root).create_tag("meanwhile", self._tag_at)
+            self._tag_at = 0
+        super().delete(path)
+
+
+def _expiring_table(root: Path) -> at.Table:
+    table = at.create_table(str(root), EVENTS, options={"write-only": True})
+    for i in range(4):
+        table.append(events(i * 10, 10))
+    table.compact(full=True)  # 5 replaces every file: expiring 1..4 deletes them
+    return table
+
+
+def test_a_tag_created_while_expiration_runs_keeps_its_files(tmp_path: Path) -> None:
+    from appendtable._state import TableState
+    from appendtable.table import Table
+
+    root = tmp_path / "t"
+    table = _expiring_table(root)
+    held = set(table.files(3).column("path").to_pylist())
+    everything = set(table.files(4).column("path").to_pylist())
+    racing = Table(TableState(_TagWhileExpiring(str(root), 3), table._state.schema))
+    result = racing.expire_snapshots(retain_min=1, older_than_ms=FUTURE)
+    assert result.expired_snapshots == [1, 2, 3, 4]
+    assert set(result.deleted_data_files) == everything - held  # what it really deleted
+    assert all((root / p).exists() for p in held)
+    assert at.open_table(str(root)).scan(tag="meanwhile").count() == 30
+
+
+def test_an_expiration_whose_delete_fails_reports_the_rest(tmp_path: Path) -> None:
+    from appendtable._state import TableState
+    from appendtable.table import Table
+
+    root = tmp_path / "t"
+    table = _expiring_table(root)
+    everything = sorted(table.files(4).column("path").to_pylist())
+    failing = Table(TableState(_FailingDeletes(str(root), everything[0]), table._state.schema))
+    result = failing.expire_snapshots(retain_min=1, older_than_ms=FUTURE)
+    assert result.deleted_data_files == everything[1:]
+    assert (root / everything[0]).exists()
+    assert not any((root / p).exists() for p in everything[1:])
+    assert all(not (root / p).exists() for p in result.deleted_metadata_files)
+    with pytest.raises(at.SnapshotExpiredError):
+        failing.snapshot(2)  # forgotten by the handle that expired it
+    (root / everything[0]).unlink()  # the orphan it left
+
+
+def test_release_records_are_removed_once_processed(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    table, _held = _release_only_table(root, mirror=False)
+    assert any(n.startswith("released-") for n in os.listdir(root / "tag"))
+    table.expire_snapshots(retain_min=1, older_than_ms=FUTURE, dry_run=True)
+    assert any(n.startswith("released-") for n in os.listdir(root / "tag"))
+    table.expire_snapshots(retain_min=1, older_than_ms=FUTURE)
+    assert os.listdir(root / "tag") == []
+
+
+def test_planning_skips_snapshots_a_crashed_run_already_deleted(tmp_path: Path) -> None:
+    from appendtable.commit.expire import plan_expiration
+
+    root = tmp_path / "t"
+    table = _expiring_table(root)
+    (root / "snapshot" / "snapshot-2").unlink()  # deleted by a run that crashed
+    state = at.open_table(str(root))._state
+    plan = plan_expiration(state.snapshots, state.manifests, 1, 5)
+    assert plan.snapshot_ids == [1, 3, 4] and plan.new_earliest == 5
+    assert set(plan.data_files) == set(table.files(4).column("path").to_pylist())
