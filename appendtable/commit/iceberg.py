@@ -500,11 +500,10 @@ class IcebergMirror:
             return []
         keep = self._referenced_by(version)
         deleted: set[str] = set()
-        for name in self._storage.listnames(layout.ICEBERG_DIR):
-            older = self._version_of(name)
-            # (the current version itself would delete nothing: an equivalent mutant)
-            if older is None or older >= version:  # pragma: no mutate
-                continue
+        listed = (self._version_of(name) for name in self._storage.listnames(layout.ICEBERG_DIR))
+        # (the current version itself would delete nothing: "<=" is an equivalent mutant)
+        older_versions = [v for v in listed if v is not None and v < version]  # pragma: no mutate
+        for older in sorted(older_versions):
             try:
                 used = self._referenced_by(older)
             except ObjectNotFoundError:
@@ -519,9 +518,11 @@ class IcebergMirror:
                 except ObjectNotFoundError:
                     pass
                 deleted.add(path)
+        # Memory only: a pruned file's key never comes back (gone sets only grow, rollbacks
+        # write new manifests), so not forgetting it is an equivalent mutant.
         with self._lock:
             for path in deleted:
-                self._known.pop(path, None)
+                self._known.pop(path, None)  # pragma: no mutate
         return sorted(deleted)
 
 

@@ -307,3 +307,25 @@ def test_planning_skips_snapshots_a_crashed_run_already_deleted(tmp_path: Path) 
     plan = plan_expiration(state.snapshots, state.manifests, 1, 5)
     assert plan.snapshot_ids == [1, 3, 4] and plan.new_earliest == 5
     assert set(plan.data_files) == set(table.files(4).column("path").to_pylist())
+
+
+def test_a_pruned_mirror_file_is_written_again_when_needed(tmp_path: Path) -> None:
+    """The mirror's prune deletes files only older versions used; a later version that needs
+    the same file again (a rollback to the state they described) writes it again, so no
+    mirror version ever names a missing file."""
+    root = tmp_path / "t"
+    table = at.create_table(
+        str(root),
+        EVENTS,
+        options={"write-only": True, "metadata.iceberg.storage": "table-location"},
+    )
+    for i in range(3):
+        table.append(events(i * 10, 10))
+    table.create_tag("before", 3)
+    table.compact(full=True)
+    table.expire_snapshots(retain_min=1, older_than_ms=FUTURE)  # prunes the older versions
+    table.rollback_to(tag="before")
+    used = table._state.mirror.referenced()
+    assert used is not None
+    missing = sorted(p for p in used if not (root / p).exists())
+    assert missing == []

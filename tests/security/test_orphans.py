@@ -206,7 +206,9 @@ def test_the_mirror_prune_deletes_nothing_outside_metadata(tmp_path: Path) -> No
     ]
     old.write_text(json.dumps(metadata))
     _age_everything(tmp_path)
+    existing = set(_tree(root))
     result = table.remove_orphan_files(older_than=past_every_file_ms(), dry_run=False)
+    assert set(result.files) <= existing  # it reports only files that were there
     assert (tmp_path / "victims" / "v1.txt").read_text() == "canary"
     assert (root / data_file).exists()
     assert "metadata/v1.metadata.json" in result.files and not old.exists()
