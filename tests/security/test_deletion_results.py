@@ -352,3 +352,50 @@ def test_a_hostile_current_mirror_version_stops_orphan_removal_naming_it(tmp_pat
     assert "elsewhere.avro" in str(raised.value)
     table.publish_iceberg(rebuild=True)  # repaired
     assert table.remove_orphan_files(older_than=FUTURE, dry_run=True).files
+
+
+def _mirrored(root: Path) -> tuple[at.Table, dict[str, object]]:
+    import json
+
+    table = at.create_table(
+        str(root),
+        EVENTS,
+        options={"write-only": True, "metadata.iceberg.storage": "table-location"},
+    )
+    for i in range(3):
+        table.append(events(i * 10, 10))
+    location = table.iceberg_metadata_location()
+    assert location is not None
+    return table, json.loads(Path(location).read_text())
+
+
+def test_a_missing_manifest_list_of_the_mirror_keeps_the_rest_of_it(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    table, metadata = _mirrored(root)
+    lists = [s["manifest-list"] for s in metadata["snapshots"]]  # type: ignore[index]
+    used = table._state.mirror.referenced()
+    assert used is not None
+    Path(lists[0]).unlink()  # damaged: the first snapshot's list is gone
+    listed = table.remove_orphan_files(older_than=FUTURE, dry_run=True)
+    assert not set(listed.files) & used
+
+
+def test_a_damaged_mirror_manifest_list_is_named(tmp_path: Path) -> None:
+    from appendtable.metadata.avro import read_container, write_container
+    from appendtable.planning.iceberg import MANIFEST_LIST_SCHEMA
+
+    root = tmp_path / "t"
+    table, metadata = _mirrored(root)
+    target = Path(metadata["snapshots"][-1]["manifest-list"])  # type: ignore[index]
+    header, records = read_container(target.read_bytes(), str(target))
+    outside = dict(records[0], manifest_path=str(tmp_path / "elsewhere.avro"))
+    meta = {k: v.decode() for k, v in header.items() if not k.startswith("avro.")}
+    target.write_bytes(write_container(MANIFEST_LIST_SCHEMA, [outside], metadata=meta))
+    with pytest.raises(at.CorruptMetadataError) as raised:
+        table.remove_orphan_files(older_than=FUTURE, dry_run=True)
+    assert raised.value.path == str(target) and "elsewhere.avro" in str(raised.value)
+    target.write_bytes(b"not avro")
+    with pytest.raises(at.CorruptMetadataError) as raised:
+        table.remove_orphan_files(older_than=FUTURE, dry_run=True)
+    assert raised.value.path == str(target)
+    table.publish_iceberg(rebuild=True)  # repaired
