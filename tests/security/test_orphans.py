@@ -202,6 +202,7 @@ def test_the_mirror_prune_deletes_nothing_outside_metadata(tmp_path: Path) -> No
     metadata = json.loads(old.read_text())
     metadata["snapshots"] = [
         {**metadata["snapshots"][0], "manifest-list": f"{root}/../victims/v1.txt"},
+        {**metadata["snapshots"][0], "manifest-list": f"{root}/metadata/../../victims/v1.txt"},
         {**metadata["snapshots"][0], "snapshot-id": 99, "manifest-list": str(root / data_file)},
     ]
     old.write_text(json.dumps(metadata))
