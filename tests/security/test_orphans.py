@@ -45,7 +45,9 @@ def _tree(root: Path) -> dict[str, str]:
 
 
 def _age_everything(root: Path) -> None:
-    """Make every file older than a day (and than the temporary-file minimum age)."""
+    """Make every file older than a day (and than the temporary-file minimum age), once the
+    hints written in the background have landed (their temp files come and go)."""
+    flush_hints()
     age([Path(d, n) for d, _, names in os.walk(root) for n in names], seconds=3 * 86400)
 
 
