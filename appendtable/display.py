@@ -259,8 +259,14 @@ def expire_repr(result: ExpireResult) -> str:
 
 def orphan_repr(result: OrphanResult) -> str:
     verb = "would delete" if result.dry_run else "deleted"
+    foreign = (
+        f", {_plural(len(result.not_table_files), 'path')} not the table's"
+        if result.not_table_files
+        else ""
+    )
     return (
-        f"OrphanResult({verb} {_plural(len(result.files), 'file')}, {format_bytes(result.bytes)})"
+        f"OrphanResult({verb} {_plural(len(result.files), 'file')}, "
+        f"{format_bytes(result.bytes)}{foreign})"
     )
 
 
@@ -433,6 +439,8 @@ def expire_html(result: ExpireResult) -> str:
 
 def orphan_html(result: OrphanResult) -> str:
     rows = [("files", _listing(result.files)), ("size", _e(format_bytes(result.bytes)))]
+    if result.not_table_files:
+        rows.append(("not the table's", _listing(result.not_table_files)))
     return _card("OrphanResult", "dry run" if result.dry_run else "deleted", rows)
 
 

@@ -39,6 +39,7 @@ from appendtable.errors import (
 )
 from appendtable.evolution import UpdateSchema, check_table_schema, commit_schema_change
 from appendtable.interop import publish_mirror_quietly
+from appendtable.locations import check_not_nested
 from appendtable.maintenance import (
     ExpireResult,
     OrphanResult,
@@ -128,6 +129,7 @@ def create_table(
         )
     if storage.listdir(layout.SCHEMA_DIR):
         raise TableExistsError(f"a table already exists at {storage.root}")
+    check_not_nested(storage)
     table_schema = with_field_ids(
         TableSchema(
             id=0,
@@ -521,6 +523,7 @@ class Table:
             self._pick_snapshot(snapshot_id, timestamp_ms, tag),
             columns=columns,
             filter=filter,
+            from_tag=tag is not None,
         )
 
     def _pick_snapshot(

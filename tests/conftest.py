@@ -116,3 +116,24 @@ def _serving(start: Callable[[], _S], unavailable: type[Exception]) -> Iterator[
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def tables_stay_intact(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The end-of-test check of maintenance tests (``tests.helpers.integrity``): after the
+    test, every table it made (under ``tmp_path``, or at the ``uri`` fixture's location) still
+    has every file a retained snapshot, tag or rollback references, readable, as seen by a
+    fresh handle with the metadata caches cleared."""
+    from tests.helpers.integrity import assert_table_intact, table_roots
+
+    tmp_path = request.getfixturevalue("tmp_path") if "tmp_path" in request.fixturenames else None
+    uri = request.getfixturevalue("uri") if "uri" in request.fixturenames else None
+    yield
+    locations: list[str] = []
+    if tmp_path is not None:
+        locations.extend(str(p) for p in table_roots(tmp_path))
+    memory = uri is not None and uri.startswith("memory://")
+    if memory and fsspec.filesystem("memory").exists(f"{uri}/schema"):
+        locations.append(str(uri))
+    for location in locations:
+        assert_table_intact(location)

@@ -493,10 +493,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     args = build_parser().parse_args(argv)
     debug = bool(args.debug or args.debug_sub)
-    logging.basicConfig(
-        level=logging.DEBUG if debug else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s",
-    )
+    # Only the project's own loggers go to DEBUG: storage clients' debug output carries
+    # credentials (botocore logs access keys and session tokens), so theirs stays at WARNING.
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if debug:
+        logging.getLogger("appendtable").setLevel(logging.DEBUG)
     try:
         if str(args.uri).startswith("memory://"):
             raise UsageError(

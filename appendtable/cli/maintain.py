@@ -131,6 +131,8 @@ def run_remove_orphans(args: argparse.Namespace, ctx: Context) -> int:
     )
     for path in result.files:
         ctx.say(path)
+    for path in result.not_table_files:
+        ctx.say(f"not the table's, left alone: {path}")
     found = f"{plural(len(result.files), 'orphan file')} ({format_bytes(result.bytes)})"
     if args.force:
         ctx.say(f"deleted {found} older than {args.older_than}")

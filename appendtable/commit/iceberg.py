@@ -36,7 +36,12 @@ from appendtable.commit.manifests import ManifestStore
 from appendtable.commit.schemas import SchemaStore
 from appendtable.commit.snapshots import SnapshotStore
 from appendtable.commit.tags import TagStore
-from appendtable.errors import CommitConflictError, ObjectNotFoundError, SnapshotNotFoundError
+from appendtable.errors import (
+    CommitConflictError,
+    CorruptMetadataError,
+    ObjectNotFoundError,
+    SnapshotNotFoundError,
+)
 from appendtable.metadata import layout
 from appendtable.metadata import options as opt
 from appendtable.metadata.avro import read_container, read_header, write_container
@@ -45,6 +50,7 @@ from appendtable.metadata.types import TypeSpec
 from appendtable.planning import iceberg
 from appendtable.planning.evolution import stats_positions
 from appendtable.storage import Storage
+from appendtable.storage.containment import path_problem
 
 __all__ = ["MAIN_BRANCH", "IcebergMirror"]
 
@@ -133,8 +139,16 @@ class IcebergMirror:
         return None if version is None else self._storage.uri(layout.iceberg_metadata_path(version))
 
     def _read_metadata(self, version: int) -> dict[str, Any]:
-        data = self._storage.read(layout.iceberg_metadata_path(version))
-        parsed: dict[str, Any] = json.loads(data)
+        path = layout.iceberg_metadata_path(version)
+        data = self._storage.read(path)
+        try:
+            parsed = json.loads(data)
+        except ValueError as exc:
+            uri = self._storage.uri(path)
+            raise CorruptMetadataError(f"cannot decode {uri}: {exc}", path=uri) from exc
+        if not isinstance(parsed, dict):
+            uri = self._storage.uri(path)
+            raise CorruptMetadataError(f"{uri} is not a JSON object", path=uri)
         return parsed
 
     # ---- publishing -------------------------------------------------------------------------
@@ -515,18 +529,27 @@ class IcebergMirror:
         return None if version is None else self._referenced_by(version)
 
     def _referenced_by(self, version: int) -> set[str]:
+        """The mirror files version ``version`` uses, each a path under ``metadata/``
+        (CorruptMetadataError naming the metadata file for any other: it is never read or
+        deleted)."""
         metadata = self._read_metadata(version)
-        root = self._storage.uri("").rstrip("/") + "/"
+        source = self._storage.uri(layout.iceberg_metadata_path(version))
+        # A wrong root only makes every path fail the check below (refused, never deleted).
+        root = self._storage.uri("").rstrip("/") + "/"  # pragma: no mutate
         found = {layout.iceberg_metadata_path(version)}
-        for snapshot in metadata.get("snapshots", []):
-            list_path = _relative(snapshot["manifest-list"], root)
+        for snapshot in _snapshot_entries(metadata, source):
+            list_uri = snapshot.get("manifest-list")
+            list_path = _mirror_path(list_uri, root, source)
             found.add(list_path)
             try:
                 data = self._storage.read(list_path)
             except ObjectNotFoundError:
                 continue
-            _, records = read_container(data, snapshot["manifest-list"])
-            found.update(_relative(r["manifest_path"], root) for r in records)
+            _, records = read_container(data, self._storage.uri(list_path))
+            found.update(
+                _mirror_path(r.get("manifest_path"), root, self._storage.uri(list_path))
+                for r in records
+            )
         return found
 
     def prune(self) -> list[str]:
@@ -539,25 +562,52 @@ class IcebergMirror:
             return []
         keep = self._referenced_by(version)
         deleted: set[str] = set()
-        for name in self._storage.listnames(layout.ICEBERG_DIR):
-            older = self._version_of(name)
-            if older is None or older >= version:
-                continue
+        listed = (self._version_of(name) for name in self._storage.listnames(layout.ICEBERG_DIR))
+        # (the current version itself would delete nothing: "<=" is an equivalent mutant)
+        older_versions = [v for v in listed if v is not None and v < version]  # pragma: no mutate
+        for older in sorted(older_versions):
             try:
                 used = self._referenced_by(older)
             except ObjectNotFoundError:
                 continue
+            except CorruptMetadataError:
+                # it names files that are not this table's mirror files (a moved table, or a
+                # hostile file): none of them is touched, only the version file itself goes
+                used = {layout.iceberg_metadata_path(older)}
             for path in sorted(used - keep):
                 try:
                     self._storage.delete(path)
                 except ObjectNotFoundError:
                     pass
                 deleted.add(path)
+        # Memory only: a pruned file's key never comes back (gone sets only grow, rollbacks
+        # write new manifests), so not forgetting it is an equivalent mutant.
         with self._lock:
             for path in deleted:
-                self._known.pop(path, None)
+                self._known.pop(path, None)  # pragma: no mutate
         return sorted(deleted)
 
 
-def _relative(uri: str, root: str) -> str:
-    return uri[len(root) :] if uri.startswith(root) else uri
+def _snapshot_entries(metadata: object, source: str) -> list[dict[str, Any]]:
+    snapshots = metadata.get("snapshots", []) if isinstance(metadata, dict) else None
+    if not isinstance(snapshots, list) or not all(isinstance(s, dict) for s in snapshots):
+        raise CorruptMetadataError(f"{source} has no list of snapshots", path=source)
+    return snapshots
+
+
+def _mirror_path(uri: object, root: str, source: str) -> str:
+    """The path under ``metadata/`` of a mirror file named (as a URI) in ``source``."""
+    text = uri if isinstance(uri, str) else ""
+    relative = text[len(root) :] if text.startswith(root) else None
+    if (
+        relative is None
+        or path_problem(relative) is not None
+        or not relative.startswith(f"{layout.ICEBERG_DIR}/")
+    ):
+        raise CorruptMetadataError(
+            f"Iceberg metadata file {source} names {str(uri)[:200]!r}, which is not a mirror "
+            f"file of this table (under {root}{layout.ICEBERG_DIR}/); it is neither read nor "
+            "deleted",
+            path=source,
+        )
+    return relative
