@@ -184,14 +184,22 @@ class Model:
         kept = [r for r in self.rows if r[0] != day]
         self._landed(snapshot, self._next("OVERWRITE", [*kept, *rows], files, **self._carry()))
 
-    def rollback(self, snapshot_id: int | None = None, *, tag: str | None = None) -> None:
+    def rollback(
+        self,
+        snapshot_id: int | None = None,
+        *,
+        tag: str | None = None,
+        restore_schema: bool = False,
+    ) -> None:
+        """Roll back the data; the schema and options stay unless ``restore_schema``."""
         target = self.facts(self.tags[tag] if tag is not None else snapshot_id)  # type: ignore[arg-type]
         snapshot = (
-            self.table.rollback_to(tag=tag)
+            self.table.rollback_to(tag=tag, restore_schema=restore_schema)
             if tag is not None
-            else self.table.rollback_to(target.id)
+            else self.table.rollback_to(target.id, restore_schema=restore_schema)
         )
-        self.current_schema = target.schema_id
+        if restore_schema:
+            self.current_schema = target.schema_id
         self._landed(
             snapshot,
             self._next(

@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import math
+import re
 import uuid
 from collections.abc import Callable, Iterator
 from fractions import Fraction
@@ -636,3 +637,37 @@ def _no_nan(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _no_nan(v) for k, v in value.items()}
     return value
+
+
+_STRICT_FSL = pa.list_(pa.field("item", pa.bool_(), nullable=False), 2)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "values", "path"),
+    [
+        # beside a field read with a cast (date64 is stored as date32), a null struct
+        (pa.struct([("f0", pa.date64()), ("f1", _STRICT_FSL)]), [None], "c.f1"),
+        (pa.struct([("f0", pa.time32("s")), ("f1", _STRICT_FSL)]), [{"f0": 1, "f1": None}], "c.f1"),
+        (pa.list_(pa.list_(_STRICT_FSL)), [[[None]]], "c[][]"),
+        (
+            pa.map_(pa.string(), pa.struct([("f0", pa.date64()), ("f1", _STRICT_FSL)])),
+            [[("k", None)]],
+            "c.value.f1",
+        ),
+    ],
+)
+def test_null_fixed_size_lists_of_required_elements_are_refused(
+    dtype: pa.DataType, values: list[Any], path: str
+) -> None:
+    """pyarrow writes these, then fails to read the file back ("nulls in input cannot be
+    viewed as non-nullable"): every later scan of the table would fail. Found by the nested
+    whole-domain property test above."""
+    root = f"memory://strict-fsl-{uuid.uuid4().hex}"
+    try:
+        table = at.create_table(root, pa.schema([("c", dtype)]))
+        with pytest.raises(at.SchemaMismatchError, match=re.escape(path)) as caught:
+            table.append(pa.table({"c": pa.array(values, type=dtype)}))
+        assert caught.value.column == "c"
+        assert table.latest_snapshot() is None
+    finally:
+        fsspec.filesystem("memory").rm(root.removeprefix("memory://"), recursive=True)
