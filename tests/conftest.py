@@ -53,6 +53,25 @@ def spark() -> Iterator[Any]:
     session.stop()
 
 
+@pytest.fixture(autouse=True)
+def _spark_catalog_left_as_found(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Tests share one Spark session: the catalog tables and temporary views a test (or a docs
+    sample it runs) defines are dropped after it, so that no later test finds them."""
+    if "spark" not in request.fixturenames:
+        yield
+        return
+    session = request.getfixturevalue("spark")
+    before = {(t.name, t.isTemporary) for t in session.catalog.listTables()}
+    yield
+    for table in session.catalog.listTables():
+        if (table.name, table.isTemporary) in before:
+            continue
+        if table.isTemporary:
+            session.catalog.dropTempView(table.name)
+        else:
+            session.sql(f"DROP TABLE IF EXISTS `{table.name}`")
+
+
 @pytest.fixture(params=["local", "memory"])
 def uri(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[str]:
     """A fresh table location on local disk and on fsspec's memory:// file system."""

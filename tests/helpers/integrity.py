@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import appendtable as at
+from appendtable.background import wait_for_idle
 from appendtable.commit.metadata_cache import clear_metadata_caches
 from appendtable.commit.snapshots import flush_hints
 from appendtable.commit.tags import TagStore
@@ -30,7 +31,9 @@ __all__ = ["assert_table_intact", "table_roots"]
 
 def assert_table_intact(uri: str, *, storage_options: Mapping[str, Any] | None = None) -> int:
     """Fail unless every file a retained snapshot, tag or released tag references exists and
-    reads. Returns the number of data files checked."""
+    reads. Returns the number of data files checked. Waits first for the process's background
+    maintenance: a round still running would expire snapshots the check has listed."""
+    assert wait_for_idle(timeout=120), "background maintenance did not finish"
     flush_hints()
     clear_metadata_caches()
     table = at.open_table(uri, storage_options=storage_options)

@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,13 +36,10 @@ def spark_at(spark: Any) -> Any:
 
 
 @pytest.fixture
-def sql(spark_at: Any) -> Iterator[Any]:
-    """``spark.sql``; the catalog tables a test creates are dropped afterwards."""
-    before = {t.name for t in spark_at.catalog.listTables()}
-    yield spark_at.sql
-    for table in spark_at.catalog.listTables():
-        if table.name not in before and not table.isTemporary:
-            spark_at.sql(f"DROP TABLE IF EXISTS `{table.name}`")
+def sql(spark_at: Any) -> Any:
+    """``spark.sql`` (the catalog tables a test creates are dropped afterwards by
+    ``tests/conftest.py``)."""
+    return spark_at.sql
 
 
 def _rows(start: int, count: int) -> pa.Table:
