@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?= --durations=25
 
-.PHONY: help demo demo-spark test lint typecheck unit bench bench-quick clean
+.PHONY: help demo demo-spark test lint typecheck unit bench bench-quick mutate clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -56,5 +56,14 @@ bench: $(VENV)/.dev-installed ## run the benchmarks and write benchmarks/README.
 bench-quick: $(VENV)/.dev-installed ## a quick benchmark run (small sizes)
 	$(BIN)/python -m benchmarks.run --quick
 
+# Mutation testing (mutmut, configured in pyproject.toml [tool.mutmut]): planning/, commit/ and
+# the maintenance modules against the fast tests. Long (hours for everything on 2 cores): run it
+# under the heavy lock, and narrow it with MUTANTS, globs of mutant names, e.g.
+#   make mutate MUTANTS='appendtable.commit.expire.* appendtable.orphans.*'
+MUTANTS ?=
+mutate: $(VENV)/.dev-installed ## mutation testing of planning/, commit/ and maintenance (long; MUTANTS=globs)
+	$(BIN)/mutmut run $(MUTANTS)
+	$(BIN)/mutmut results
+
 clean: ## remove the virtualenv, the emulators and caches
-	rm -rf $(VENV) .emulators .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .emulators .pytest_cache .mypy_cache .ruff_cache mutants

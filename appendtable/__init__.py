@@ -29,6 +29,7 @@ from appendtable.errors import (
     InvalidSchemaError,
     ObjectExistsError,
     ObjectNotFoundError,
+    PathOutsideTableError,
     SchemaChangeError,
     SchemaMismatchError,
     SnapshotExpiredError,
@@ -58,6 +59,12 @@ from appendtable.planning.bucket import bucket_ids
 from appendtable.scan import Scan
 from appendtable.staging import StagingArea
 from appendtable.stream import END_OF_STREAM, StreamPosition, StreamReader, StreamUnit
+from appendtable.system import (
+    SYSTEM_TABLE_NAMES,
+    SystemTableInfo,
+    system_table_info,
+    system_table_schema,
+)
 from appendtable.table import Table, create_table, open_table
 from appendtable.write import TableCommit
 
@@ -89,6 +96,7 @@ __all__ = [
     "InvalidSchemaError",
     "ObjectExistsError",
     "ObjectNotFoundError",
+    "PathOutsideTableError",
     "OrphanResult",
     "Scan",
     "SchemaChangeError",
@@ -102,6 +110,8 @@ __all__ = [
     "StreamPosition",
     "StreamReader",
     "StreamUnit",
+    "SYSTEM_TABLE_NAMES",
+    "SystemTableInfo",
     "Table",
     "TableCommit",
     "TableExistsError",
@@ -119,4 +129,6 @@ __all__ = [
     "create_table",
     "open_table",
     "option_keys",
+    "system_table_info",
+    "system_table_schema",
 ]

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from appendtable.metadata.models import PartitionValues, Snapshot
 
-__all__ = ["BackgroundMaintenance", "MaintenanceRound", "wait_for_all"]
+__all__ = ["BackgroundMaintenance", "MaintenanceRound", "wait_for_all", "wait_for_idle"]
 
 log = logging.getLogger("appendtable")
 
@@ -150,15 +150,26 @@ class BackgroundMaintenance:
         self._running = False
 
 
+def wait_for_idle(timeout: float | None = None) -> bool:
+    """Block until no worker of the process has a round running or requested (True), or
+    ``timeout`` seconds passed for one of them (False, logged)."""
+    with _workers_lock:
+        workers = list(_workers)
+    idle = True
+    for worker in workers:
+        if not worker.wait(timeout):
+            log.warning("post-commit maintenance of %s did not finish in time", worker._name)
+            idle = False
+    return idle
+
+
 def wait_for_all(timeout: float | None = None) -> None:
     """Wait for every worker of the process, then let idle threads end at once (at
     interpreter exit, which joins them)."""
     global _exiting
+    wait_for_idle(timeout)
     with _workers_lock:
         workers = list(_workers)
-    for worker in workers:
-        if not worker.wait(timeout):
-            log.warning("post-commit maintenance of %s did not finish in time", worker._name)
     _exiting = True
     for worker in workers:
         worker.release_idle_thread()

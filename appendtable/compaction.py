@@ -11,12 +11,15 @@ adjacent files of a bucket and keep their sequence range, so batch and stream re
 bucket in write order. A COMPACT commit deletes only files that are still live: racing with
 appends it loses nothing (appends never conflict); racing with another compaction or an
 overwrite over the same files, exactly one wins and the other raises ``CommitConflictError``,
-after which ``compact()`` re-plans. Streams skip COMPACT snapshots, so no row is re-emitted.
+after which ``compact()`` re-plans (within the ``commit.timeout`` budget, as a commit retries).
+Streams skip COMPACT snapshots, so no row is re-emitted.
 """
 
 from __future__ import annotations
 
 import logging
+import random
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed, wait
@@ -64,7 +67,17 @@ __all__ = [
 ]
 
 log = logging.getLogger("appendtable.compaction")
-_CONFLICT_REPLANS = 3
+
+
+def _replan_wait(attempt: int, options: opt.Options) -> float:
+    """Seconds before re-plan number ``attempt``: the commit backoff (``commit.min-retry-wait``
+    doubling up to ``commit.max-retry-wait``), jittered so that rivals spread out."""
+    low = options.get(opt.COMMIT_MIN_RETRY_WAIT)
+    high = options.get(opt.COMMIT_MAX_RETRY_WAIT)
+    wait_ms = min(high, low * (1 << min(attempt - 1, 30)))
+    return float(wait_ms * random.uniform(0.5, 1.0) / 1000)
+
+
 SORT_STRATEGIES = ("order", "zorder", "hilbert")
 
 
@@ -323,8 +336,14 @@ class Compactor:
         progress: ProgressCallback | None = None,
     ) -> Snapshot | None:
         """Plan, rewrite in parallel threads, commit one COMPACT snapshot; re-plan when a
-        concurrent change makes the commit conflict."""
-        for attempt in range(_CONFLICT_REPLANS):
+        concurrent change makes the commit conflict, for as long as the table's
+        ``commit.timeout`` allows (as a commit retries lost races), backing off between
+        attempts; then CommitConflictError."""
+        options = self._state.options
+        budget_ms = options.get(opt.COMMIT_TIMEOUT)
+        started = time.monotonic()
+        attempt = 0
+        while True:
             plan = planner()
             if not plan.tasks:
                 return None
@@ -333,9 +352,15 @@ class Compactor:
                 snapshot = self.commit(messages)
             except CommitConflictError:
                 self.abort(messages, since_snapshot_id=plan.snapshot_id)
-                if attempt == _CONFLICT_REPLANS - 1:
+                attempt += 1
+                spent = time.monotonic() - started
+                if budget_ms and spent * 1000 > budget_ms:
                     raise
-                log.info("compaction conflicted with a concurrent change; re-planning")
+                log.info(
+                    "compaction conflicted with a concurrent change; re-planning (attempt %d)",
+                    attempt + 1,
+                )
+                time.sleep(_replan_wait(attempt, options))
                 continue
             if snapshot is not None:
                 log.info(
@@ -345,7 +370,6 @@ class Compactor:
                     snapshot.id,
                 )
             return snapshot
-        return None  # pragma: no cover - the loop returns or raises
 
     def execute(
         self,

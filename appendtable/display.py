@@ -134,15 +134,16 @@ def _python(value: object, predicate: Predicate) -> object:
 
 def _predicate_text(predicate: Predicate) -> str:
     op = predicate.op
+    name = predicate.name
     if op in ("is null", "is not null"):
-        return f"{predicate.column} {op}"
+        return f"{name} {op}"
     shown = predicate.values[:MAX_VALUES]
     values = [_value_text(_python(v, predicate)) for v in shown]
     if op in ("in", "not in"):
         more = len(predicate.values) - len(shown)
         listed = ", ".join(values) + (f", … {more:,} more" if more else "")
-        return f"{predicate.column} {op} ({listed})"
-    return f"{predicate.column} {op} {values[0]}"
+        return f"{name} {op} ({listed})"
+    return f"{name} {op} {values[0]}"
 
 
 def filter_text(row_filter: Filter | None) -> str:
@@ -258,8 +259,14 @@ def expire_repr(result: ExpireResult) -> str:
 
 def orphan_repr(result: OrphanResult) -> str:
     verb = "would delete" if result.dry_run else "deleted"
+    foreign = (
+        f", {_plural(len(result.not_table_files), 'path')} not the table's"
+        if result.not_table_files
+        else ""
+    )
     return (
-        f"OrphanResult({verb} {_plural(len(result.files), 'file')}, {format_bytes(result.bytes)})"
+        f"OrphanResult({verb} {_plural(len(result.files), 'file')}, "
+        f"{format_bytes(result.bytes)}{foreign})"
     )
 
 
@@ -432,6 +439,8 @@ def expire_html(result: ExpireResult) -> str:
 
 def orphan_html(result: OrphanResult) -> str:
     rows = [("files", _listing(result.files)), ("size", _e(format_bytes(result.bytes)))]
+    if result.not_table_files:
+        rows.append(("not the table's", _listing(result.not_table_files)))
     return _card("OrphanResult", "dry run" if result.dry_run else "deleted", rows)
 
 

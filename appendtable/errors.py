@@ -16,6 +16,7 @@ at the boundary where they occur and chained with ``raise ... from``::
     ├── UnsupportedFormatVersionError table written by a newer format version
     ├── CorruptMetadataError          checksum mismatch or undecodable metadata (names the file)
     ├── CorruptDataFileError          a data file that is not readable Parquet (names the file)
+    ├── PathOutsideTableError         a path that would leave the table root (refused, no I/O)
     ├── SnapshotNotFoundError         a snapshot id or timestamp that does not exist
     │   └── SnapshotExpiredError      the snapshot existed but was expired
     ├── TagNotFoundError              no tag of that name (also a LookupError)
@@ -48,6 +49,7 @@ __all__ = [
     "InvalidSchemaError",
     "ObjectExistsError",
     "ObjectNotFoundError",
+    "PathOutsideTableError",
     "SchemaChangeError",
     "SchemaMismatchError",
     "SnapshotExpiredError",
@@ -124,6 +126,16 @@ class CorruptMetadataError(AppendTableError):
 class CorruptDataFileError(AppendTableError):
     """A data file the table references is not readable Parquet (truncated, overwritten,
     damaged footer or pages). ``path`` names the file."""
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class PathOutsideTableError(AppendTableError, ValueError):
+    """A path that would leave the table root (``..``, absolute, a scheme, a NUL byte, or a
+    symbolic link on local disk): refused before any I/O. ``path`` names it. Paths read from
+    metadata files are reported as ``CorruptMetadataError`` naming the file instead."""
 
     def __init__(self, message: str, *, path: str) -> None:
         super().__init__(message)

@@ -56,11 +56,24 @@ _WATERMARK_KINDS = frozenset({"timestamp", "date32", "date64", "int8", "int16", 
 _MAX_ATTEMPTS = 100
 
 
+def _check_names(fields: Sequence[FieldSpec], parent: str) -> None:
+    """No column or nested field name holds a NUL byte (names become Parquet field names,
+    partition directory names and CLI output, which all end at a NUL)."""
+    for field in fields:
+        if "\x00" in field.name:
+            raise InvalidSchemaError(
+                f"column name {parent + field.name!r} holds a NUL byte, which no column name may"
+            )
+        if field.type.fields:
+            _check_names(field.type.fields, f"{parent}{field.name}.")
+
+
 def check_table_schema(
     fields: Sequence[FieldSpec], partition_keys: Sequence[str], options: opt.Options
 ) -> None:
     """The rules every schema version obeys: usable partition keys, watermark column and
     indexed columns. InvalidSchemaError (InvalidOptionError for an index) naming the column."""
+    _check_names(fields, "")
     kinds = {f.name: f.type.kind for f in fields}
     for key in partition_keys:
         kind = kinds[key]

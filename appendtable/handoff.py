@@ -157,7 +157,7 @@ def dataset_of(
                 continue
             fragments.append(
                 _PARQUET.make_fragment(
-                    f"{root}/{file.path}",
+                    f"{root}/{storage.checked(file.path)}",
                     filesystem=filesystem,
                     partition_expression=expression,
                     file_size=file.file_size,

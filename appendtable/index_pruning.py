@@ -59,7 +59,7 @@ def index_probe(view: SchemaView, row_filter: Filter) -> IndexProbe | None:
     fields = {f.name: f for f in view.schema.fields}
     partitions = set(view.schema.partition_keys)
     return IndexProbe.of(
-        [_probe_values(p, fields[p.column].id, partitions) for p in clause]
+        [_probe_values(p, None if p.path else fields[p.column].id, partitions) for p in clause]
         for clause in row_filter.clauses
     )
 

@@ -13,15 +13,17 @@ __all__ = ["publish_mirror_quietly"]
 log = logging.getLogger("appendtable")
 
 
-def publish_mirror_quietly(state: TableState, snapshot: Snapshot) -> None:
+def publish_mirror_quietly(
+    state: TableState, snapshot: Snapshot, *, even_if_off: bool = False
+) -> None:
     """Publish the Iceberg mirror if the table has it on (as of ``snapshot``, which just
-    landed: no metadata is read when it is off). Never raises: a failure is logged with the
-    snapshot id, and the next commit (or ``appendtable iceberg TABLE --repair``) completes the
-    mirror."""
+    landed: no metadata is read when it is off), or ``even_if_off`` (a last version for a
+    snapshot that turned it off). Never raises: a failure is logged with the snapshot id, and
+    the next commit (or ``appendtable iceberg TABLE --repair``) completes the mirror."""
     snapshot_id = snapshot.id
     try:
         state.refresh(snapshot)
-        if state.mirrors_iceberg:
+        if state.mirrors_iceberg or even_if_off:
             state.publish_mirror()
     except Exception as exc:  # the snapshot landed: report, never raise
         log.warning(

@@ -7,10 +7,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from appendtable import display
+from appendtable import display, orphans
 from appendtable._state import TableState
 from appendtable.commit.consumers import ConsumerStore
-from appendtable.commit.discard import files_referenced_by
 from appendtable.commit.expire import (
     ExpirePlan,
     execute_expiration,
@@ -19,12 +18,15 @@ from appendtable.commit.expire import (
     tag_references,
 )
 from appendtable.commit.tags import TagStore
-from appendtable.errors import InvalidOptionError, SnapshotNotFoundError
-from appendtable.metadata import layout
+from appendtable.errors import InvalidOptionError
 from appendtable.metadata import options as opt
 from appendtable.planning.expiration import expire_until
 
 __all__ = ["ExpireResult", "OrphanResult", "expire_snapshots", "remove_orphan_files"]
+
+# Orphan removal lives in ``appendtable.orphans``; its names are kept here for callers.
+OrphanResult = orphans.OrphanResult
+remove_orphan_files = orphans.remove_orphan_files
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,7 @@ def expire_snapshots(
     options = state.options
     now = int(time.time() * 1000)
     snapshots = state.snapshots
-    latest, earliest = snapshots.latest_id(), snapshots.earliest_id()
+    latest, earliest = snapshots.latest_id(), snapshots.earliest_id(repair=not dry_run)
     if latest is None or earliest is None:
         return ExpireResult(dry_run=dry_run)
     keep_min = retain_min if retain_min is not None else options.get(opt.SNAPSHOT_RETAINED_MIN)
@@ -119,8 +121,9 @@ def expire_snapshots(
     tags = tag_references(state.manifests, tag_store.all().values())
     plan = plan_expiration(snapshots, state.manifests, earliest, end, tags)
     plan_releases(snapshots, state.manifests, plan, tag_store.released(), tags)
+    deleted = (plan.data_files, plan.metadata_files)
     if not dry_run:
-        execute_expiration(
+        deleted = execute_expiration(
             state.storage,
             snapshots,
             state.manifests,
@@ -129,8 +132,8 @@ def expire_snapshots(
         )
     return ExpireResult(
         expired_snapshots=plan.snapshot_ids,
-        deleted_data_files=plan.data_files,
-        deleted_metadata_files=plan.metadata_files,
+        deleted_data_files=deleted[0],
+        deleted_metadata_files=deleted[1],
         expired_consumers=expired_consumers,
         earliest_snapshot=end,
         dry_run=dry_run,
@@ -159,8 +162,9 @@ def _release_only(state: TableState, earliest: int, *, dry_run: bool) -> ExpireR
     tags = tag_references(state.manifests, tag_store.all().values())
     plan = ExpirePlan(new_earliest=earliest)
     plan_releases(state.snapshots, state.manifests, plan, released, tags)
+    deleted = (plan.data_files, plan.metadata_files)
     if not dry_run:
-        execute_expiration(
+        deleted = execute_expiration(
             state.storage,
             state.snapshots,
             state.manifests,
@@ -168,123 +172,8 @@ def _release_only(state: TableState, earliest: int, *, dry_run: bool) -> ExpireR
             before_deleting_files=_mirror_step(state),
         )
     return ExpireResult(
-        deleted_data_files=plan.data_files,
-        deleted_metadata_files=plan.metadata_files,
+        deleted_data_files=deleted[0],
+        deleted_metadata_files=deleted[1],
         earliest_snapshot=earliest,
         dry_run=dry_run,
     )
-
-
-@dataclass(frozen=True)
-class OrphanResult:
-    """Files no retained snapshot references, older than the threshold: removed, or with
-    ``dry_run`` only listed."""
-
-    files: list[str] = field(default_factory=list)
-    bytes: int = 0
-    dry_run: bool = True
-
-    def __repr__(self) -> str:
-        return display.orphan_repr(self)
-
-    def _repr_html_(self) -> str:
-        return display.orphan_html(self)
-
-
-#: Paths that are never orphans: the table's identity, its log and its readers' state.
-_NEVER_ORPHANS = (
-    f"{layout.SCHEMA_DIR}/",
-    f"{layout.CONSUMER_DIR}/",
-    f"{layout.WATERMARK_DIR}/",
-    f"{layout.TAG_DIR}/",
-    layout.LATEST_HINT,
-    layout.EARLIEST_HINT,
-)
-
-
-def _is_temp_file(path: str) -> bool:
-    """A local storage temp file (``.<name>.<uuid>.tmp``): left by a process that died between
-    writing it and renaming or linking it into place. No table file name starts with a dot."""
-    name = path.rsplit("/", 1)[-1]
-    return name.startswith(".") and name.endswith(".tmp")
-
-
-def remove_orphan_files(state: TableState, *, older_than_ms: int, dry_run: bool) -> OrphanResult:
-    """Delete files that no retained snapshot references and that are older than
-    ``older_than_ms`` (epoch ms): leftovers of crashed writers, failed commits and
-    interrupted expirations. Files younger than that are never touched, so in-flight
-    commits are safe as long as they finish within the threshold.
-
-    The table is listed *before* the snapshots are read, so a commit that lands meanwhile is
-    seen as referencing its files."""
-    listed = state.storage.walk()
-    mirror_files = _mirror_files(state)
-    data_files, metadata_files = _referenced(state)
-    orphans = []
-    size = 0
-    for info in listed:
-        path = info.path
-        if info.mtime_ms >= older_than_ms:
-            continue
-        if path.startswith(_NEVER_ORPHANS) and not _is_temp_file(path):
-            continue
-        if path.startswith(f"{layout.ICEBERG_DIR}/"):
-            if path in mirror_files:
-                continue
-        elif path.startswith(f"{layout.SNAPSHOT_DIR}/"):
-            name = path.rsplit("/", 1)[-1]
-            if layout.id_from_name(name, layout.SNAPSHOT_PREFIX) is not None:
-                continue  # snapshots leave only through expiration
-        elif path.startswith(f"{layout.MANIFEST_DIR}/"):
-            if path.rsplit("/", 1)[-1] in metadata_files:
-                continue
-        elif path in data_files:
-            continue
-        orphans.append(path)
-        size += info.size
-    if not dry_run:
-        for path in orphans:
-            state.storage.delete(path)
-    return OrphanResult(sorted(orphans), size, dry_run)
-
-
-def _mirror_files(state: TableState) -> set[str]:
-    """The Iceberg mirror files in use: with the mirror on, it is brought up to date first
-    (so it lists no snapshot that is gone) and its older versions pruned. With it off, every
-    mirror file is an orphan."""
-    if not state.mirrors_iceberg:
-        return set()
-    state.publish_mirror()
-    state.mirror.prune()
-    return (state.mirror.referenced() or set()) | {layout.ICEBERG_VERSION_HINT}
-
-
-def _referenced(state: TableState) -> tuple[set[str], set[str]]:
-    """(data files, metadata file names) referenced by some retained snapshot.
-
-    Data files: those live in the earliest retained snapshot, those added by any later one,
-    those live in a retained rollback (which re-adds files), and those of tags (deleted tags
-    too, until an expiration releases them). Files only named by DELETE entries, or added
-    and removed before the earliest retained snapshot, are not referenced even if a retained
-    manifest still names them (e.g. after an interrupted expiration)."""
-    snapshots, manifests = state.snapshots, state.manifests
-    metadata: set[str] = set()
-    data: set[str] = set()
-    first = True
-    for snapshot_id in snapshots.list_ids():
-        try:
-            snapshot = snapshots.get(snapshot_id)
-        except SnapshotNotFoundError:
-            continue  # expired while we looked
-        metadata.update((snapshot.base_manifest_list, snapshot.delta_manifest_list))
-        if snapshot.commit_users is not None:
-            metadata.add(snapshot.commit_users)
-        metadata.update(m.file_name for m in manifests.all_manifests(snapshot))
-        data.update(e.file.path for e in files_referenced_by(manifests, snapshot, first=first))
-        first = False
-    # Tags (and deleted tags not yet released) keep their snapshot's files and manifests.
-    tag_store = TagStore(state.storage)
-    tags = tag_references(manifests, [*tag_store.all().values(), *tag_store.released().values()])
-    data |= tags.data
-    metadata |= tags.metadata
-    return data, metadata

@@ -9,6 +9,7 @@ reading them in order yields each bucket's rows in write order.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import pyarrow as pa
@@ -19,7 +20,7 @@ from appendtable._state import SchemaView, TableState
 from appendtable.datafiles.expressions import to_expression
 from appendtable.datafiles.projection import Projection
 from appendtable.datafiles.reading import read_as, read_files_as
-from appendtable.errors import InvalidFilterError
+from appendtable.errors import InvalidFilterError, ObjectNotFoundError
 from appendtable.index_pruning import index_probe, literal_array, prune_with_index
 from appendtable.metadata import options as opt
 from appendtable.metadata.models import ManifestEntry, ManifestFileMeta, Snapshot, Split, StatValue
@@ -86,7 +87,7 @@ def plan_entries(
                     rows,
                 )
                 for p in clause
-                if p.column in keys
+                if p.column in keys and not p.path
             )
             for clause in row_filter.clauses
         )
@@ -96,8 +97,9 @@ def plan_entries(
             return False
         if row_filter is None:
             return True
+        layout = projection.layout(entry.file.schema_id)
         return row_filter.matches_partition(keys, entry.partition) and row_filter.may_match_file(
-            entry.file, projection.layout(entry.file.schema_id).stats_positions, truncate
+            entry.file, layout.stats_positions, truncate, layout.field_ids
         )
 
     entries = state.manifests.live_files(snapshot, manifest_ok, entry_ok)
@@ -174,17 +176,38 @@ class Scan:
         *,
         columns: Sequence[str] | None = None,
         filter: object = None,
+        from_tag: bool = False,
     ) -> None:
         self._state = state
         self.snapshot = snapshot
+        #: A tag's snapshot stays readable after it leaves the log (the tag keeps its files).
+        self._from_tag = from_tag
         self.view = state.view_at(snapshot) if snapshot is not None else state.view
         self._projection = state.projection(self.view)
         self.columns = check_columns(self.view, columns)
         self.filter = parse_filter(filter, self.view.column_types)
         self._splits: list[Split] | None = None
 
+    def _check_retained(self) -> None:
+        """Raise SnapshotExpiredError if the scanned snapshot has left the log since (another
+        process expired it: its files may be gone), whatever this handle still caches."""
+        snapshot = self.snapshot
+        if snapshot is not None and not self._from_tag:
+            self._state.snapshots.check_retained(snapshot.id)
+
+    @contextmanager
+    def _reading(self) -> Iterator[None]:
+        """Around reads of data files: a file that went missing because the snapshot expired
+        meanwhile is reported as SnapshotExpiredError."""
+        try:
+            yield
+        except ObjectNotFoundError:
+            self._check_retained()
+            raise
+
     def plan(self) -> list[Split]:
         """The splits to read, in read order (computed once per scan)."""
+        self._check_retained()
         if self._splits is None:
             if self.snapshot is None:
                 self._splits = []
@@ -208,14 +231,16 @@ class Scan:
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         """Record batches split by split, in read order."""
-        for split in self.plan():
-            yield from read_split(
-                self._state,
-                split,
-                self._projection,
-                columns=self.columns,
-                row_filter=self.filter,
-            )
+        splits = self.plan()
+        with self._reading():
+            for split in splits:
+                yield from read_split(
+                    self._state,
+                    split,
+                    self._projection,
+                    columns=self.columns,
+                    row_filter=self.filter,
+                )
 
     def to_arrow(self) -> pa.Table:
         """All matching rows as one table, in read order (a multi-threaded scan of the planned
@@ -223,13 +248,14 @@ class Scan:
         files = [file for split in self.plan() for file in split.files]
         if not files:
             return self.output_schema.empty_table()
-        return read_files_as(
-            self._state.storage,
-            files,
-            self._projection,
-            columns=self.columns,
-            row_filter=self.filter,
-        )
+        with self._reading():
+            return read_files_as(
+                self._state.storage,
+                files,
+                self._projection,
+                columns=self.columns,
+                row_filter=self.filter,
+            )
 
     def to_pandas(self) -> Any:
         return self.to_arrow().to_pandas()
@@ -314,16 +340,17 @@ class Scan:
         if self.filter is None or self.filter.columns <= keys:
             return sum(split.row_count for split in splits)
         total = 0
-        for split in splits:
-            for file in split.files:
-                for batch in read_as(
-                    self._state.storage,
-                    file,
-                    self._projection,
-                    columns=[],
-                    row_filter=self.filter,
-                ):
-                    total += batch.num_rows
+        with self._reading():
+            for split in splits:
+                for file in split.files:
+                    for batch in read_as(
+                        self._state.storage,
+                        file,
+                        self._projection,
+                        columns=[],
+                        row_filter=self.filter,
+                    ):
+                        total += batch.num_rows
         return total
 
     def __repr__(self) -> str:

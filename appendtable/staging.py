@@ -48,6 +48,7 @@ from appendtable.errors import InvalidOptionError, StorageError
 from appendtable.metadata import layout
 from appendtable.metadata import options as opt
 from appendtable.metadata.models import CommitMessage, DataFileMeta, FileSource, PartitionValues
+from appendtable.storage.containment import path_problem
 
 __all__ = ["StagingArea"]
 
@@ -116,7 +117,8 @@ class StagingArea:
         """Check ``files`` (relative to the area), move them into the table's layout and
         return commit messages for them: one per (partition, bucket), files in the given order,
         files without rows left out. Commit the messages with ``Table.committer()``; on failure
-        ``abort`` them like any writer's.
+        ``abort`` them like any writer's. A name that leaves the area (``..``, absolute) raises
+        PathOutsideTableError before any file is read or moved.
 
         Bucketed tables need ``buckets``, each file's bucket: every row of the file must
         belong to it (as Spark's ``pmod(hash(key...), N)`` computes it; see
@@ -125,7 +127,7 @@ class StagingArea:
         state, view = self._state, self.view
         options = view.options
         assigned = self._buckets(files, buckets, options.bucket)
-        paths = [f"{self.path}/{name}" for name in files]
+        paths = [state.storage.checked(f"{self.path}/{name}") for name in files]
         spec = ForeignFileSpec(
             arrow_schema=view.arrow_schema,
             fields=view.schema.fields,
@@ -172,7 +174,7 @@ class StagingArea:
         targets: dict[str, str] = {}
         for message in messages:
             for file in (*message.new_files, *message.compact_after):
-                if not file.path.startswith(prefix):
+                if not file.path.startswith(prefix) or path_problem(file.path) is not None:
                     raise InvalidOptionError(
                         f"{file.path} was not written into staging area {self.id}"
                     )

@@ -378,12 +378,11 @@ class StreamReader:
                 continue
             if buckets is not None and entry.bucket not in buckets:
                 continue
+            layout = self._projection.layout(entry.file.schema_id)
             if row_filter is not None and not (
                 row_filter.matches_partition(keys, entry.partition)
                 and row_filter.may_match_file(
-                    entry.file,
-                    self._projection.layout(entry.file.schema_id).stats_positions,
-                    truncate,
+                    entry.file, layout.stats_positions, truncate, layout.field_ids
                 )
             ):
                 continue

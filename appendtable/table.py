@@ -15,6 +15,7 @@ from appendtable import arguments, display
 from appendtable._state import TableState
 from appendtable.commit.changes import CommitRequest
 from appendtable.commit.consumers import ConsumerStore
+from appendtable.commit.iceberg import MAIN_BRANCH
 from appendtable.commit.schemas import SchemaStore
 from appendtable.commit.snapshots import SnapshotStore
 from appendtable.commit.tags import TagStore
@@ -38,6 +39,7 @@ from appendtable.errors import (
 )
 from appendtable.evolution import UpdateSchema, check_table_schema, commit_schema_change
 from appendtable.interop import publish_mirror_quietly
+from appendtable.locations import check_not_nested
 from appendtable.maintenance import (
     ExpireResult,
     OrphanResult,
@@ -58,12 +60,14 @@ from appendtable.metadata.models import (
 from appendtable.planning.bucket import unsupported_bucket_key_reason
 from appendtable.planning.evolution import merge_changes, with_field_ids
 from appendtable.planning.filters import parse_filter
-from appendtable.planning.splits import partition_sort_key
 from appendtable.post_commit import PostCommit
 from appendtable.scan import Scan, check_columns, read_split
 from appendtable.staging import StagingArea
 from appendtable.storage import Storage, open_storage
 from appendtable.stream import StreamPosition, StreamReader, stream_config
+from appendtable.system import read_system_table
+from appendtable.system.files import file_listing
+from appendtable.system.log import history_table
 from appendtable.write import TableCommit
 
 __all__ = ["Table", "create_table", "open_table"]
@@ -126,6 +130,7 @@ def create_table(
         )
     if storage.listdir(layout.SCHEMA_DIR):
         raise TableExistsError(f"a table already exists at {storage.root}")
+    check_not_nested(storage)
     table_schema = with_field_ids(
         TableSchema(
             id=0,
@@ -530,6 +535,7 @@ class Table:
             self._pick_snapshot(snapshot_id, timestamp_ms, tag),
             columns=columns,
             filter=filter,
+            from_tag=tag is not None,
         )
 
     def _pick_snapshot(
@@ -723,19 +729,39 @@ class Table:
             cut = arguments.epoch_ms(older_than, "older_than")
         return remove_orphan_files(self._state, older_than_ms=cut, dry_run=dry_run)
 
-    def rollback_to(self, snapshot_id: int | None = None, *, tag: str | None = None) -> Snapshot:
-        """Make the table hold exactly what snapshot ``snapshot_id`` (or the snapshot of
-        ``tag``) held, with its schema, as a new OVERWRITE snapshot (history is kept: snapshot
-        ids never go back; streams skip it). A tag's snapshot may have expired from the log."""
+    def rollback_to(
+        self,
+        snapshot_id: int | None = None,
+        *,
+        tag: str | None = None,
+        restore_schema: bool = False,
+    ) -> Snapshot:
+        """Make the table hold exactly the rows snapshot ``snapshot_id`` (or the snapshot of
+        ``tag``) held, as a new OVERWRITE snapshot (history is kept: snapshot ids never go
+        back; streams skip it). A tag's snapshot may have expired from the log.
+
+        Only the data goes back: the current schema and options stay, and the restored files
+        are read by field id under the current schema (renamed columns keep their values,
+        columns added since read as null, dropped ones are gone, widened ones are cast).
+        SchemaMismatchError, naming the column, when the current schema requires a column
+        those files lack. ``restore_schema=True``: the table takes the snapshot's schema
+        version again, its columns *and* its options. The Iceberg mirror follows the rollback
+        at once (if the rollback turns it off, its last version describes the restored
+        rows)."""
         tagged = None
         if (snapshot_id is None) == (tag is None):
             raise InvalidArgumentError("give a snapshot id or tag=, exactly one")
+        if not isinstance(restore_schema, bool):
+            raise InvalidArgumentError(
+                f"restore_schema must be True or False, got {restore_schema!r}"
+            )
         if tag is not None:
             tagged = TagStore(self._state.storage).get(layout.validate_tag_name(tag)).snapshot
             snapshot_id = tagged.id
         else:
             snapshot_id = arguments.snapshot_id(snapshot_id)
             self._state.snapshots.get(snapshot_id)  # exists and is retained, or raise
+        mirrored = self._state.refresh().options.get(opt.ICEBERG_STORAGE) != "disabled"
         landed = self._state.committer().commit(
             CommitRequest(
                 kind=CommitKind.OVERWRITE,
@@ -743,11 +769,14 @@ class Table:
                 messages=(),
                 rollback_to=snapshot_id,
                 rollback_snapshot=tagged,
+                restore_schema=restore_schema,
             )
         )
         assert landed is not None
         self._state.refresh(landed)
-        self._landed(landed)
+        # A mirror the rollback turned off is left describing the restored rows, never the
+        # rows the rollback removed.
+        publish_mirror_quietly(self._state, landed, even_if_off=mirrored)
         return landed
 
     # ---- interop ----------------------------------------------------------------------------
@@ -793,6 +822,13 @@ class Table:
             target = latest
         else:
             target = state.snapshots.get(arguments.snapshot_id(snapshot_id))
+        if name == MAIN_BRANCH and state.refresh(latest).options.get(opt.ICEBERG_STORAGE) != (
+            "disabled"
+        ):
+            raise InvalidArgumentError(
+                f"tag name '{name}' is the Iceberg mirror's branch of the latest snapshot: "
+                "choose another name"
+            )
         tags = TagStore(state.storage)
         tags.create(name, target)
         # Expiration deletes snapshot files before data files and reads the tags again in
@@ -802,12 +838,20 @@ class Table:
             raise SnapshotNotFoundError(
                 f"snapshot {target.id} expired while it was being tagged '{name}'"
             )
+        self._republish_mirror()
         return target
 
     def delete_tag(self, name: str) -> None:
-        """Delete tag ``name``; the next expiration frees the files only it kept.
-        TagNotFoundError if there is no such tag."""
+        """Delete tag ``name``: the Iceberg mirror drops its ref at once, and the next
+        expiration frees the files only it kept. TagNotFoundError if there is no such tag."""
         TagStore(self._state.storage).delete(layout.validate_tag_name(name))
+        self._republish_mirror()
+
+    def _republish_mirror(self) -> None:
+        """The Iceberg mirror follows a change of the tags (its refs). Never raises."""
+        latest = self._state.snapshots.latest()
+        if latest is not None:
+            publish_mirror_quietly(self._state, latest)
 
     def tags(self) -> dict[str, int]:
         """Every tag and the snapshot id it names, by name."""
@@ -837,48 +881,34 @@ class Table:
         ``commit_user``, ``identifier``, ``total_rows``, ``delta_rows``, ``files`` (live data
         files), ``watermark`` (UTC). Plots directly:
         ``table.history().to_pandas().plot(x="time", y="total_rows")``."""
-        snapshots = self.snapshots()
-        utc_ms = pa.timestamp("ms", tz="UTC")
-        return pa.table(
-            {
-                "id": pa.array([s.id for s in snapshots], pa.int64()),
-                "kind": pa.array([s.kind.value for s in snapshots], pa.string()),
-                "time": pa.array([s.time_ms for s in snapshots], utc_ms),
-                "commit_user": pa.array([s.commit_user for s in snapshots], pa.string()),
-                "identifier": pa.array([s.commit_identifier for s in snapshots], pa.int64()),
-                "total_rows": pa.array([s.total_record_count for s in snapshots], pa.int64()),
-                "delta_rows": pa.array([s.delta_record_count for s in snapshots], pa.int64()),
-                "files": pa.array([s.total_file_count for s in snapshots], pa.int64()),
-                "watermark": pa.array([s.watermark for s in snapshots], utc_ms),
-            }
-        )
+        return history_table(self._state)
 
     def files(self, snapshot_id: int | None = None) -> pa.Table:
         """One row per live data file of a snapshot (default: the latest): ``partition``,
         ``bucket``, ``path`` (relative to the table), ``uri`` (absolute: a local path or a URL
         such as ``s3://...``, what another engine opens), ``rows``, ``bytes``, sequence range,
         ``created`` and ``source``. These are exactly the files of that snapshot: give them to
-        another engine instead of globbing the table's directory (see docs/python.md)."""
-        snapshot = self._pick_snapshot(snapshot_id, None)
-        entries = [] if snapshot is None else self._state.manifests.live_files(snapshot)
-        state = self._state
-        types = state.partition_types
-        entries.sort(
-            key=lambda e: (partition_sort_key(e.partition, types), e.bucket, e.file.min_seq)
-        )
-        return pa.table(
-            {
-                "partition": [state.partition_name(e.partition) for e in entries],
-                "bucket": pa.array([e.bucket for e in entries], pa.int32()),
-                "path": [e.file.path for e in entries],
-                "uri": [state.storage.uri(e.file.path) for e in entries],
-                "rows": pa.array([e.file.row_count for e in entries], pa.int64()),
-                "bytes": pa.array([e.file.file_size for e in entries], pa.int64()),
-                "min_sequence": pa.array([e.file.min_seq for e in entries], pa.int64()),
-                "max_sequence": pa.array([e.file.max_seq for e in entries], pa.int64()),
-                "created": pa.array(
-                    [e.file.creation_time_ms for e in entries], pa.timestamp("ms", tz="UTC")
-                ),
-                "source": ["COMPACT" if e.file.source else "APPEND" for e in entries],
-            }
+        another engine instead of globbing the table's directory (see docs/python.md). The
+        rows of ``system_table("files")``, without its statistics, under shorter names."""
+        return file_listing(self._state, self._pick_snapshot(snapshot_id, None))
+
+    def system_table(
+        self,
+        name: str,
+        *,
+        snapshot_id: int | None = None,
+        tag: str | None = None,
+        timestamp_ms: int | None = None,
+    ) -> pa.Table:
+        """The table's metadata as an Arrow table, after Apache Paimon's system tables:
+        ``snapshots``, ``schemas``, ``options``, ``tags``, ``consumers`` (as the table is
+        now), and ``files``, ``manifests``, ``partitions``, ``buckets`` of the latest snapshot,
+        or of ``snapshot_id``, ``tag`` or the newest snapshot at or before ``timestamp_ms``.
+        Columns: ``appendtable.system_table_schema(name)`` and docs/system_tables.md.
+        InvalidArgumentError for an unknown name, or time travel on a table without it."""
+        return read_system_table(
+            self._state,
+            name,
+            when={"snapshot_id": snapshot_id, "tag": tag, "timestamp_ms": timestamp_ms},
+            pick=lambda: self._pick_snapshot(snapshot_id, timestamp_ms, tag),
         )

@@ -22,7 +22,7 @@ from appendtable._state import TableState
 from appendtable.commit.changes import CommitRequest, PartitionScope
 from appendtable.commit.committer import Committer
 from appendtable.commit.discard import DiscardResult
-from appendtable.errors import CommitStateUnknownError, InvalidArgumentError
+from appendtable.errors import CommitConflictError, CommitStateUnknownError, InvalidArgumentError
 from appendtable.metadata import options as opt
 from appendtable.metadata.models import CommitKind, CommitMessage, Snapshot
 
@@ -224,6 +224,13 @@ def run_maintenance(work: Callable[[], object], snapshot: Snapshot) -> None:
     catches every exception, inline or on the background worker)."""
     try:
         work()
+    except CommitConflictError as exc:  # ordinary contention: other writers got there first
+        log.warning(
+            "snapshot %d landed; the maintenance after it gave way to concurrent writers "
+            "(left for the next commit or a maintenance job): %s",
+            snapshot.id,
+            " ".join(str(exc).split()),
+        )
     except Exception as exc:  # any failure: the commit landed, so report it as landed
         log.warning(
             "snapshot %d landed, but the maintenance after it failed (left for the next "

@@ -18,6 +18,7 @@ from appendtable_spark.api import (
 )
 from appendtable_spark.native import read_table
 from appendtable_spark.source import AppendTableDataSource
+from appendtable_spark.system import system_table
 
 __all__ = [
     "AppendTableDataSource",
@@ -27,5 +28,6 @@ __all__ = [
     "foreach_batch_sink",
     "read_table",
     "register",
+    "system_table",
     "write_table",
 ]

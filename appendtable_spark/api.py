@@ -35,9 +35,8 @@ __all__ = [
 
 
 def register(spark: SparkSession) -> None:
-    """Register the ``appendtable`` format (and enable Python filter pushdown, which the
-    format's reader uses to prune partitions, files and buckets)."""
-    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    """Register the ``appendtable`` format (and its SQL tables: ``CREATE TABLE ... USING
+    appendtable``). Spark's session configuration is left as it is."""
     spark.dataSource.register(AppendTableDataSource)
 
 
@@ -127,7 +126,9 @@ def write_table(
     if merge:
         evolution.merge_schema(table, data)
     evolution.check_write(table, data, merge=merge)
-    unsupported = staged_write_unsupported(table)
+    unsupported = staged_write_unsupported(table) or evolution.unchecked_cast(
+        df.schema, table.schema
+    )
     if native and unsupported:
         raise at.InvalidOptionError(f"no native write path for {uri}: {unsupported}")
     if native is False or unsupported:
@@ -292,10 +293,24 @@ def create_temp_view(
     spark: SparkSession, name: str, uri: str, *, options: Mapping[str, object] | None = None
 ) -> None:
     """``CREATE OR REPLACE TEMPORARY VIEW name USING appendtable``: SQL over the table as of
-    now. A temp view is pinned to the snapshot it was created at; re-create it to see newer
-    data (persistent catalog tables do not work with Python data sources)."""
-    clauses = ", ".join(f"`{k}` '{v}'" for k, v in {"path": uri, **(options or {})}.items())
-    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW `{name}` USING {FORMAT} OPTIONS ({clauses})")
+    now. A temp view reads the snapshot that was latest when it was created (re-create it
+    to see newer data); a catalog table (``CREATE TABLE name USING appendtable LOCATION
+    '<uri>'``) reads the latest snapshot at each statement. ``options`` are read options,
+    checked like the format's."""
+    given = {str(k): _text(v) for k, v in (options or {}).items()}
+    Settings.parse({**given, "path": uri}, Use.READ)
+    clauses = ", ".join(f"{_identifier(k)} {_string(v)}" for k, v in {"path": uri, **given}.items())
+    spark.sql(
+        f"CREATE OR REPLACE TEMPORARY VIEW {_identifier(name)} USING {FORMAT} OPTIONS ({clauses})"
+    )
+
+
+def _identifier(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _string(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def compact(

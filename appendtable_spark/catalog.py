@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pyspark.sql.types import DataType, StructField, StructType
 
 import appendtable as at
+from appendtable_spark import options as registry
+from appendtable_spark.options import Use
 
 __all__ = ["CatalogEntry", "adapter_options", "catalog_entry", "check_columns", "with_entry"]
 
@@ -92,8 +94,14 @@ def _columns(schema: StructType) -> str:
     return ", ".join(f"{f.name} {_shape(f.dataType)}" for f in schema.fields)
 
 
-def adapter_options(entry: CatalogEntry | None, given: Mapping[str, str]) -> dict[str, str]:
-    """The options of a statement on a catalog table: those stored at creation, overridden by
-    the statement's own (``WITH (...)``)."""
-    stored = {k.lower(): v for k, v in (entry.options if entry is not None else {}).items()}
+def adapter_options(
+    entry: CatalogEntry | None, given: Mapping[str, str], use: Use
+) -> dict[str, str]:
+    """The options of a statement on a catalog table: those stored at creation that apply to
+    ``use``, overridden by the statement's own (``WITH (...)``)."""
+    stored = {
+        name.lower(): value
+        for name, value in (entry.options if entry is not None else {}).items()
+        if (option := registry.lookup(name.lower())) is not None and option.uses & use
+    }
     return {**stored, **{k.lower(): v for k, v in given.items()}}

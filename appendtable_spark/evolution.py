@@ -23,7 +23,19 @@ from dataclasses import dataclass
 import pyarrow as pa
 from pyspark.sql import Column
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
+from pyspark.sql.types import (
+    ArrayType,
+    ByteType,
+    DataType,
+    DecimalType,
+    FloatType,
+    IntegerType,
+    LongType,
+    MapType,
+    ShortType,
+    StructField,
+    StructType,
+)
 
 import appendtable as at
 from appendtable_spark.types import spark_type
@@ -278,6 +290,76 @@ def _shaped(expr: Column, have: DataType, nullable: bool, target: pa.DataType, p
             )
         return shaped
     return expr.cast(want)
+
+
+def unchecked_cast(data: StructType, schema: pa.Schema) -> str | None:
+    """Why Spark's own cast cannot shape ``data`` into ``schema`` without risking a silent
+    change, or None. Spark casts value by value without the core's checks: with ANSI mode off
+    a narrowing integer cast wraps around, a bigint becomes a double rounded above 2**53 even
+    with it on, and a double becomes an infinite float. Only casts that hold every value
+    exactly (wider integers, float to double, decimals with as many integer and fractional
+    digits or more) are left to Spark; other writes take the format's writer, whose core cast
+    stores each value exactly or refuses it naming the column."""
+    by_name = {f.name: f for f in data.fields}
+    for field in schema:
+        given = by_name.get(field.name)
+        if given is not None:
+            reason = _unchecked(given.dataType, field.type, field.name)
+            if reason is not None:
+                return reason
+    return None
+
+
+#: Decimal digits of the Spark integral types' largest values.
+_INTEGRAL_DIGITS = {ByteType: 3, ShortType: 5, IntegerType: 10, LongType: 19}
+#: Bits of the Spark integral types.
+_INTEGRAL_BITS = {ByteType: 8, ShortType: 16, IntegerType: 32, LongType: 64}
+#: The widest Spark integral type a float of these bits holds exactly (mantissa bits).
+_EXACT_IN_FLOAT = {32: 16, 64: 32}
+
+
+def _unchecked(have: DataType, target: pa.DataType, path: str) -> str | None:
+    if isinstance(have, StructType) and pa.types.is_struct(target):
+        fields = {f.name: f for f in have.fields}
+        for child in target:
+            given = fields.get(child.name)
+            if given is not None:
+                reason = _unchecked(given.dataType, child.type, f"{path}.{child.name}")
+                if reason is not None:
+                    return reason
+        return None
+    if isinstance(have, ArrayType) and (pa.types.is_list(target) or pa.types.is_large_list(target)):
+        return _unchecked(have.elementType, target.value_type, f"{path}.element")
+    if isinstance(have, MapType) and pa.types.is_map(target):
+        return _unchecked(have.keyType, target.key_type, f"{path}.key") or _unchecked(
+            have.valueType, target.item_type, f"{path}.value"
+        )
+    if _exact_cast(have, target, path):
+        return None
+    return f"column '{path}': Spark's cast from {have.simpleString()} to {target} is unchecked"
+
+
+def _exact_cast(have: DataType, target: pa.DataType, path: str) -> bool:
+    """Whether Spark's cast of ``have`` to the table's ``target`` keeps every value."""
+    try:
+        if _same_ignoring_nullability(have, spark_type(target, path)):
+            return True
+    except (at.InvalidSchemaError, TypeError, ValueError):
+        return False
+    integral = type(have) if type(have) in _INTEGRAL_BITS else None
+    if integral is not None and pa.types.is_signed_integer(target):
+        return _INTEGRAL_BITS[integral] <= target.bit_width
+    if integral is not None and pa.types.is_floating(target):
+        return _INTEGRAL_BITS[integral] <= _EXACT_IN_FLOAT.get(target.bit_width, 0)
+    if integral is not None and pa.types.is_decimal(target):
+        return _INTEGRAL_DIGITS[integral] <= target.precision - target.scale
+    if isinstance(have, FloatType):
+        return bool(pa.types.is_float64(target))
+    if isinstance(have, DecimalType) and pa.types.is_decimal(target):
+        return have.scale <= target.scale and (
+            have.precision - have.scale <= target.precision - target.scale
+        )
+    return False
 
 
 def shaped_columns(data: StructType, schema: pa.Schema) -> list[Column]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import operator
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -47,34 +48,71 @@ def native_readable(schema: pa.Schema) -> bool:
     return all(ok(field.type) for field in schema)
 
 
-def _condition(term: Sequence[object]) -> Column:
-    column, op = F.col(str(term[0])), str(term[1])
+def _is_nan(value: object) -> bool:
+    return isinstance(value, float) and math.isnan(value)
+
+
+def _column(name: object, schema: pa.Schema) -> tuple[Column, pa.DataType | None]:
+    """The Spark column a filter term names, and its type: a top-level name whole (even with a
+    dot in it), else a dotted path (or a tuple of names) into structs, as the core reads it."""
+    if isinstance(name, tuple | list):
+        parts = [str(part) for part in name]
+    elif str(name) in schema.names:
+        parts = [str(name)]
+    else:
+        parts = str(name).split(".")
+    dtype: pa.DataType | None = None
+    fields: Sequence[pa.Field] = list(schema)
+    for part in parts:
+        found = next((f for f in fields if f.name == part), None)
+        dtype = found.type if found is not None else None
+        fields = list(dtype) if dtype is not None and pa.types.is_struct(dtype) else []
+    path = ".".join("`" + part.replace("`", "``") + "`" for part in parts)
+    return F.col(path), dtype
+
+
+def _condition(term: Sequence[object], schema: pa.Schema) -> Column:
+    """One filter term as a Spark condition with the core's semantics, which for floats are
+    IEEE's where Spark's differ: NaN equals nothing and orders with nothing (Spark: NaN = NaN,
+    NaN above every number), so it passes only ``!=`` and ``not in``; nulls pass only
+    ``is null``."""
+    column, dtype = _column(term[0], schema)
+    op = str(term[1])
     if op == "is null":
         return column.isNull()
     if op == "is not null":
         return column.isNotNull()
+    floating = dtype is not None and pa.types.is_floating(dtype)
+    nan = F.isnan(column) if floating else F.lit(False)
     value = term[2]
     if op in ("in", "not in"):
-        inside = column.isin(list(value))  # type: ignore[call-overload]
+        values = [v for v in value if not _is_nan(v)]  # type: ignore[attr-defined]
+        inside = column.isin(values) & ~nan if values else F.lit(False)
         return inside if op == "in" else ~inside & column.isNotNull()
+    if _is_nan(value):
+        return column.isNotNull() if op == "!=" else F.lit(False)
+    if op == "!=":
+        return (column != F.lit(value)) | nan
     compare = {
         "=": operator.eq,
         "==": operator.eq,
-        "!=": operator.ne,
         "<": operator.lt,
         "<=": operator.le,
         ">": operator.gt,
         ">=": operator.ge,
     }[op]
-    return compare(column, F.lit(value))  # type: ignore[no-any-return]
+    return compare(column, F.lit(value)) & ~nan  # type: ignore[no-any-return]
 
 
-def _where(filter_terms: Sequence[Any]) -> Column:
+def _where(filter_terms: Sequence[Any], schema: pa.Schema) -> Column:
     nested = bool(filter_terms) and isinstance(filter_terms[0], list)
     clauses = filter_terms if nested else [filter_terms]
     return functools.reduce(
         operator.or_,
-        (functools.reduce(operator.and_, (_condition(t) for t in clause)) for clause in clauses),
+        (
+            functools.reduce(operator.and_, (_condition(t, schema) for t in clause))
+            for clause in clauses
+        ),
     )
 
 
@@ -92,8 +130,11 @@ def read_table(
     """A DataFrame of one snapshot (the latest by default, or ``snapshot_id``,
     ``timestamp_ms`` or ``tag``: time travel, in the schema that snapshot had), read by
     Spark's Parquet reader from the files the core planned: pruned by partition, statistics and
-    bucket, then filtered exactly by Spark. Falls back to the ``appendtable`` format when a
-    column type needs it or the files span several schema versions."""
+    bucket, then filtered exactly by Spark with the core's semantics (the same rows as
+    ``table.scan(filter=...)``: for floats NaN matches only ``!=`` and ``not in``, where
+    Spark's own comparisons would order it above every number). Falls back to the
+    ``appendtable`` format when a column type needs it or the files span several schema
+    versions."""
     table = at.open_table(uri, storage_options=storage_options)
     scan = table.scan(
         snapshot_id=snapshot_id, timestamp_ms=timestamp_ms, tag=tag, columns=columns, filter=filter
@@ -128,5 +169,5 @@ def read_table(
             else spark.createDataFrame([], schema)
         )
     if filter:
-        df = df.where(_where(filter))
-    return df.select(*wanted)
+        df = df.where(_where(filter, snapshot_schema))
+    return df.select(*[F.col("`" + name.replace("`", "``") + "`") for name in wanted])

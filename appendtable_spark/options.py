@@ -90,6 +90,13 @@ def _text(text: str) -> str:
     return text
 
 
+def _system_table(text: str) -> str:
+    try:
+        return at.system_table_info(text.strip()).name
+    except at.InvalidArgumentError as exc:
+        raise ValueError(str(exc)) from None
+
+
 def _boolean(text: str) -> bool:
     lowered = text.strip().lower()
     if lowered not in ("true", "false"):
@@ -188,6 +195,17 @@ SPLIT_TARGET_BYTES = _define(
         Use.READ,
         "bytes of data files per Spark task (default: about 128 MB, less to spread a small "
         "read over about 8 tasks, never below 16 MB)",
+    )
+)
+SYSTEM_TABLE = _define(
+    SparkOption(
+        "systemTable",
+        _system_table,
+        "",
+        Use.READ | Use.CREATE,
+        "read the table's metadata instead of its rows: one of "
+        + ", ".join(f"`{name}`" for name in at.SYSTEM_TABLE_NAMES)
+        + " (docs/system_tables.md)",
     )
 )
 MAX_FILES_PER_TRIGGER = _define(

@@ -94,6 +94,8 @@ class BatchReader(DataSourceReader):  # type: ignore[misc]
         ]
 
     def read(self, partition: SplitsPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, SplitsPartition):
+            return  # no split to read: Spark runs one task with its own empty partition
         table = cached_table(Settings(partition.uri, partition.storage_options))
         target = spark_arrow_schema(self._schema)
         for payload in partition.splits:

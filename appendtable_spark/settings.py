@@ -93,9 +93,9 @@ class Settings:
                 )
         at.check_options(core)
         for group in _EXCLUSIVE:
-            given = [option.name for option in group if option.name in adapter]
-            if len(given) > 1:
-                raise at.InvalidOptionError(f"give one of options {' and '.join(given)}, not both")
+            both = [option.name for option in group if option.name in adapter]
+            if len(both) > 1:
+                raise at.InvalidOptionError(f"give one of options {' and '.join(both)}, not both")
         settings = Settings(_local_path(path), storage, core, adapter)
         settings.commit_identity()
         settings.commit_owner()

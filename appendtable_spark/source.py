@@ -37,6 +37,7 @@ from appendtable_spark.pinning import ReadPin, pin
 from appendtable_spark.reader import BatchReader
 from appendtable_spark.settings import Settings
 from appendtable_spark.streaming import StreamSource, check_start
+from appendtable_spark.system import SystemTableReader, system_schema
 from appendtable_spark.types import spark_arrow_schema, spark_schema
 from appendtable_spark.writer import BatchWriter, StreamWriter
 
@@ -49,9 +50,17 @@ def _settings(options: Mapping[str, str], use: Use, schema: StructType) -> Setti
     """The checked options of one call: a catalog table's (its schema carries its location
     and creation options, the statement's own ``WITH`` options override them) or a path's."""
     entry = catalog_entry(schema)
-    if entry is None:
-        return Settings.parse(options, use)
-    return Settings.parse(adapter_options(entry, options), use, location=entry.location)
+    if entry is not None:
+        return Settings.parse(adapter_options(entry, options, use), use, location=entry.location)
+    if not any(str(key).lower() == "path" for key in options):
+        raise at.InvalidOptionError(
+            "no table location: give it with .load(uri) / .save(uri) or .option('path', uri). "
+            "For a SQL table: Spark does not tell a Python data source where a table defined "
+            "with a column list (or by CREATE TABLE ... AS SELECT) is; define it with "
+            "CREATE TABLE <name> USING appendtable LOCATION '<uri>' (for a new table with "
+            "TBLPROPERTIES ('schema' = '<columns>', 'partitionBy' = '<columns>', ...))"
+        )
+    return Settings.parse(options, use)
 
 
 class AppendTableDataSource(DataSource):  # type: ignore[misc]
@@ -72,6 +81,8 @@ class AppendTableDataSource(DataSource):  # type: ignore[misc]
         if "provider" in {str(k).lower() for k in self.options}:
             return create_catalog_table(self.options)
         settings = Settings.parse(self.options, Use.READ | Use.STREAM)
+        if settings.given(registry.SYSTEM_TABLE):
+            return system_schema(settings.get(registry.SYSTEM_TABLE), settings.columns())
         table = settings.open()
         if settings.format_options.get("scan.mode"):  # a stream's start: checked when defined
             check_start(table, settings.format_options)
@@ -90,6 +101,13 @@ class AppendTableDataSource(DataSource):  # type: ignore[misc]
     def reader(self, schema: StructType) -> DataSourceReader:
         settings = _settings(self.options, Use.READ, schema)
         entry = catalog_entry(schema)
+        if settings.given(registry.SYSTEM_TABLE):
+            name = settings.get(registry.SYSTEM_TABLE)
+            if entry is not None:
+                check_columns(
+                    schema, system_schema(name, None), uri=settings.uri, what=f"system table {name}"
+                )
+            return SystemTableReader(settings, schema, name)
         pinned: ReadPin | None = getattr(self, "_pinned", None) if entry is None else None
         if pinned is None:  # a catalog table, or a user-specified schema: schema() not called
             pinned, arrow = pin(settings.open(), settings)
@@ -183,6 +201,11 @@ def create_catalog_table(options: Mapping[str, str]) -> StructType:
             "lives there, not in Spark's warehouse"
         )
     settings = Settings.parse(options, Use.CREATE)
+    if settings.given(registry.SYSTEM_TABLE):
+        settings.open()  # the table must exist
+        name = settings.get(registry.SYSTEM_TABLE)
+        entry = CatalogEntry(settings.uri, {registry.SYSTEM_TABLE.name: name})
+        return with_entry(system_schema(name, None), entry)
     columns = settings.get(registry.SCHEMA)
     try:
         table = settings.open()

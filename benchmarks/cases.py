@@ -28,6 +28,7 @@ from benchmarks.rows import limit_row, speed_row
 from benchmarks.scaling import bench_scaling
 from benchmarks.spark import bench_spark
 from benchmarks.stores import bench_stores
+from benchmarks.system_tables import bench_system_tables
 from benchmarks.workspace import (
     Workspace,
     commit_samples,
@@ -548,6 +549,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "commit": bench_commit,
     "stores": bench_stores,
     "plan": bench_plan,
+    "system-tables": bench_system_tables,
     "integrity": bench_integrity,
     "iceberg": bench_iceberg,
     "file-index": bench_file_index,

@@ -23,6 +23,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 import appendtable as at
+from appendtable.storage.base import is_temp_name
 from benchmarks.data import make_table
 from benchmarks.harness import Case, Result, cycle_setup, measure, sync_then
 from benchmarks.rows import count_row, speed_row
@@ -196,7 +197,7 @@ def _sizes(layouts: dict[str, str]) -> list[Result]:
             os.path.getsize(os.path.join(root, name))
             for root, _, names in os.walk(directory)
             for name in names
-            if name.endswith(suffix)
+            if name.endswith(suffix) and not is_temp_name(name)
         )
 
     manifests = {name: size(f"{layouts[name]}/manifest", "") for name in ("none", "manifest")}

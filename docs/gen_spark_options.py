@@ -29,6 +29,7 @@ _TYPES = {
     "_json_columns": "JSON list of names",
     "_partitions": "JSON list of partition specs",
     "_text": "string",
+    "_system_table": "system table name",
 }
 
 

@@ -53,6 +53,25 @@ def spark() -> Iterator[Any]:
     session.stop()
 
 
+@pytest.fixture(autouse=True)
+def _spark_catalog_left_as_found(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Tests share one Spark session: the catalog tables and temporary views a test (or a docs
+    sample it runs) defines are dropped after it, so that no later test finds them."""
+    if "spark" not in request.fixturenames:
+        yield
+        return
+    session = request.getfixturevalue("spark")
+    before = {(t.name, t.isTemporary) for t in session.catalog.listTables()}
+    yield
+    for table in session.catalog.listTables():
+        if (table.name, table.isTemporary) in before:
+            continue
+        if table.isTemporary:
+            session.catalog.dropTempView(table.name)
+        else:
+            session.sql(f"DROP TABLE IF EXISTS `{table.name}`")
+
+
 @pytest.fixture(params=["local", "memory"])
 def uri(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[str]:
     """A fresh table location on local disk and on fsspec's memory:// file system."""
@@ -116,3 +135,24 @@ def _serving(start: Callable[[], _S], unavailable: type[Exception]) -> Iterator[
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def tables_stay_intact(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The end-of-test check of maintenance tests (``tests.helpers.integrity``): after the
+    test, every table it made (under ``tmp_path``, or at the ``uri`` fixture's location) still
+    has every file a retained snapshot, tag or rollback references, readable, as seen by a
+    fresh handle with the metadata caches cleared."""
+    from tests.helpers.integrity import assert_table_intact, table_roots
+
+    tmp_path = request.getfixturevalue("tmp_path") if "tmp_path" in request.fixturenames else None
+    uri = request.getfixturevalue("uri") if "uri" in request.fixturenames else None
+    yield
+    locations: list[str] = []
+    if tmp_path is not None:
+        locations.extend(str(p) for p in table_roots(tmp_path))
+    memory = uri is not None and uri.startswith("memory://")
+    if memory and fsspec.filesystem("memory").exists(f"{uri}/schema"):
+        locations.append(str(uri))
+    for location in locations:
+        assert_table_intact(location)

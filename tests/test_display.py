@@ -139,11 +139,12 @@ def test_maintenance_results(table: at.Table) -> None:
     )
     page = dry._repr_html_()
     assert "dry run" in page and "<details>" in page
-    orphan = Path(table.uri) / "day=2024-05-01" / "bucket-0" / "<orphan>.parquet"
+    orphan = Path(table.uri) / "day=2024-05-01" / "bucket-0" / "data-orphan.parquet"
     orphan.write_bytes(b"12345")
+    (orphan.parent / "<notes>.txt").write_text("a user's file")
     orphans = table.remove_orphan_files(older_than=dt.timedelta(seconds=-60), dry_run=True)
-    assert repr(orphans) == "OrphanResult(would delete 1 file, 5 B)"
-    assert "&lt;orphan&gt;.parquet" in orphans._repr_html_()
+    assert repr(orphans) == "OrphanResult(would delete 1 file, 5 B, 1 path not the table's)"
+    assert "&lt;notes&gt;.txt" in orphans._repr_html_()
 
 
 def test_long_lists_are_cut_in_html() -> None:

@@ -18,7 +18,15 @@ from .test_readme import extract, run_python
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-PAGES = ["python.md", "queue.md", "maintenance.md", "cli.md", "errors.md", "options.md"]
+PAGES = [
+    "python.md",
+    "queue.md",
+    "maintenance.md",
+    "cli.md",
+    "errors.md",
+    "options.md",
+    "system_tables.md",
+]
 _LINK = re.compile(r"\]\(([^)#\s]+)(#[^)]*)?\)")
 
 

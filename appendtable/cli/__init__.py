@@ -43,6 +43,7 @@ from appendtable.cli.maintain import (
     run_rollback,
 )
 from appendtable.cli.output import FORMATS
+from appendtable.cli.system import run_system
 
 __all__ = ["build_parser", "main"]
 
@@ -185,10 +186,13 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     ),
     "rollback": (
         "make the table hold an older snapshot's rows again",
-        "Commit a new OVERWRITE snapshot that holds exactly the rows (and the schema) of "
-        "SNAPSHOT_ID, or of the snapshot of --tag NAME (which may have expired). History is "
-        "kept (snapshot ids never go back), and streams skip the rollback.",
-        "  appendtable rollback /data/events 42\n  appendtable rollback /data/events --tag v1",
+        "Commit a new OVERWRITE snapshot that holds exactly the rows of SNAPSHOT_ID, or of "
+        "the snapshot of --tag NAME (which may have expired). Only the data goes back: the "
+        "current schema and options stay (the rows are read by field id under the current "
+        "schema) unless --restore-schema is given. History is kept (snapshot ids never go "
+        "back), and streams skip the rollback.",
+        "  appendtable rollback /data/events 42\n  appendtable rollback /data/events --tag v1\n"
+        "  appendtable rollback /data/events --tag v1 --restore-schema",
     ),
     "alter": (
         "change the schema or the options in place",
@@ -228,6 +232,18 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
   appendtable iceberg /data/events
   appendtable iceberg /data/events --repair
   appendtable alter /data/events --set metadata.iceberg.storage=table-location""",
+    ),
+    "system": (
+        "print a system table: the table's metadata as rows",
+        "Print one of the table's system tables (after Apache Paimon's table$snapshots): "
+        "snapshots, schemas, options, tags, consumers (the table as it is now), files, "
+        "manifests, partitions, buckets (of the latest snapshot, or --snapshot N, or --tag "
+        "NAME). Without NAME, list the system tables. Columns: docs/system_tables.md.",
+        """\
+  appendtable system /data/events
+  appendtable system /data/events snapshots --format csv
+  appendtable system /data/events partitions --snapshot 42
+  appendtable system /data/events files --tag month-end --format jsonl""",
     ),
     "tag": (
         "list, create or delete tags (named snapshots)",
@@ -338,6 +354,11 @@ def build_parser() -> argparse.ArgumentParser:
         "files", nargs="+", metavar="FILE", help="input files ('-': standard input, with --format)"
     )
     append.add_argument("--format", choices=INPUT_FORMATS, help="input format (default: by name)")
+    append.add_argument(
+        "--null-values",
+        metavar="LIST",
+        help="comma-separated CSV texts read as null (default: only an empty field; ',NA' adds NA)",
+    )
     append.add_argument("--one-commit", action="store_true", help="one snapshot for all files")
     append.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
 
@@ -422,6 +443,11 @@ def build_parser() -> argparse.ArgumentParser:
     rollback = _command(commands, "rollback", run_rollback)
     rollback.add_argument("snapshot_id", type=int, nargs="?", metavar="SNAPSHOT_ID")
     rollback.add_argument("--tag", metavar="NAME", help="roll back to the snapshot of a tag")
+    rollback.add_argument(
+        "--restore-schema",
+        action="store_true",
+        help="also take the snapshot's schema version again: its columns and its options",
+    )
 
     alter = _command(commands, "alter", run_alter)
     for flag, metavar, text in ALTER_FLAGS:
@@ -435,6 +461,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     iceberg = _command(commands, "iceberg", run_iceberg)
     iceberg.add_argument("--repair", action="store_true", help="write the mirror now")
+
+    system = _command(commands, "system", run_system)
+    system.add_argument("name", nargs="?", metavar="NAME", help="the system table (default: list)")
+    travel = system.add_mutually_exclusive_group()
+    travel.add_argument("--snapshot", type=int, metavar="N", help="as of snapshot N")
+    travel.add_argument("--tag", metavar="NAME", help="as of the snapshot of tag NAME")
+    system.add_argument("--limit", type=int, metavar="N", help="print at most N rows")
+    _formats(system)
 
     tag = _command(commands, "tag", run_tag)
     tag.add_argument(
@@ -459,10 +493,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     args = build_parser().parse_args(argv)
     debug = bool(args.debug or args.debug_sub)
-    logging.basicConfig(
-        level=logging.DEBUG if debug else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s",
-    )
+    # Only the project's own loggers go to DEBUG: storage clients' debug output carries
+    # credentials (botocore logs access keys and session tokens), so theirs stays at WARNING.
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if debug:
+        logging.getLogger("appendtable").setLevel(logging.DEBUG)
     try:
         if str(args.uri).startswith("memory://"):
             raise UsageError(

@@ -53,6 +53,8 @@ _OPERATORS = (
     ">",
 )
 _COLUMN = re.compile(r"[^\s=!<>]+")
+#: One part of a dotted column path: no dots, spaces, operators or quotes.
+_PATH_PART = re.compile(r"[^\s=!<>.`\"]+")
 
 
 def parse_duration(text: str, what: str) -> float:
@@ -276,22 +278,65 @@ def _split_top(text: str, keyword: str, whole: str) -> list[str]:
     return parts
 
 
+def _filter_column(
+    stripped: str, schema: pa.Schema, what: str
+) -> tuple[str | tuple[str, ...], str, pa.DataType, str]:
+    """The column a ``--filter`` term starts with: (the column in the filter form: a name, or
+    a path of struct fields; its display name; its type; the rest of the term). A column is
+    a top-level name, bare or quoted with backticks or double quotes; or a dotted path of
+    struct fields (``payload.x``), each part bare or quoted (``payload.`x.y```). A bare name
+    that is a top-level column is that column, dots and all (as in the Python API)."""
+    bare = _COLUMN.match(stripped)
+    if bare is not None and bare.group(0) in schema.names:
+        name = bare.group(0)
+        return name, name, schema.field(name).type, stripped[bare.end() :]
+    parts: list[str] = []
+    quoted = False
+    index = 0
+    while True:
+        if stripped[index : index + 1] in ("`", '"'):
+            end = stripped.find(stripped[index], index + 1)
+            if end < 0:
+                raise UsageError(f"{what}: unterminated quoted column name")
+            parts.append(stripped[index + 1 : end])
+            quoted, index = True, end + 1
+        else:
+            match = _PATH_PART.match(stripped, index)
+            if match is None:
+                raise UsageError(f"{what}: expected 'column operator value'")
+            parts.append(match.group(0))
+            index = match.end()
+        if stripped[index : index + 1] != ".":
+            break
+        index += 1
+    rest = stripped[index:]
+    if len(parts) == 1 or (not quoted and ".".join(parts) in schema.names):
+        name = parts[0] if len(parts) == 1 else ".".join(parts)
+        return name, name, _column_type(schema, name, "--filter"), rest
+    dtype = _column_type(schema, parts[0], "--filter")
+    for depth, part in enumerate(parts[1:], start=1):
+        above = ".".join(parts[:depth])
+        if not pa.types.is_struct(dtype):
+            raise UsageError(
+                f"{what}: '{above}' is not a struct (type {dtype}): filters reach into struct "
+                "fields only"
+            )
+        position = dtype.get_field_index(part)
+        if position < 0:
+            fields = ", ".join(dtype.field(i).name for i in range(dtype.num_fields))
+            raise UsageError(
+                f"{what}: unknown field '{part}' of struct '{above}' (its fields: {fields})"
+            )
+        dtype = dtype.field(position).type
+    return tuple(parts), ".".join(parts), dtype, rest
+
+
 def parse_filter(text: str, schema: pa.Schema) -> tuple[object, ...]:
     """``"col op value"`` as a filter term ``(column, op, value)`` of appendtable's filter
-    form. Ops: = == != <> < <= > >= in, not in, is null, is not null."""
+    form (the column a name, or a path of struct fields: see ``_filter_column``). Ops: = ==
+    != <> < <= > >= in, not in, is null, is not null."""
     what = f"--filter {text!r}"
-    stripped = text.strip()
-    if stripped[:1] in ("`", '"'):
-        end = stripped.find(stripped[0], 1)
-        if end < 0:
-            raise UsageError(f"{what}: unterminated quoted column name")
-        column, rest = stripped[1:end], stripped[end + 1 :]
-    else:
-        match = _COLUMN.match(stripped)
-        if match is None:
-            raise UsageError(f"{what}: expected 'column operator value'")
-        column, rest = match.group(0), stripped[match.end() :]
-    dtype = _column_type(schema, column, "--filter")
+    column, shown, dtype, rest = _filter_column(text.strip(), schema, what)
     rest = rest.strip()
     lowered = rest.lower()
     for op in _OPERATORS:
@@ -305,12 +350,12 @@ def parse_filter(text: str, schema: pa.Schema) -> tuple[object, ...]:
                 raise UsageError(f"{what}: unexpected {after.strip()!r} after '{op}'")
             return (column, op)
         if op in ("in", "not in"):
-            values = [_scalar(item, dtype, column, what) for item in _split_list(after, what)]
+            values = [_scalar(item, dtype, shown, what) for item in _split_list(after, what)]
             return (column, op, values)
         if not after.strip():
             raise UsageError(f"{what}: '{op}' needs a value")
         normal = {"==": "=", "<>": "!="}.get(op, op)
-        return (column, normal, _scalar(after, dtype, column, what))
+        return (column, normal, _scalar(after, dtype, shown, what))
     found = rest.split()[0] if rest.split() else "nothing"
     raise UsageError(
         f"{what}: unknown operator {found!r} (use =, !=, <, <=, >, >=, in, not in, is null, "

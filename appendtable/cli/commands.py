@@ -20,7 +20,7 @@ from appendtable.cli.arguments import (
 )
 from appendtable.cli.ddl import format_schema, parse_schema
 from appendtable.cli.errors import InputError, UsageError
-from appendtable.cli.inputs import InputFile, open_input, read_schema
+from appendtable.cli.inputs import NULL_VALUES, InputFile, open_input, read_schema
 from appendtable.cli.output import (
     Progress,
     cell_text,
@@ -143,7 +143,8 @@ def _landed(snapshot: at.Snapshot | None, rows: int) -> str:
 def run_append(args: argparse.Namespace, ctx: Context) -> int:
     table = ctx.open(args.uri)
     # Every input is checked to exist before anything is committed.
-    inputs = [open_input(path, args.format, table.schema) for path in args.files]
+    nulls = NULL_VALUES if args.null_values is None else tuple(args.null_values.split(","))
+    inputs = [open_input(path, args.format, table.schema, nulls) for path in args.files]
     feed = _Feed(inputs, Progress(ctx.err, enabled=not args.quiet))
     committer = table.committer()
     if args.one_commit:

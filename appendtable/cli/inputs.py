@@ -2,7 +2,11 @@
 
 CSV and JSON values are parsed straight into the table's column types (``2024-05-01`` into a
 date column, ``12.50`` into a decimal), so no intermediate inference can pick a wrong type.
-Errors name the file and become :class:`InputError`.
+In CSV only an empty field is null, unless the caller lists other null markers: ``nan`` in a
+float column is NaN and ``NA`` in a text column is text; a quoted empty field (``""``) is an
+empty string. A number beyond the range of a float32 (or float16) column is refused rather
+than read as infinity. Errors name the file, the column and the line, and become
+:class:`InputError`.
 """
 
 from __future__ import annotations
@@ -18,13 +22,22 @@ from dataclasses import dataclass
 from typing import IO
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
 from appendtable.cli.errors import InputError, UsageError
 
-__all__ = ["INPUT_FORMATS", "STDIN", "InputFile", "format_of", "open_input", "read_schema"]
+__all__ = [
+    "INPUT_FORMATS",
+    "NULL_VALUES",
+    "STDIN",
+    "InputFile",
+    "format_of",
+    "open_input",
+    "read_schema",
+]
 
 INPUT_FORMATS = ("parquet", "csv", "jsonl")
 _EXTENSIONS = {
@@ -39,6 +52,8 @@ _EXTENSIONS = {
 _BATCH_ROWS = 65_536
 #: The file name that stands for standard input.
 STDIN = "-"
+#: The CSV texts read as null by default: only the empty field.
+NULL_VALUES = ("",)
 
 
 def format_of(path: str, explicit: str | None) -> str:
@@ -61,8 +76,58 @@ def _problem(path: str, exc: BaseException) -> InputError:
 
 
 def _csv_types(schema: pa.Schema) -> dict[str, pa.DataType]:
-    """Column types CSV can be parsed into directly (nested ones cannot)."""
-    return {f.name: f.type for f in schema if not pa.types.is_nested(f.type)}
+    """Column types CSV is parsed into: the table's (nested ones cannot be), but narrow floats
+    as text, converted by ``_narrow_floats`` (pyarrow parses 1e300 into a float32 as inf)."""
+    return {
+        f.name: pa.string() if _is_narrow_float(f.type) else f.type
+        for f in schema
+        if not pa.types.is_nested(f.type)
+    }
+
+
+def _csv_options(schema: pa.Schema, null_values: tuple[str, ...]) -> pacsv.ConvertOptions:
+    """Only ``null_values`` are null, in every column (text ones too); a quoted empty field is
+    an empty string; pyarrow's own markers (``NA``, ``nan``, ``n/a``, ...) are values."""
+    return pacsv.ConvertOptions(
+        column_types=_csv_types(schema),
+        null_values=list(null_values),
+        strings_can_be_null=True,
+        quoted_strings_can_be_null=False,
+    )
+
+
+def _is_narrow_float(dtype: pa.DataType) -> bool:
+    return bool(pa.types.is_float16(dtype) or pa.types.is_float32(dtype))
+
+
+def _narrow_float(
+    column: pa.Array | pa.ChunkedArray, dtype: pa.DataType, name: str, first_line: int
+) -> pa.Array | pa.ChunkedArray:
+    """Text or float64 values as a float32 / float16 column: the nearest value of the type
+    (parsed straight from the text where there is text), NaN and infinities as written, and
+    InputError naming the column and the line of a value that does not parse or is finite but
+    beyond the type's range. ``first_line``: the line of the first value."""
+    try:
+        wide = column.cast(pa.float64())
+    except pa.ArrowInvalid:
+        row = _first_failing_row(_whole(column), pa.float64())
+        raise InputError(
+            f"column '{name}', line {first_line + row}: {column[row].as_py()!r} is not a valid "
+            f"number"
+        ) from None
+    narrow = column.cast(dtype) if not pa.types.is_float16(dtype) else wide.cast(dtype)
+    beyond = pc.fill_null(pc.and_(pc.is_inf(narrow), pc.is_finite(wide)), False)
+    if pc.any(beyond).as_py():
+        row = pc.index(beyond, True).as_py()
+        raise InputError(
+            f"column '{name}', line {first_line + row}: {column[row].as_py()!r} is beyond the "
+            f"range of float{dtype.bit_width} (it would become infinite)"
+        )
+    return narrow
+
+
+def _whole(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
 
 
 def _json_type(dtype: pa.DataType) -> pa.DataType:
@@ -72,6 +137,8 @@ def _json_type(dtype: pa.DataType) -> pa.DataType:
         return pa.string()
     if pa.types.is_duration(dtype):
         return pa.int64()
+    if _is_narrow_float(dtype):
+        return pa.float64()  # converted with a range check
     if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
         item = dtype.value_field
         inner = item.with_type(_json_type(item.type))
@@ -99,6 +166,10 @@ def _from_json(column: pa.ChunkedArray, dtype: pa.DataType, name: str) -> pa.Chu
                     f"column '{name}', line {line}: {value!r} is not a time of day"
                 ) from None
         return pa.chunked_array([pa.array(values, dtype)], dtype)
+    if _is_narrow_float(dtype):
+        narrow = _narrow_float(column, dtype, name, 1)
+        assert isinstance(narrow, pa.ChunkedArray)
+        return narrow
     try:
         return column.cast(dtype)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
@@ -128,7 +199,9 @@ _CSV_COLUMN = re.compile(r"In CSV column #(\d+): (.*)", re.DOTALL)
 _JSON_COLUMN = re.compile(r"Column\(/([^)]*)\) (.*) in row (\d+)")
 
 
-def _named_csv_problem(path: str, exc: pa.ArrowInvalid) -> InputError | None:
+def _named_csv_problem(
+    path: str, exc: pa.ArrowInvalid, schema: pa.Schema, null_values: tuple[str, ...]
+) -> InputError | None:
     """pyarrow's CSV conversion errors by column number, as column name and line."""
     match = _CSV_COLUMN.search(str(exc))
     try:
@@ -139,26 +212,28 @@ def _named_csv_problem(path: str, exc: pa.ArrowInvalid) -> InputError | None:
     if match is None or int(match.group(1)) >= len(header):
         return None
     name = header[int(match.group(1))]
-    line = _csv_line(path, name, match.group(2))
+    line = None
+    if name in schema.names:
+        line = _csv_line(path, name, schema.field(name).type, null_values)
     where = f", line {line}" if line is not None else ""
     detail = " ".join(match.group(2).split())
     return InputError(f"{path}: column '{name}'{where}: {detail}")
 
 
-def _csv_line(path: str, name: str, detail: str) -> int | None:
-    """The line (1 = the header) of the first value of column ``name`` that does not convert,
-    found by reading that column as text and casting slices."""
-    wanted = re.search(r"conversion error to (\S+):", detail)
-    if wanted is None:
-        return None
+def _csv_line(path: str, name: str, dtype: pa.DataType, null_values: tuple[str, ...]) -> int | None:
+    """The line (1 = the header) of the first value of column ``name`` that does not convert
+    to ``dtype``, found by reading that column as text and casting slices."""
     try:
         text = pacsv.read_csv(
             path,
             convert_options=pacsv.ConvertOptions(
-                include_columns=[name], column_types={name: pa.string()}
+                include_columns=[name],
+                column_types={name: pa.string()},
+                null_values=list(null_values),
+                strings_can_be_null=True,
+                quoted_strings_can_be_null=False,
             ),
         ).column(name)
-        dtype = pa.type_for_alias(wanted.group(1))
     except (OSError, pa.ArrowException, ValueError):
         return None
     return _first_failing_row(text.combine_chunks(), dtype) + 2
@@ -172,6 +247,7 @@ class InputFile:
     fmt: str
     size: int
     schema: pa.Schema
+    null_values: tuple[str, ...] = NULL_VALUES
 
     def batches(self) -> Iterator[tuple[pa.RecordBatch, int]]:
         if self.path == STDIN:
@@ -200,14 +276,19 @@ class InputFile:
     def _named(self, exc: OSError | pa.ArrowException) -> InputError:
         """The error, naming the column and the line where pyarrow gives their numbers."""
         if self.fmt == "csv" and isinstance(exc, pa.ArrowInvalid):
-            named = _named_csv_problem(self.path, exc)
+            named = _named_csv_problem(self.path, exc, self.schema, self.null_values)
             if named is not None:
                 return named
         if self.fmt == "jsonl":
             match = _JSON_COLUMN.search(str(exc))
             if match is not None:
                 name, problem, row = match.group(1), match.group(2), int(match.group(3))
+                name = name.replace("/", ".")  # a struct field's path
                 return InputError(f"{self.path}: column '{name}', line {row + 1}: {problem}")
+            if self.path != STDIN:
+                located = _json_problem(self.path, self.schema)
+                if located is not None:
+                    return InputError(f"{self.path}: {located}")
         return _problem(self.path, exc)
 
     def _parquet(self, handle: IO[bytes]) -> Iterator[tuple[pa.RecordBatch, int]]:
@@ -220,23 +301,21 @@ class InputFile:
 
     def _csv(self, handle: IO[bytes]) -> Iterator[tuple[pa.RecordBatch, int]]:
         present = pacsv.open_csv(
-            handle, convert_options=pacsv.ConvertOptions(column_types=_csv_types(self.schema))
+            handle, convert_options=_csv_options(self.schema, self.null_values)
         )
+        narrow = [f for f in self.schema if _is_narrow_float(f.type)]
+        line = 2  # of the batch's first row (line 1: the header)
         for batch in present:
+            for field in narrow:
+                index = batch.schema.get_field_index(field.name)
+                if index >= 0:
+                    converted = _narrow_float(batch.column(index), field.type, field.name, line)
+                    batch = batch.set_column(index, field.name, converted)
+            line += batch.num_rows
             yield batch, min(self.size, handle.tell()) if handle.seekable() else 0
 
     def _jsonl(self, handle: IO[bytes]) -> Iterator[tuple[pa.RecordBatch, int]]:
-        parse_schema = pa.schema([f.with_type(_json_type(f.type)) for f in self.schema])
-        # Unexpected keys are read too, so that the writer rejects them by name.
-        options = pajson.ParseOptions(
-            explicit_schema=parse_schema, unexpected_field_behavior="infer"
-        )
-        table = pajson.read_json(handle, parse_options=options)
-        for column in self.schema:
-            if not parse_schema.field(column.name).type.equals(column.type):
-                index = table.schema.get_field_index(column.name)
-                converted = _from_json(table.column(index), column.type, column.name)
-                table = table.set_column(index, column.name, converted)
+        table = _read_jsonl(handle, self.schema)
         total = max(1, table.num_rows)
         done = 0
         for batch in table.to_batches(max_chunksize=_BATCH_ROWS):
@@ -244,13 +323,65 @@ class InputFile:
             yield batch, self.size * done // total
 
 
-def open_input(path: str, fmt: str | None, schema: pa.Schema) -> InputFile:
+def _read_jsonl(source: IO[bytes], schema: pa.Schema) -> pa.Table:
+    """JSON lines as a table of ``schema``'s types (keys it lacks read too, so that the
+    writer refuses them by name)."""
+    parse_schema = pa.schema([f.with_type(_json_type(f.type)) for f in schema])
+    options = pajson.ParseOptions(explicit_schema=parse_schema, unexpected_field_behavior="infer")
+    table = pajson.read_json(source, parse_options=options)
+    for column in schema:
+        if not parse_schema.field(column.name).type.equals(column.type):
+            index = table.schema.get_field_index(column.name)
+            converted = _from_json(table.column(index), column.type, column.name)
+            table = table.set_column(index, column.name, converted)
+    return table
+
+
+def _json_problem(path: str, schema: pa.Schema) -> str | None:
+    """Where a JSON-lines file fails to read: the first failing line (by bisection over its
+    lines: only on the error path) and, when one column alone fails there, its name."""
+    try:
+        with open(path, "rb") as handle:
+            lines = handle.read().splitlines(keepends=True)
+    except OSError:
+        return None
+
+    def fails(chunk: list[bytes], fields: pa.Schema = schema) -> str | None:
+        try:
+            _read_jsonl(io.BytesIO(b"".join(chunk)), fields)
+        except (InputError, pa.ArrowException) as exc:
+            return " ".join(str(exc).split())
+        return None
+
+    low, high = 0, len(lines)  # the first failing line lies in [low, high)
+    if fails(lines) is None:
+        return None
+    while high - low > 1:
+        middle = (low + high) // 2
+        if fails(lines[:middle]) is not None:
+            high = middle
+        else:
+            low = middle
+    line = [lines[low]]
+    problem = re.sub(r" in row \d+$", "", fails(line) or "")
+    for field in schema:
+        alone = fails(line, pa.schema([field]))
+        if alone is not None and fails(line, pa.schema([f for f in schema if f != field])) is None:
+            detail = alone.split(": ", 1)[-1] if alone.startswith("column '") else alone
+            return f"column '{field.name}', line {low + 1}: {detail}"
+    return f"line {low + 1}: {problem}"
+
+
+def open_input(
+    path: str, fmt: str | None, schema: pa.Schema, null_values: tuple[str, ...] = NULL_VALUES
+) -> InputFile:
     """An input file to append to a table of ``schema`` (``-``: standard input, which needs
-    an explicit format). Raises InputError if it is missing."""
+    an explicit format); ``null_values``: the CSV texts read as null. Raises InputError if it
+    is missing."""
     if path == STDIN:
         if fmt is None:
             raise UsageError("reading standard input ('-') needs --format (parquet, csv, jsonl)")
-        return InputFile(path, fmt, 0, schema)
+        return InputFile(path, fmt, 0, schema, null_values)
     chosen = format_of(path, fmt)
     try:
         size = os.stat(path).st_size
@@ -258,7 +389,7 @@ def open_input(path: str, fmt: str | None, schema: pa.Schema) -> InputFile:
         raise _problem(path, exc) from exc
     if os.path.isdir(path):
         raise InputError(f"{path}: is a directory")
-    return InputFile(path, chosen, size, schema)
+    return InputFile(path, chosen, size, schema, null_values)
 
 
 def read_schema(path: str, fmt: str | None = None) -> pa.Schema:
@@ -268,7 +399,12 @@ def read_schema(path: str, fmt: str | None = None) -> pa.Schema:
         if chosen == "parquet":
             schema = pq.read_schema(path)
         elif chosen == "csv":
-            with pacsv.open_csv(path) as reader:
+            inference = pacsv.ConvertOptions(
+                null_values=list(NULL_VALUES),
+                strings_can_be_null=True,
+                quoted_strings_can_be_null=False,
+            )
+            with pacsv.open_csv(path, convert_options=inference) as reader:
                 schema = reader.schema
         else:
             schema = _json_schema(path)

@@ -131,6 +131,8 @@ def run_remove_orphans(args: argparse.Namespace, ctx: Context) -> int:
     )
     for path in result.files:
         ctx.say(path)
+    for path in result.not_table_files:
+        ctx.say(f"not the table's, left alone: {path}")
     found = f"{plural(len(result.files), 'orphan file')} ({format_bytes(result.bytes)})"
     if args.force:
         ctx.say(f"deleted {found} older than {args.older_than}")
@@ -146,17 +148,19 @@ def run_rollback(args: argparse.Namespace, ctx: Context) -> int:
     if (args.snapshot_id is None) == (args.tag is None):
         raise UsageError("rollback: give a SNAPSHOT_ID or --tag NAME (exactly one)")
     table = ctx.open(args.uri)
+    restore = bool(args.restore_schema)
     if args.tag is not None:
         tagged = table.tags().get(args.tag)
-        snapshot = table.rollback_to(tag=args.tag)
+        snapshot = table.rollback_to(tag=args.tag, restore_schema=restore)
         target = f"tag {args.tag}" + ("" if tagged is None else f" (snapshot {tagged})")
     else:
-        snapshot = table.rollback_to(args.snapshot_id)
+        snapshot = table.rollback_to(args.snapshot_id, restore_schema=restore)
         target = f"snapshot {args.snapshot_id}"
     ctx.say(
         f"rolled back to {target}: new snapshot {snapshot.id} "
         f"({snapshot.kind.value}) holds {plural(snapshot.total_record_count, 'row')} in "
-        f"{plural(snapshot.total_file_count, 'file')}"
+        f"{plural(snapshot.total_file_count, 'file')}, schema {snapshot.schema_id}"
+        + (" (restored)" if restore else " (kept)")
     )
     return 0
 

@@ -35,6 +35,7 @@ __all__ = [
     "check_deletes_live",
     "check_file_schema",
     "check_overwrite",
+    "check_restored_schema",
     "entries_for",
     "merged_watermark",
     "updated_users",
@@ -118,11 +119,13 @@ class CommitRequest:
     #: Who numbers ``commit_user``'s identifiers (recorded with the identifier; see
     #: ``CommitUserRecord.owner``).
     owner: str = ""
-    #: Make the table hold exactly the files of this snapshot again (an OVERWRITE), with its
-    #: schema. ``rollback_snapshot``: that snapshot itself, when a tag holds it (it may have
-    #: expired from the log).
+    #: Make the table hold exactly the files of this snapshot again (an OVERWRITE), read
+    #: under the current schema (``restore_schema``: under the snapshot's own schema version,
+    #: options included, which becomes current again). ``rollback_snapshot``: that snapshot
+    #: itself, when a tag holds it (it may have expired from the log).
     rollback_to: int | None = None
     rollback_snapshot: Snapshot | None = None
+    restore_schema: bool = False
     #: A schema (or option) change: an ALTER snapshot.
     schema_change: SchemaUpdate | None = None
 
@@ -182,6 +185,23 @@ def check_file_schema(file_schema: TableSchema, schema: TableSchema, path: str) 
             f"data file {path} was written with schema {file_schema.id}, which lacks column "
             f"'{missing}' that schema {schema.id} requires (added while this write was in "
             "flight): write the data again",
+            column=missing,
+        )
+
+
+def check_restored_schema(
+    file_schema: TableSchema, schema: TableSchema, path: str, target_id: int
+) -> None:
+    """A file of snapshot ``target_id`` may be restored by a rollback that keeps ``schema``
+    (read by field id) unless that schema requires a column the file's schema lacks."""
+    missing = missing_required(file_schema.fields, schema.fields)
+    if missing is not None:
+        raise SchemaMismatchError(
+            f"cannot roll back to snapshot {target_id} under the current schema {schema.id}: "
+            f"its data file {path} was written with schema {file_schema.id}, which lacks column "
+            f"'{missing}' that the current schema requires (its rows would be null there); "
+            "roll back with restore_schema=True (CLI: --restore-schema) to take the snapshot's "
+            "schema again",
             column=missing,
         )
 

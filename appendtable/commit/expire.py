@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from appendtable.commit.manifests import ManifestStore
 from appendtable.commit.snapshots import SnapshotStore
 from appendtable.commit.tags import TagStore
-from appendtable.errors import ObjectNotFoundError, StorageError
+from appendtable.errors import SnapshotNotFoundError, StorageError
 from appendtable.metadata import layout
 from appendtable.metadata.models import FileKind, Snapshot, Tag
 from appendtable.storage import Storage
@@ -95,16 +95,26 @@ def plan_expiration(
     for snapshot_id in range(begin, end):
         try:
             snapshot = snapshots.get(snapshot_id)
-        except ObjectNotFoundError:
-            continue  # a previous run deleted it and crashed before finishing
+        except SnapshotNotFoundError:
+            continue  # another expiration (or one that crashed) deleted it already
         plan.snapshot_ids.append(snapshot_id)
         expired_metadata |= _metadata_of(snapshot, manifests)
     removed: set[str] = set()
+    rolled_back = False
     for snapshot_id in range(begin + 1, end + 1):
-        snapshot = kept if snapshot_id == end else snapshots.get(snapshot_id)
-        for entry in manifests.delta_entries(snapshot):
-            if entry.kind == FileKind.DELETE:
-                removed.add(entry.file.path)
+        if snapshot_id == end:
+            snapshot = kept
+        else:
+            try:
+                snapshot = snapshots.get(snapshot_id)
+            except SnapshotNotFoundError:
+                continue  # its deletions are not known: those files are left to orphan removal
+        rolled_back = rolled_back or snapshot.last_rollback == snapshot_id
+        removed |= _deleted_by(manifests, snapshot)
+    if rolled_back:
+        # A rollback in the range re-added files deleted before it in the range: those still
+        # live in the kept snapshot are not unreferenced (the rollback itself expires here).
+        removed -= {entry.file.path for entry in manifests.live_files(kept)}
     plan.data_files = sorted(
         removed - _restored_by_rollbacks(snapshots, manifests, end) - tags.data
     )
@@ -112,6 +122,11 @@ def plan_expiration(
         layout.manifest_path(n) for n in expired_metadata - kept_metadata - tags.metadata
     )
     return plan
+
+
+def _deleted_by(manifests: ManifestStore, snapshot: Snapshot) -> set[str]:
+    """The data files ``snapshot`` itself removed (DELETE entries of its delta)."""
+    return {e.file.path for e in manifests.delta_entries(snapshot) if e.kind == FileKind.DELETE}
 
 
 def plan_releases(
@@ -137,7 +152,8 @@ def plan_releases(
     metadata: set[str] = set()
     for path, tag in released.items():
         plan.releases.append(path)
-        if tag.snapshot.id >= keep_from:
+        # (a tag of the kept snapshot itself frees nothing either way: equivalent mutants)
+        if tag.snapshot.id >= keep_from:  # pragma: no mutate
             continue
         data.update(entry.file.path for entry in manifests.live_files(tag.snapshot))
         metadata |= _metadata_of(tag.snapshot, manifests)
@@ -171,9 +187,11 @@ def execute_expiration(
     plan: ExpirePlan,
     *,
     before_deleting_files: Callable[[], None] | None = None,
-) -> None:
+) -> tuple[list[str], list[str]]:
     """Delete the snapshots, then (after reading the tags again, see the module doc) the
-    files; release records last. ``before_deleting_files`` runs between the two (the Iceberg
+    files; release records last. Returns the data and metadata files it deleted (the plan's,
+    less those a tag created meanwhile keeps and those a failed delete left as orphans).
+    ``before_deleting_files`` runs between the two (the Iceberg
     mirror drops the expired snapshots there, so it never lists one whose files are gone); if
     it raises, no file is deleted (they are left to orphan removal)."""
     for snapshot_id in plan.snapshot_ids:
@@ -185,13 +203,19 @@ def execute_expiration(
         before_deleting_files()
     tags = tag_references(manifests, TagStore(storage).all().values())
     metadata_paths = {layout.manifest_path(n) for n in tags.metadata}
+    deleted: set[str] = set()
     for path in (*plan.data_files, *plan.metadata_files):
         if path in tags.data or path in metadata_paths:
             continue
         try:
             storage.delete(path)
         except StorageError:
-            pass  # left as an orphan; remove_orphan_files reclaims it
+            continue  # left as an orphan; remove_orphan_files reclaims it
+        deleted.add(path)
     tag_store = TagStore(storage)
     for path in plan.releases:
         tag_store.forget_release(path)
+    return (
+        [p for p in plan.data_files if p in deleted],
+        [p for p in plan.metadata_files if p in deleted],
+    )

@@ -10,8 +10,9 @@ What is written, after the table's own snapshot is published:
   its files (our manifests are merged by our own policy, so their number stays bounded);
 * one manifest list per snapshot (``snap-<id>-<hash>.avro``);
 * ``v<N>.metadata.json`` (created only if absent: concurrent mirror writers never overwrite
-  each other) listing every retained snapshot with the table's own ids, then
-  ``version-hint.text`` = N.
+  each other) listing every retained snapshot with the table's own ids, and the snapshot of
+  every tag (even once it left the table's log: a tag keeps its manifests and data files) with
+  the tag as a ref of type ``tag``, then ``version-hint.text`` = N.
 
 A mirror write never changes the table: it can fail, or lose a race, at any point and be done
 again (``publish``). Files are written before anything references them, so a reader of the
@@ -34,19 +35,29 @@ from typing import Any
 from appendtable.commit.manifests import ManifestStore
 from appendtable.commit.schemas import SchemaStore
 from appendtable.commit.snapshots import SnapshotStore
-from appendtable.errors import CommitConflictError, ObjectNotFoundError
+from appendtable.commit.tags import TagStore
+from appendtable.errors import (
+    CommitConflictError,
+    CorruptMetadataError,
+    ObjectNotFoundError,
+    SnapshotNotFoundError,
+)
 from appendtable.metadata import layout
+from appendtable.metadata import options as opt
 from appendtable.metadata.avro import read_container, read_header, write_container
 from appendtable.metadata.models import FileKind, ManifestEntry, Snapshot, TableSchema
 from appendtable.metadata.types import TypeSpec
 from appendtable.planning import iceberg
 from appendtable.planning.evolution import stats_positions
 from appendtable.storage import Storage
+from appendtable.storage.containment import path_problem
 
-__all__ = ["IcebergMirror"]
+__all__ = ["MAIN_BRANCH", "IcebergMirror"]
 
 _ADDED, _EXISTING = 1, 0
 _ATTEMPTS = 20
+#: The Iceberg branch of the latest snapshot: a tag of this name has no ref of its own.
+MAIN_BRANCH = "main"
 
 
 @dataclass(frozen=True)
@@ -128,18 +139,27 @@ class IcebergMirror:
         return None if version is None else self._storage.uri(layout.iceberg_metadata_path(version))
 
     def _read_metadata(self, version: int) -> dict[str, Any]:
-        data = self._storage.read(layout.iceberg_metadata_path(version))
-        parsed: dict[str, Any] = json.loads(data)
+        path = layout.iceberg_metadata_path(version)
+        data = self._storage.read(path)
+        try:
+            parsed = json.loads(data)
+        except ValueError as exc:
+            uri = self._storage.uri(path)
+            raise CorruptMetadataError(f"cannot decode {uri}: {exc}", path=uri) from exc
+        if not isinstance(parsed, dict):
+            uri = self._storage.uri(path)
+            raise CorruptMetadataError(f"{uri} is not a JSON object", path=uri)
         return parsed
 
     # ---- publishing -------------------------------------------------------------------------
 
     def publish(self, max_snapshots: int = 100, *, rebuild: bool = False) -> str | None:
-        """Mirror the newest ``max_snapshots`` retained snapshots (the latest as current),
-        unless the newest mirror already does; returns the location of the metadata file that
-        does. None for a table without snapshots. Costs a constant number of reads and writes
-        per new snapshot, whatever the history: snapshots already mirrored are copied from
-        the current metadata. ``rebuild``: write a new version from the table's own metadata
+        """Mirror the newest ``max_snapshots`` retained snapshots (the latest as current) and
+        the snapshot of every tag (a ref of type tag), unless the newest mirror already does;
+        returns the location of the metadata file that does. None for a table without
+        snapshots. Costs a constant number of reads and writes per new snapshot, whatever the
+        history (plus one small read per tag): snapshots already mirrored are copied from the
+        current metadata. ``rebuild``: write a new version from the table's own metadata
         alone, re-creating any mirror file that is missing (a repair)."""
         for _ in range(_ATTEMPTS):
             latest = self._snapshots.latest()
@@ -147,18 +167,35 @@ class IcebergMirror:
                 return None
             version = self.current_version()
             current = self._read_metadata(version) if version is not None else None
+            # Read after the version: a tag deleted meanwhile is either seen gone here, or
+            # listed by a version older than the one an expiration writes before freeing its
+            # files (see ``commit.expire``).
+            tags = self._tags()
             earliest = self._snapshots.earliest_id() or 1
             first = max(earliest, latest.id - max(1, max_snapshots) + 1)
             retained = list(range(first, latest.id + 1))
+            listed = sorted(set(retained) | {s.id for s in tags.values()})
+            refs = iceberg.refs(latest.id, {name: s.id for name, s in tags.items()})
+            if not rebuild and self._restarted(current, latest):
+                rebuild = True
             if rebuild:
                 with self._lock:
                     self._known.clear()
                     self._states.clear()
             elif current is not None:
                 mirrored = [s["snapshot-id"] for s in current.get("snapshots", [])]
-                if current.get("current-snapshot-id", -1) > latest.id or mirrored == retained:
+                if current.get("current-snapshot-id", -1) > latest.id or (
+                    mirrored == listed and current.get("refs") == refs
+                ):
                     return self.location()
-            metadata = self._metadata(latest, retained, None if rebuild else current, version)
+            metadata = self._metadata(
+                latest,
+                retained,
+                {s.id: s for s in tags.values()},
+                refs,
+                None if rebuild else current,
+                version,
+            )
             target = layout.iceberg_metadata_path((version or 0) + 1)
             body = json.dumps(metadata, sort_keys=True).encode()  # C encoder: no indent
             if self._storage.put_if_absent(target, body):
@@ -168,21 +205,53 @@ class IcebergMirror:
                 return self._storage.uri(target)
         raise CommitConflictError("the Iceberg mirror kept changing under this publish; retry")
 
+    def _restarted(self, current: dict[str, Any] | None, latest: Snapshot) -> bool:
+        """Whether the mirror starts again after being off (none there, or its newest version
+        describes a snapshot from which on the table had it off for a while): orphan removal
+        may have deleted any of its files meanwhile, so nothing written before is trusted."""
+        if current is None:
+            return True
+        described = int(current.get("current-snapshot-id", latest.id))
+        for snapshot_id in range(described, latest.id + 1):
+            try:
+                snapshot = latest if snapshot_id == latest.id else self._snapshots.get(snapshot_id)
+            except (ObjectNotFoundError, SnapshotNotFoundError):
+                return True  # expired: what the mirror was then is unknown
+            schema = self._schemas.get(snapshot.schema_id)
+            if opt.Options(schema.options).get(opt.ICEBERG_STORAGE) == "disabled":
+                return True
+        return False
+
+    def _tags(self) -> dict[str, Snapshot]:
+        """The snapshot of every tag that can be an Iceberg ref (not one named ``main``)."""
+        return {
+            name: tag.snapshot
+            for name, tag in sorted(TagStore(self._storage).all().items())
+            if name != MAIN_BRANCH
+        }
+
     def _metadata(
         self,
         latest: Snapshot,
         retained: list[int],
+        tagged: dict[int, Snapshot],
+        refs: dict[str, dict[str, Any]],
         current: dict[str, Any] | None,
         version: int | None,
     ) -> dict[str, Any]:
+        """The table metadata listing the ``retained`` snapshots (the log of ``main``) and
+        the ``tagged`` ones (by id: a tag's copy of its snapshot, which may have expired)."""
         known = {s["snapshot-id"]: s for s in (current or {}).get("snapshots", [])}
-        listed = set(retained)
+        in_log = set(retained)
+        listed = in_log | set(tagged)
         entries = []
         log = []
-        for snapshot_id in retained:
+        for snapshot_id in sorted(listed):
             entry = known.get(snapshot_id)
             if entry is None:
-                snapshot = self._snapshots.get(snapshot_id)
+                snapshot = tagged.get(snapshot_id) if snapshot_id not in in_log else None
+                if snapshot is None:
+                    snapshot = self._snapshots.get(snapshot_id)
                 entry = iceberg.snapshot_entry(
                     snapshot, self._manifest_list(snapshot), parent_retained=True
                 )
@@ -190,7 +259,8 @@ class IcebergMirror:
             if entry.get("parent-snapshot-id") not in listed:
                 entry.pop("parent-snapshot-id", None)
             entries.append(entry)
-            log.append({"timestamp-ms": entry["timestamp-ms"], "snapshot-id": snapshot_id})
+            if snapshot_id in in_log:
+                log.append({"timestamp-ms": entry["timestamp-ms"], "snapshot-id": snapshot_id})
         schema_ids = sorted({e["schema-id"] for e in entries} | {latest.schema_id})
         schemas = [self._schemas.get(i) for i in schema_ids]
         every = self._lineage(latest.schema_id)
@@ -215,7 +285,7 @@ class IcebergMirror:
                 "appendtable.bucket": current_schema.options.get("bucket", "-1"),
             },
             "current-snapshot-id": latest.id,
-            "refs": {"main": {"snapshot-id": latest.id, "type": "branch"}},
+            "refs": refs,
             "snapshots": entries,
             "snapshot-log": log,
             # Older versions are pruned when snapshots expire: no log of them to follow.
@@ -459,18 +529,27 @@ class IcebergMirror:
         return None if version is None else self._referenced_by(version)
 
     def _referenced_by(self, version: int) -> set[str]:
+        """The mirror files version ``version`` uses, each a path under ``metadata/``
+        (CorruptMetadataError naming the metadata file for any other: it is never read or
+        deleted)."""
         metadata = self._read_metadata(version)
-        root = self._storage.uri("").rstrip("/") + "/"
+        source = self._storage.uri(layout.iceberg_metadata_path(version))
+        # A wrong root only makes every path fail the check below (refused, never deleted).
+        root = self._storage.uri("").rstrip("/") + "/"  # pragma: no mutate
         found = {layout.iceberg_metadata_path(version)}
-        for snapshot in metadata.get("snapshots", []):
-            list_path = _relative(snapshot["manifest-list"], root)
+        for snapshot in _snapshot_entries(metadata, source):
+            list_uri = snapshot.get("manifest-list")
+            list_path = _mirror_path(list_uri, root, source)
             found.add(list_path)
             try:
                 data = self._storage.read(list_path)
             except ObjectNotFoundError:
                 continue
-            _, records = read_container(data, snapshot["manifest-list"])
-            found.update(_relative(r["manifest_path"], root) for r in records)
+            _, records = read_container(data, self._storage.uri(list_path))
+            found.update(
+                _mirror_path(r.get("manifest_path"), root, self._storage.uri(list_path))
+                for r in records
+            )
         return found
 
     def prune(self) -> list[str]:
@@ -483,25 +562,52 @@ class IcebergMirror:
             return []
         keep = self._referenced_by(version)
         deleted: set[str] = set()
-        for name in self._storage.listnames(layout.ICEBERG_DIR):
-            older = self._version_of(name)
-            if older is None or older >= version:
-                continue
+        listed = (self._version_of(name) for name in self._storage.listnames(layout.ICEBERG_DIR))
+        # (the current version itself would delete nothing: "<=" is an equivalent mutant)
+        older_versions = [v for v in listed if v is not None and v < version]  # pragma: no mutate
+        for older in sorted(older_versions):
             try:
                 used = self._referenced_by(older)
             except ObjectNotFoundError:
                 continue
+            except CorruptMetadataError:
+                # it names files that are not this table's mirror files (a moved table, or a
+                # hostile file): none of them is touched, only the version file itself goes
+                used = {layout.iceberg_metadata_path(older)}
             for path in sorted(used - keep):
                 try:
                     self._storage.delete(path)
                 except ObjectNotFoundError:
                     pass
                 deleted.add(path)
+        # Memory only: a pruned file's key never comes back (gone sets only grow, rollbacks
+        # write new manifests), so not forgetting it is an equivalent mutant.
         with self._lock:
             for path in deleted:
-                self._known.pop(path, None)
+                self._known.pop(path, None)  # pragma: no mutate
         return sorted(deleted)
 
 
-def _relative(uri: str, root: str) -> str:
-    return uri[len(root) :] if uri.startswith(root) else uri
+def _snapshot_entries(metadata: object, source: str) -> list[dict[str, Any]]:
+    snapshots = metadata.get("snapshots", []) if isinstance(metadata, dict) else None
+    if not isinstance(snapshots, list) or not all(isinstance(s, dict) for s in snapshots):
+        raise CorruptMetadataError(f"{source} has no list of snapshots", path=source)
+    return snapshots
+
+
+def _mirror_path(uri: object, root: str, source: str) -> str:
+    """The path under ``metadata/`` of a mirror file named (as a URI) in ``source``."""
+    text = uri if isinstance(uri, str) else ""
+    relative = text[len(root) :] if text.startswith(root) else None
+    if (
+        relative is None
+        or path_problem(relative) is not None
+        or not relative.startswith(f"{layout.ICEBERG_DIR}/")
+    ):
+        raise CorruptMetadataError(
+            f"Iceberg metadata file {source} names {str(uri)[:200]!r}, which is not a mirror "
+            f"file of this table (under {root}{layout.ICEBERG_DIR}/); it is neither read nor "
+            "deleted",
+            path=source,
+        )
+    return relative

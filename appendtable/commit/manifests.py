@@ -8,6 +8,12 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
 from appendtable.commit.metadata_cache import MetadataCache
+from appendtable.commit.validation import (
+    check_entries,
+    check_manifest_list,
+    metadata_name_problem,
+)
+from appendtable.errors import CorruptMetadataError
 from appendtable.metadata import codec, layout
 from appendtable.metadata.models import (
     CommitUserRecord,
@@ -38,12 +44,21 @@ _USERS: MetadataCache[list[CommitUserRecord]] = MetadataCache(max_weight=500_000
 
 
 def _decode_manifest(data: bytes, uri: str) -> Manifest:
-    return codec.decode(data, Manifest, codec.Kind.MANIFEST, uri)
+    manifest = codec.decode(data, Manifest, codec.Kind.MANIFEST, uri)
+    check_entries(manifest.entries, uri)
+    return manifest
+
+
+def _decode_list(data: bytes, uri: str) -> list[ManifestFileMeta]:
+    manifests = codec.decode(data, ManifestList, codec.Kind.MANIFEST_LIST, uri).manifests
+    check_manifest_list(manifests, uri)
+    return manifests
 
 
 def fold_live(entries: Iterable[ManifestEntry]) -> dict[str, ManifestEntry]:
     """The live files of a sequence of entries: every ADD not cancelled by a DELETE of the same
-    path. File names are unique and never re-added, so the fold does not depend on order."""
+    path, each path once (set semantics: a repeated ADD is one file). File names are unique and
+    never re-added, so the fold does not depend on order."""
     added: dict[str, ManifestEntry] = {}
     deleted: set[str] = set()
     for entry in entries:
@@ -120,7 +135,8 @@ class ManifestStore:
         encoded_estimate = 0
         for entry in entries:
             batch.append(entry)
-            encoded_estimate += 160 + 24 * len(entry.file.min_values)
+            file = entry.file
+            encoded_estimate += 160 + 24 * (len(file.min_values) + len(file.nested_stats))
             if encoded_estimate >= self._target_size:
                 written.append(self._write_manifest(batch))
                 batch, encoded_estimate = [], 0
@@ -151,6 +167,8 @@ class ManifestStore:
         )
 
     def read_manifest(self, name: str) -> list[ManifestEntry]:
+        """The entries of manifest ``name`` (CorruptMetadataError for a name or a data file
+        path outside the table, see ``commit.validation``)."""
         return self._read_cached(
             _MANIFESTS, name, lambda data, uri: _decode_manifest(data, uri).entries
         )
@@ -164,6 +182,13 @@ class ManifestStore:
         cached = cache.get(key)
         if cached is not None:
             return cached
+        problem = metadata_name_problem(name)
+        if problem is not None:
+            raise CorruptMetadataError(
+                f"a metadata file of {self._root} names {name!r} in manifest/, refused "
+                f"({problem}): the metadata is damaged",
+                path=str(name),
+            )
         path = layout.manifest_path(name)
         decoded = decode(self._storage.read(path), self._storage.uri(path))
         cache.put(key, decoded, len(decoded))
@@ -179,19 +204,24 @@ class ManifestStore:
         return name
 
     def read_list(self, name: str) -> list[ManifestFileMeta]:
-        return self._read_cached(
-            _LISTS,
-            name,
-            lambda data, uri: (
-                codec.decode(data, ManifestList, codec.Kind.MANIFEST_LIST, uri).manifests
-            ),
-        )
+        return self._read_cached(_LISTS, name, _decode_list)
 
     def all_manifests(self, snapshot: Snapshot) -> list[ManifestFileMeta]:
-        """Base then delta manifests of a snapshot: together, all of its files."""
-        return self.read_list(snapshot.base_manifest_list) + self.read_list(
-            snapshot.delta_manifest_list
-        )
+        """Base then delta manifests of a snapshot: together, all of its files. A manifest in
+        both lists is damage (CorruptMetadataError naming the delta list)."""
+        base = self.read_list(snapshot.base_manifest_list)
+        delta = self.read_list(snapshot.delta_manifest_list)
+        if base and delta:
+            names = {m.file_name for m in base}
+            twice = next((m.file_name for m in delta if m.file_name in names), None)
+            if twice is not None:
+                uri = self._storage.uri(layout.manifest_path(snapshot.delta_manifest_list))
+                raise CorruptMetadataError(
+                    f"metadata file {uri} lists manifest {twice!r}, which the base list of "
+                    f"snapshot {snapshot.id} lists too: the metadata is damaged",
+                    path=uri,
+                )
+        return base + delta
 
     # ---- reading entries --------------------------------------------------------------------
 
@@ -219,8 +249,8 @@ class ManifestStore:
         ]
         if any(m.num_deleted for m in manifests):
             entries: Iterable[ManifestEntry] = fold_live(self.entries(manifests)).values()
-        else:  # add-only manifests (the usual case): nothing to cancel
-            entries = self.entries(manifests)
+        else:  # add-only manifests (the usual case): nothing to cancel, a path counts once
+            entries = {e.file.path: e for e in self.entries(manifests)}.values()
         if entry_filter is None:
             return list(entries)
         return [entry for entry in entries if entry_filter(entry)]

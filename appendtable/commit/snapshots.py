@@ -12,6 +12,7 @@ import threading
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 
+from appendtable.commit.validation import check_snapshot
 from appendtable.errors import (
     AppendTableError,
     CorruptMetadataError,
@@ -24,11 +25,18 @@ from appendtable.metadata import codec, layout
 from appendtable.metadata.models import Snapshot
 from appendtable.storage import Storage
 
-__all__ = ["SnapshotStore", "flush_hints"]
+__all__ = ["SnapshotStore", "decode_snapshot", "flush_hints"]
 
 _CACHE_LIMIT = 1024
 #: One thread writes LATEST hints in order, so a newer hint is never overwritten by an older.
 _HINTS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="appendtable-hint")
+
+
+def decode_snapshot(data: bytes, uri: str) -> Snapshot:
+    """A snapshot file's content, checked (``commit.validation``)."""
+    snapshot = codec.decode(data, Snapshot, codec.Kind.SNAPSHOT, uri)
+    check_snapshot(snapshot, uri)
+    return snapshot
 
 
 def flush_hints() -> None:
@@ -71,6 +79,14 @@ class SnapshotStore:
         """Whether the snapshot file exists now (not the cache: it may have expired since)."""
         return self._storage.exists(layout.snapshot_path(snapshot_id))
 
+    def check_retained(self, snapshot_id: int) -> None:
+        """Raise SnapshotExpiredError (or SnapshotNotFoundError) unless snapshot
+        ``snapshot_id`` is in the log now (not the cache: another process may have expired
+        it)."""
+        if not self.on_storage(snapshot_id):
+            self.forget(snapshot_id)
+            raise self._missing(snapshot_id)
+
     def latest_id(self) -> int | None:
         """The id of the newest snapshot, None for an empty table.
 
@@ -99,13 +115,13 @@ class SnapshotStore:
         self._latest_seen = ids[-1]
         return ids[-1]
 
-    def earliest_id(self) -> int | None:
+    def earliest_id(self, *, repair: bool = True) -> int | None:
         """The id of the oldest retained snapshot, None for an empty table.
 
         Verified against storage (not the cache: others may have expired snapshots). Without
         an EARLIEST hint (nothing expired yet) snapshot 1 is the answer when it exists, since
         ids start at 1; only a missing or stale hint costs a listing, after which the hint is
-        written for the next reader."""
+        written for the next reader (unless ``repair`` is false)."""
         hint = self._read_hint(layout.EARLIEST_HINT)
         if hint and self.on_storage(hint) and (hint == 1 or not self.on_storage(hint - 1)):
             return hint
@@ -114,7 +130,8 @@ class SnapshotStore:
         ids = self.list_ids()
         if not ids:
             return None
-        self._write_hint(layout.EARLIEST_HINT, ids[0])
+        if repair:  # not in a dry run, which changes nothing
+            self._write_hint(layout.EARLIEST_HINT, ids[0])
         return ids[0]
 
     def write_earliest_hint(self, snapshot_id: int) -> None:
@@ -140,7 +157,7 @@ class SnapshotStore:
             data = self._storage.read(path)
         except ObjectNotFoundError:
             raise self._missing(snapshot_id) from None
-        snapshot = codec.decode(data, Snapshot, codec.Kind.SNAPSHOT, self._storage.uri(path))
+        snapshot = decode_snapshot(data, self._storage.uri(path))
         if snapshot.id != snapshot_id:
             raise CorruptMetadataError(
                 f"{self._storage.uri(path)} holds snapshot {snapshot.id}", path=path
@@ -226,7 +243,7 @@ class SnapshotStore:
             data = self._storage.read(path)
         except ObjectNotFoundError:
             return None
-        stored = codec.decode(data, Snapshot, codec.Kind.SNAPSHOT, self._storage.uri(path))
+        stored = decode_snapshot(data, self._storage.uri(path))
         if stored.nonce == snapshot.nonce:
             self._remember(stored)
             return True

@@ -15,12 +15,19 @@ from __future__ import annotations
 import time
 import uuid
 
+from appendtable.commit.validation import check_snapshot
 from appendtable.errors import ObjectNotFoundError, TagExistsError, TagNotFoundError
 from appendtable.metadata import codec, layout
 from appendtable.metadata.models import Snapshot, Tag
 from appendtable.storage import Storage
 
 __all__ = ["TagStore"]
+
+
+def _decode_tag(data: bytes, uri: str) -> Tag:
+    tag = codec.decode(data, Tag, codec.Kind.TAG, uri)
+    check_snapshot(tag.snapshot, uri)
+    return tag
 
 
 class TagStore:
@@ -37,7 +44,7 @@ class TagStore:
         except ObjectNotFoundError:
             known = ", ".join(sorted(self.all())) or "none"
             raise TagNotFoundError(f"no tag named '{name}' (tags: {known})") from None
-        return codec.decode(data, Tag, codec.Kind.TAG, self._storage.uri(path))
+        return _decode_tag(data, self._storage.uri(path))
 
     def create(self, name: str, snapshot: Snapshot) -> Tag:
         """Tag ``snapshot`` as ``name``, atomically; TagExistsError if the name is taken."""
@@ -73,7 +80,7 @@ class TagStore:
                 data = self._storage.read(path)
             except ObjectNotFoundError:
                 continue  # deleted while we listed
-            found[tag_name] = codec.decode(data, Tag, codec.Kind.TAG, self._storage.uri(path))
+            found[tag_name] = _decode_tag(data, self._storage.uri(path))
         return found
 
     def released(self) -> dict[str, Tag]:
@@ -88,7 +95,7 @@ class TagStore:
                 data = self._storage.read(path)
             except ObjectNotFoundError:
                 continue
-            found[path] = codec.decode(data, Tag, codec.Kind.TAG, self._storage.uri(path))
+            found[path] = _decode_tag(data, self._storage.uri(path))
         return found
 
     def forget_release(self, path: str) -> None:

@@ -2,7 +2,8 @@
 
 ``conform`` is the gate every write passes through. It matches columns **by name**, never by
 position, and casts only within a type family (integers to wider integers or floats, string to
-large string, timestamp units, ...), with overflow and truncation checks. It never parses strings
+large string, timestamp units, ...), with overflow and truncation checks (``casting``: a value
+is stored exactly, or as the nearest value of a narrower float, or refused). It never parses strings
 into numbers or dates (pyarrow's cast would), never drops or invents columns, and checks that
 non-nullable columns hold no nulls (non-nullable fields of structs too, where the struct is
 not null). Any violation raises :class:`SchemaMismatchError` naming the column.
@@ -13,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from appendtable.datafiles.casting import cast_column
 from appendtable.datafiles.nested_nulls import fill_hidden_nulls
 from appendtable.errors import InvalidSchemaError, SchemaMismatchError
-from appendtable.metadata.types import FieldSpec, TypeSpec
+from appendtable.metadata.types import FieldSpec, TypeSpec, case_twin
 
 __all__ = [
     "PARQUET_FIELD_ID",
@@ -121,7 +122,25 @@ def field_specs(schema: pa.Schema) -> tuple[FieldSpec, ...]:
         raise InvalidSchemaError(f"duplicate column name(s): {', '.join(duplicates)}")
     if not names:
         raise InvalidSchemaError("a table needs at least one column")
-    return tuple(_field_spec(field, "") for field in schema)
+    specs = tuple(_field_spec(field, "") for field in schema)
+    _check_case_twins(specs, "")
+    return specs
+
+
+def _check_case_twins(fields: Sequence[FieldSpec], parent: str) -> None:
+    """InvalidSchemaError naming both fields if two names at one level differ only by case."""
+    names = [field.name for field in fields]
+    for index, name in enumerate(names):
+        twin = case_twin(name, names[:index])
+        if twin is not None:
+            first, second = (f"{parent}{n}" for n in (twin, name))
+            raise InvalidSchemaError(
+                f"columns '{first}' and '{second}' differ only by case: Spark SQL, DuckDB and "
+                "most engines cannot tell them apart; rename one"
+            )
+    for field in fields:
+        if field.type.fields:
+            _check_case_twins(field.type.fields, f"{parent}{field.name}.")
 
 
 def arrow_type(spec: TypeSpec) -> pa.DataType:
@@ -233,8 +252,9 @@ _FAMILIES = (
     ("map", pa.types.is_map),
     ("struct", pa.types.is_struct),
 )
-#: Cross-family casts that never change meaning (checked for overflow by a safe cast).
-_ALLOWED_CROSS = frozenset({("int", "float"), ("int", "decimal"), ("decimal", "float")})
+#: Cross-family casts that never change meaning (checked for overflow by a safe cast); decimals
+#: to floats are allowed at the top level (see ``_castable``).
+_ALLOWED_CROSS = frozenset({("int", "float"), ("int", "decimal")})
 
 
 def _family(dtype: pa.DataType) -> str:
@@ -244,12 +264,17 @@ def _family(dtype: pa.DataType) -> str:
     return str(dtype)
 
 
-def _castable(source: pa.DataType, target: pa.DataType) -> bool:
+def _castable(source: pa.DataType, target: pa.DataType, *, top: bool = True) -> bool:
+    """Whether ``source`` values may be cast to ``target`` (the values are checked by the
+    cast). Decimals become floats only in top-level columns, where ``_conform_column`` rounds
+    them correctly (Arrow's own decimal-to-float cast is off by an ulp for many values)."""
     if source == target or pa.types.is_null(source):
         return True
     if pa.types.is_dictionary(source):
-        return _castable(source.value_type, target)
+        return _castable(source.value_type, target, top=top)
     source_family, target_family = _family(source), _family(target)
+    if (source_family, target_family) == ("decimal", "float"):
+        return top
     if source_family != target_family:
         return (source_family, target_family) in _ALLOWED_CROSS
     if source_family == "timestamp":
@@ -261,16 +286,28 @@ def _castable(source: pa.DataType, target: pa.DataType) -> bool:
         }
         source_fields = [source.field(i) for i in range(source.num_fields)]
         return len(source_fields) == len(target_names) and all(
-            f.name in target_names and _castable(f.type, target_names[f.name])
+            f.name in target_names and _castable(f.type, target_names[f.name], top=False)
             for f in source_fields
         )
     if source_family == "list":
-        return _castable(source.value_type, target.value_type)
+        return _castable(source.value_type, target.value_type, top=False)
     if source_family == "map":
-        return _castable(source.key_type, target.key_type) and _castable(
-            source.item_type, target.item_type
+        return _castable(source.key_type, target.key_type, top=False) and _castable(
+            source.item_type, target.item_type, top=False
         )
     return True
+
+
+def _not_in_schema(name: str, schema: pa.Schema) -> SchemaMismatchError:
+    twin = case_twin(name, schema.names)
+    hint = (
+        f"; the table has '{twin}' (names are matched exactly)"
+        if twin is not None
+        else f" (table columns: {', '.join(schema.names)})"
+    )
+    return SchemaMismatchError(
+        f"input column '{name}' is not in the table schema{hint}", column=name
+    )
 
 
 def check_compatible(source: pa.Schema, schema: pa.Schema) -> None:
@@ -280,11 +317,7 @@ def check_compatible(source: pa.Schema, schema: pa.Schema) -> None:
     names = source.names
     extra = [name for name in names if name not in schema.names]
     if extra:
-        raise SchemaMismatchError(
-            f"input column '{extra[0]}' is not in the table schema "
-            f"(table columns: {', '.join(schema.names)})",
-            column=extra[0],
-        )
+        raise _not_in_schema(extra[0], schema)
     for field in schema:
         if field.name not in names:
             raise SchemaMismatchError(
@@ -312,11 +345,7 @@ def conform(data: pa.Table, schema: pa.Schema, *, missing_as_null: bool = False)
     expected = set(schema.names)
     extra = [name for name in present if name not in expected]
     if extra:
-        raise SchemaMismatchError(
-            f"input column '{extra[0]}' is not in the table schema "
-            f"(table columns: {', '.join(schema.names)})",
-            column=extra[0],
-        )
+        raise _not_in_schema(extra[0], schema)
     missing = [
         field.name
         for field in schema
@@ -377,17 +406,24 @@ def _fill_struct(array: pa.StructArray, target: pa.DataType) -> pa.Array:
     return pa.StructArray.from_arrays(children, fields=fields, mask=mask)
 
 
+def _has_seconds(dtype: pa.DataType) -> bool:
+    """Whether ``dtype`` holds ``timestamp[s]`` at any depth (checked even uncast)."""
+    if pa.types.is_timestamp(dtype):
+        return bool(dtype.unit == "s")
+    return any(_has_seconds(dtype.field(i).type) for i in range(dtype.num_fields))
+
+
 def _conform_column(column: pa.ChunkedArray, field: pa.Field) -> pa.ChunkedArray:
     source = column.type
-    if source != field.type:
-        if not _castable(source, field.type):
-            raise SchemaMismatchError(
-                f"column '{field.name}' has type {source}, which cannot be safely cast to the "
-                f"table's type {field.type}",
-                column=field.name,
-            )
+    if source != field.type and not _castable(source, field.type):
+        raise SchemaMismatchError(
+            f"column '{field.name}' has type {source}, which cannot be safely cast to the "
+            f"table's type {field.type}",
+            column=field.name,
+        )
+    if source != field.type or _has_seconds(field.type):
         try:
-            column = pc.cast(column, field.type, safe=True)
+            column = cast_column(column, field)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
             raise SchemaMismatchError(
                 f"column '{field.name}': values do not fit the table's type {field.type}: {exc}",

@@ -16,12 +16,12 @@ directories leaves the other CPU idle meanwhile).
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import IO, Any
 
 from appendtable.storage import Storage
-from appendtable.storage.base import FileInfo
+from appendtable.storage.base import DirectoryListing, FileInfo
 from appendtable.storage.local import LocalStorage
 
 __all__ = ["DeferredSync", "uses_io_threads"]
@@ -142,6 +142,12 @@ class DeferredSync(Storage):
 
     def walk(self, directory: str = "") -> list[FileInfo]:
         return self.inner.walk(directory)
+
+    def walk_tree(self, directory: str = "") -> Iterator[DirectoryListing]:
+        return self.inner.walk_tree(directory)
+
+    def checked(self, path: str) -> str:
+        return self.inner.checked(path)
 
     def delete(self, path: str) -> None:
         self.inner.delete(path)

@@ -36,6 +36,8 @@ def _scalar(value: StatValue, type_spec: TypeSpec) -> pa.Scalar:
         return pa.scalar(value * 86_400_000, type=dtype)
     if type_spec.kind in ("float16", "float32", "float64"):
         return pa.scalar(float(value), type=pa.float64())  # type: ignore[arg-type]
+    if type_spec.kind == "fixed_size_binary":  # a literal of another length too
+        return pa.scalar(value, type=pa.binary())
     return pa.scalar(value, type=dtype)  # integers: within the column's range (parse_filter)
 
 
@@ -50,13 +52,15 @@ def _float_set(scalars: list[pa.Scalar]) -> list[pa.Scalar]:
 
 
 def _predicate(predicate: Predicate) -> pc.Expression:
-    field = pc.field(predicate.column)
+    field = pc.field(predicate.column, *predicate.path)  # a struct field: null under a null struct
     op = predicate.op
     if op == "is null":
         return field.is_null()
     if op == "is not null":
         return field.is_valid()
     scalars = [_scalar(v, predicate.type) for v in predicate.values]
+    if predicate.type.kind == "fixed_size_binary":  # compared as bytes, whatever the length
+        field = field.cast(pa.binary())
     if op in ("=", "=="):
         return field == scalars[0]
     if op == "!=":

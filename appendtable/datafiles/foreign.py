@@ -86,7 +86,7 @@ def describe_foreign_file(storage: Storage, path: str, spec: ForeignFileSpec) ->
     with (
         translated("read", uri),
         _foreign_errors(uri),
-        filesystem.open_input_file(f"{root}/{path}") as handle,
+        filesystem.open_input_file(f"{root}/{storage.checked(path)}") as handle,
     ):
         file_size = handle.size()
         tail = read_tail(handle.read_at, file_size, uri)

@@ -13,6 +13,7 @@ that is not null (a real violation). Tables without such fields pass through unt
 from __future__ import annotations
 
 import functools
+import re
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -24,11 +25,17 @@ __all__ = ["fill_hidden_nulls", "has_required_nested_fields"]
 
 @functools.lru_cache(maxsize=256)
 def has_required_nested_fields(dtype: pa.DataType) -> bool:
-    """Whether ``dtype`` holds a struct with a non-nullable field (at any depth)."""
+    """Whether ``dtype`` holds a struct with a non-nullable field, or with a fixed-size list of
+    non-nullable elements (at any depth)."""
     if pa.types.is_struct(dtype):
-        return any(not f.nullable or has_required_nested_fields(f.type) for f in dtype)
+        return any(
+            not f.nullable or _strict_fixed_list(f.type) or has_required_nested_fields(f.type)
+            for f in dtype
+        )
     if _is_list(dtype):
-        return has_required_nested_fields(dtype.value_type)
+        return _strict_fixed_list(dtype.value_type) or has_required_nested_fields(dtype.value_type)
+    if pa.types.is_map(dtype):
+        return has_required_nested_fields(dtype.item_type) or _strict_fixed_list(dtype.item_type)
     return False
 
 
@@ -44,16 +51,33 @@ def fill_hidden_nulls(data: pa.Table) -> pa.Table:
     return data
 
 
-def _fill(array: pa.Array, path: str) -> pa.Array:
+def _fill(array: pa.Array, path: str, under_null: bool = False) -> pa.Array:
+    """``under_null``: a struct above this one (with no list between) is null in some rows."""
     dtype = array.type
     if pa.types.is_struct(dtype):
         parent_valid = array.is_valid() if array.null_count else None
+        nulls_above = under_null or parent_valid is not None
         children = []
         for index, field in enumerate(dtype):
             child = array.field(index)  # adjusted for the array's offset
             child_path = f"{path}.{field.name}"
             if has_required_nested_fields(field.type):
-                child = _fill(child, child_path)
+                child = _fill(child, child_path, nulls_above)
+            if (
+                pa.types.is_fixed_size_list(field.type)
+                and (not field.nullable or _strict_fixed_list(field.type))
+                and (nulls_above or child.null_count)
+            ):
+                # pyarrow writes it, but cannot read it back ("Expected all lists to be of
+                # size=N", or, beside a field read with a cast, "nulls in input cannot be
+                # viewed as non-nullable"): refused rather than writing a file no reader opens
+                raise SchemaMismatchError(
+                    f"field '{child_path}' is a fixed-size list (of non-nullable elements, or "
+                    "not nullable itself) in a struct, and it or the struct is null in some "
+                    "rows, which Parquet files cannot hold readably (pyarrow fails to read them "
+                    "back); make the field and its elements nullable",
+                    column=_top(path),
+                )
             if not field.nullable and child.null_count:
                 exposed = (
                     child.is_null()
@@ -63,7 +87,7 @@ def _fill(array: pa.Array, path: str) -> pa.Array:
                 if pc.any(exposed).as_py():
                     raise SchemaMismatchError(
                         f"field '{child_path}' is not nullable but the input holds nulls in it",
-                        column=path.split(".", 1)[0],
+                        column=_top(path),
                     )
                 child = pc.fill_null(child, _placeholder(field.type))
             children.append(child)
@@ -73,12 +97,41 @@ def _fill(array: pa.Array, path: str) -> pa.Array:
         offsets = array.offsets  # of this slice, into the whole values array
         first = offsets[0].as_py()
         values = array.values.slice(first, offsets[-1].as_py() - first)
+        if _strict_fixed_list(dtype.value_type) and values.null_count:
+            raise SchemaMismatchError(
+                f"'{path}[]' holds null fixed-size lists of non-nullable elements, which "
+                "Parquet files cannot hold readably (pyarrow fails to read them back); make "
+                "the elements nullable",
+                column=_top(path),
+            )
         values = _fill(values, f"{path}[]")
         mask = pc.is_null(array) if array.null_count else None
         builder = pa.LargeListArray if pa.types.is_large_list(dtype) else pa.ListArray
         rebased = pc.subtract(offsets, pa.scalar(first, offsets.type))
         return builder.from_arrays(rebased, values, type=dtype, mask=mask)
+    if pa.types.is_map(dtype):
+        if _strict_fixed_list(dtype.item_type) and array.items.null_count:
+            raise SchemaMismatchError(
+                f"'{path}' holds null fixed-size lists of non-nullable elements as values, "
+                "which Parquet files cannot hold readably (pyarrow fails to read them back); "
+                "make the elements nullable",
+                column=_top(path),
+            )
+        offsets = array.offsets
+        first = offsets[0].as_py()
+        length = offsets[-1].as_py() - first
+        items = _fill(array.items.slice(first, length), f"{path}.value")
+        rebased = pc.subtract(offsets, pa.scalar(first, offsets.type))
+        mask = pc.is_null(array) if array.null_count else None
+        return pa.MapArray.from_arrays(
+            rebased, array.keys.slice(first, length), items, type=dtype, mask=mask
+        )
     return array
+
+
+def _top(path: str) -> str:
+    """The top-level column of a path such as ``c.f1``, ``c[].x`` or ``c.value``."""
+    return re.split(r"[.\[]", path, maxsplit=1)[0]
 
 
 def _placeholder(dtype: pa.DataType) -> pa.Scalar:
@@ -103,6 +156,10 @@ def _placeholder(dtype: pa.DataType) -> pa.Scalar:
     if pa.types.is_temporal(dtype):  # date64, time64, timestamps, durations
         return pa.scalar(0, pa.int64()).cast(dtype)
     return pa.scalar(0, pa.int8()).cast(dtype)  # numbers and decimals
+
+
+def _strict_fixed_list(dtype: pa.DataType) -> bool:
+    return pa.types.is_fixed_size_list(dtype) and not dtype.value_field.nullable
 
 
 def _is_list(dtype: pa.DataType) -> bool:

@@ -43,6 +43,9 @@ class FileLayout:
     sources: dict[str, FieldSpec]
     #: Target column -> position of its statistics in the file's metadata (None: all null).
     stats_positions: dict[str, int | None]
+    #: Every field id of the files' schema, at any depth (a struct field of the target whose
+    #: id is not here reads as null).
+    field_ids: frozenset[int] = frozenset()
 
 
 class Projection:
@@ -73,6 +76,7 @@ class Projection:
             native=schema.id == self.target.id or same_fields(schema.fields, self.target.fields),
             sources=sources,
             stats_positions=stats_positions(schema.fields, self.target.fields),
+            field_ids=_all_ids(schema.fields),
         )
         with self._lock:
             self._layouts[schema_id] = layout
@@ -165,6 +169,17 @@ def _convert_struct(
         fields=[dtype.field(i) for i in range(dtype.num_fields)],
         mask=_mask(array) if array.null_count else None,
     )
+
+
+def _all_ids(fields: Sequence[FieldSpec]) -> frozenset[int]:
+    found: set[int] = set()
+    pending = list(fields)
+    while pending:
+        field = pending.pop()
+        if field.id is not None:
+            found.add(field.id)
+        pending.extend(field.type.fields)
+    return frozenset(found)
 
 
 def _rebased(array: pa.Array) -> tuple[pa.Array, pa.Array]:

@@ -229,7 +229,7 @@ def read_files(
     row count is checked too."""
     filesystem, root = arrow_filesystem(storage)
     paths = [file.path for file in files]
-    full = [f"{root}/{path}" for path in paths]
+    full = [f"{root}/{storage.checked(path)}" for path in paths]
 
     def culprit(usable: Callable[[str], bool]) -> str | None:
         """The first file that is not ``usable`` (Arrow's errors do not always say which)."""
@@ -278,7 +278,7 @@ def _check_footer(
     with (
         translated("read", uri),
         _data_file_errors(uri),
-        filesystem.open_input_file(f"{root}/{file.path}") as handle,
+        filesystem.open_input_file(f"{root}/{storage.checked(file.path)}") as handle,
     ):
         verified_tail(handle, handle.size(), file.footer_crc, uri)
 
@@ -374,7 +374,7 @@ def read_file(
     files: streams catching up, compaction); filtered reads use the scanner for its row-group
     pruning."""
     filesystem, root = arrow_filesystem(storage)
-    full = f"{root}/{file.path}"
+    full = f"{root}/{storage.checked(file.path)}"
     selected = list(columns) if columns is not None else None
     uri = storage.uri(file.path)
     expected = stored_schema(schema)

@@ -355,6 +355,7 @@ class _OpenFile:
             max_values=maxs,
             footer_crc=footer_crc,
             file_index=file_index,
+            nested_stats=self._stats.nested_result(),
         )
 
     def _file_index(self, size: int) -> FileIndex | None:

@@ -29,6 +29,7 @@ __all__ = [
     "CompactionTask",
     "ConsumerState",
     "DataFileMeta",
+    "FieldStats",
     "FileKind",
     "FileSource",
     "Manifest",
@@ -124,6 +125,19 @@ class DataFileMeta(msgspec.Struct, frozen=True, array_like=True, gc=False):
     footer_crc: int | None = None
     #: Per-file indexes (bloom filters) for skipping the file; None: the file has none.
     file_index: FileIndex | None = None
+    #: Statistics of struct fields below the top level (leaves reached through structs
+    #: only), by field id; () when the writer recorded none (older files, other engines').
+    nested_stats: tuple[FieldStats, ...] = ()
+
+
+class FieldStats(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    """The statistics of one struct field of a data file: its null count (rows where it
+    reads as null, a null parent struct included) and stored min/max (None: unknown)."""
+
+    field_id: int
+    null_count: int | None
+    min_value: _Stored = None
+    max_value: _Stored = None
 
 
 class BloomFilter(msgspec.Struct, frozen=True, array_like=True, gc=False):

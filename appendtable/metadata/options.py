@@ -116,6 +116,20 @@ def _parse_str(text: str) -> str:
     return text
 
 
+_DIRECTORY_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,199}$")
+
+
+def _parse_directory_name(text: str) -> str:
+    """A value that becomes a directory name: 1-200 letters, digits, '.', '_' or '-',
+    starting with a letter, digit or '_' (never '.', '..' or a path)."""
+    if not _DIRECTORY_NAME.match(text):
+        raise ValueError(
+            f"{text!r} is not a directory name: use 1-200 letters, digits, '.', '_' or '-', "
+            "starting with a letter, digit or '_'"
+        )
+    return text
+
+
 def _parse_columns(text: str) -> tuple[str, ...]:
     columns = tuple(c.strip() for c in text.split(",") if c.strip())
     if not columns:
@@ -226,7 +240,7 @@ ICEBERG_MAX_SNAPSHOTS = _define(
 )
 PARTITION_DEFAULT_NAME = _define(
     "partition.default-name",
-    _parse_str,
+    _parse_directory_name,
     "__DEFAULT_PARTITION__",
     "directory name for null and empty partition values",
 )
@@ -490,7 +504,14 @@ class Options:
 
     def get(self, option: OptionDef[T]) -> T:
         text = self._raw.get(option.key)
-        return option.default if text is None else option.parse(text)
+        if text is None:
+            return option.default
+        try:
+            return option.parse(text)
+        except ValueError as exc:  # a stored value no validated write produces
+            raise InvalidOptionError(
+                f"the table's option '{option.key}' = {text!r} is invalid: {exc}"
+            ) from None
 
     def is_set(self, option: OptionDef[Any]) -> bool:
         return option.key in self._raw

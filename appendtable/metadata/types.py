@@ -7,11 +7,13 @@ their children as :class:`FieldSpec` entries. The mapping to and from Arrow live
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, TypeVar
 
 import msgspec
 
 __all__ = [
+    "case_twin",
     "replaced",
     "FIXED_KINDS",
     "INTEGER_KINDS",
@@ -79,3 +81,11 @@ _Struct = TypeVar("_Struct", bound=msgspec.Struct)
 def replaced(struct: _Struct, **changes: Any) -> _Struct:
     """A copy of a metadata struct with some fields changed (structs are immutable)."""
     return msgspec.structs.replace(struct, **changes)
+
+
+def case_twin(name: str, others: Iterable[str]) -> str | None:
+    """The first of ``others`` that differs from ``name`` only by case (Unicode case
+    folding: ``Straße`` and ``STRASSE`` too), or None. Engines such as Spark SQL and DuckDB
+    resolve names ignoring case, so a table never holds two such names at one level."""
+    folded = name.casefold()
+    return next((o for o in others if o != name and o.casefold() == folded), None)

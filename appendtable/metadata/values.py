@@ -7,7 +7,7 @@ import decimal
 
 from appendtable.metadata.types import TypeSpec
 
-__all__ = ["to_python"]
+__all__ = ["to_python", "unscaled"]
 
 _EPOCH_DATE = dt.date(1970, 1, 1)
 _EPOCH = dt.datetime(1970, 1, 1)
@@ -40,3 +40,24 @@ def _to_python(value: object, type_spec: TypeSpec) -> object:
     if kind == "decimal" and isinstance(value, str):
         return decimal.Decimal(value)
     return value
+
+
+def unscaled(number: decimal.Decimal, scale: int) -> int:
+    """The unscaled integer of ``number`` at ``scale`` (``1.25`` at scale 2 is 125), computed
+    from its digits: exact for every precision, where ``Decimal.scaleb`` would round to the
+    context's 28 digits. Raises ValueError for NaN, infinities and a number with more
+    fractional digits than ``scale``."""
+    if not number.is_finite():
+        raise ValueError(f"{number} has no unscaled value")
+    sign, digits, exponent = number.as_tuple()
+    assert isinstance(exponent, int)  # finite
+    coefficient = int("".join(map(str, digits)) or "0")
+    shift = exponent + scale
+    value: int
+    if shift >= 0:
+        value = coefficient * 10**shift
+    else:
+        value, remainder = divmod(coefficient, 10**-shift)
+        if remainder:
+            raise ValueError(f"{number} has more than {scale} fractional digits")
+    return -value if sign else value

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from appendtable.errors import InvalidOptionError, SchemaChangeError
 from appendtable.metadata import options as opt
 from appendtable.metadata.models import FORMAT_VERSION, TableSchema
-from appendtable.metadata.types import NESTED_KINDS, FieldSpec, TypeSpec, replaced
+from appendtable.metadata.types import NESTED_KINDS, FieldSpec, TypeSpec, case_twin, replaced
 
 __all__ = [
     "AddColumn",
@@ -437,6 +437,7 @@ class _Change:
             parent, siblings = [], self.fields
         if any(f.name == field.name for f in siblings):
             raise SchemaChangeError(f"cannot add column '{full}': it already exists", column=full)
+        _check_no_case_twin(field.name, siblings, change.parent, full)
         if field.type.kind == "struct" and not field.type.fields:
             raise SchemaChangeError(f"cannot add '{full}': a struct needs fields", column=full)
         if not field.nullable:  # rows written so far would read as null in it
@@ -473,10 +474,12 @@ class _Change:
             )
         if field.name == change.new_name:
             return
-        if any(f.name == change.new_name for f in self._siblings(indices)):
+        others = [f for f in self._siblings(indices) if f.name != field.name]
+        if any(f.name == change.new_name for f in others):
             raise SchemaChangeError(
                 f"cannot rename '{full}' to '{change.new_name}': that name is taken", column=full
             )
+        _check_no_case_twin(change.new_name, others, change.path[:-1], full)
         if len(indices) == 1:
             self._rename_in_options(field.name, change.new_name)
         renamed = replaced(field, name=change.new_name)
@@ -642,6 +645,21 @@ def _immutable(key: str) -> str:
         f"option '{key}' defines the table's layout and cannot change after creation "
         "(write a new table to change it)"
     )
+
+
+def _check_no_case_twin(
+    name: str, siblings: Sequence[FieldSpec], parent: Sequence[str], full: str
+) -> None:
+    """SchemaChangeError naming both fields if ``name`` differs only by case from a sibling's
+    (Spark SQL, DuckDB and most engines resolve names ignoring case)."""
+    twin = case_twin(name, [f.name for f in siblings])
+    if twin is not None:
+        theirs, ours = _dotted((*parent, twin)), _dotted((*parent, name))
+        raise SchemaChangeError(
+            f"column '{ours}' differs only by case from column '{theirs}': Spark SQL, DuckDB and "
+            "most engines cannot tell them apart; choose another name",
+            column=full,
+        )
 
 
 def _check_name(name: str, full: str) -> None:

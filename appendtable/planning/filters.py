@@ -6,6 +6,20 @@ holds). Ops: ``=``, ``==``, ``!=``, ``<``, ``<=``, ``>``, ``>=``, ``in``, ``not 
 timestamps to integers in the column's unit, decimals exactly), so pruning compares like with
 like. Pruning is conservative: a partition, bucket or file is skipped only when no row in it can
 match; the exact row filter is applied when reading.
+
+A column is a top-level column or a field of a struct, named by a string or a path:
+
+* a string that is exactly the name of a top-level column names that column (so a column
+  called ``a.b`` stays addressable as ``"a.b"``); any other string containing dots is split at
+  every dot into a path of struct fields (``"payload.x"``): the rule ``update_schema()``
+  follows for dotted column names;
+* a tuple (or list) of names is a path taken as given, one name per level, never split:
+  ``("payload", "x")``, or ``("a.b",)`` for the top-level column ``a.b``, or
+  ``("payload", "x.y")`` for a struct field whose own name has a dot.
+
+A struct field reads as null where a struct above it is null. Files prune on a struct field by
+its statistics when their metadata records them (``DataFileMeta.nested_stats``, by field id);
+files without them are read and filtered exactly.
 """
 
 from __future__ import annotations
@@ -15,12 +29,12 @@ import decimal
 import itertools
 import math
 import operator
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from appendtable.errors import InvalidFilterError
-from appendtable.metadata.models import DataFileMeta, PartitionValues, StatValue
+from appendtable.metadata.models import DataFileMeta, FieldStats, PartitionValues, StatValue
 from appendtable.metadata.types import INTEGER_KINDS, TypeSpec
 
 __all__ = ["Filter", "Predicate", "parse_filter", "to_stored"]
@@ -43,12 +57,22 @@ _COMPARE: dict[str, Callable[[Any, Any], Any]] = {
 
 @dataclass(frozen=True)
 class Predicate:
-    """One comparison; ``values`` are in the column's stored form (one, or several for in)."""
+    """One comparison; ``values`` are in the column's stored form (one, or several for in).
+    ``column`` is a top-level column; a predicate on a struct field below it has the names
+    leading to the field in ``path`` and the field's id in ``field_id`` (``type`` is the
+    field's)."""
 
     column: str
     op: str
     values: tuple[StatValue, ...]
     type: TypeSpec
+    path: tuple[str, ...] = ()
+    field_id: int | None = None
+
+    @property
+    def name(self) -> str:
+        """The column or field as a dotted name (for messages)."""
+        return ".".join((self.column, *self.path))
 
     def test(self, value: StatValue) -> bool:
         """Exact evaluation on one stored value (SQL semantics: null matches only is null)."""
@@ -114,6 +138,7 @@ class Filter:
 
     @property
     def columns(self) -> set[str]:
+        """The top-level columns the filter reads (a struct, for a filter on its fields)."""
         return {p.column for clause in self.clauses for p in clause}
 
     def matches_partition(self, keys: Sequence[str], values: PartitionValues) -> bool:
@@ -121,7 +146,11 @@ class Filter:
         decided exactly, others are assumed to match)."""
         position = {key: i for i, key in enumerate(keys)}
         return any(
-            all(p.test(values[position[p.column]]) for p in clause if p.column in position)
+            all(
+                p.test(values[position[p.column]])
+                for p in clause
+                if p.column in position and not p.path
+            )
             for clause in self.clauses
         )
 
@@ -130,16 +159,19 @@ class Filter:
         file: DataFileMeta,
         column_positions: Mapping[str, int | None],
         stats_truncate: int | None = None,
+        field_ids: Collection[int] | None = None,
     ) -> bool:
         """False only if the file's statistics prove that no row matches (``stats_truncate``:
         the table's ``metadata.stats-mode`` truncation). ``column_positions`` maps a column to
         the position of its statistics in the file, or to None when the file predates the
         column (written before it was added: every value reads as null); columns it does not
-        list are not pruned on."""
-        if not file.min_values and not file.null_counts:
+        list are not pruned on. ``field_ids``: every field id of the file's schema, at any
+        depth (a struct field whose id is not there reads as null); without it, predicates on
+        struct fields prune nothing."""
+        if not file.min_values and not file.null_counts and not file.nested_stats:
             return True
         return any(
-            self._clause_may_match(clause, file, column_positions, stats_truncate)
+            self._clause_may_match(clause, file, column_positions, stats_truncate, field_ids)
             for clause in self.clauses
         )
 
@@ -149,18 +181,30 @@ class Filter:
         file: DataFileMeta,
         positions: Mapping[str, int | None],
         stats_truncate: int | None,
+        field_ids: Collection[int] | None,
     ) -> bool:
         for predicate in clause:
-            if predicate.column not in positions:
-                continue
-            index = positions[predicate.column]
             nulls: int | None
-            if index is None:  # the file predates the column: all null
-                nulls, low, high = file.row_count, None, None
+            if predicate.path:
+                if field_ids is None or predicate.field_id is None:
+                    continue
+                if predicate.field_id not in field_ids:  # the file predates the field
+                    nulls, low, high = file.row_count, None, None
+                else:
+                    found = _field_stats(file, predicate.field_id)
+                    if found is None:
+                        continue  # no statistics for it: not pruned on
+                    nulls, low, high = found.null_count, found.min_value, found.max_value
+            elif predicate.column not in positions:
+                continue
             else:
-                nulls = file.null_counts[index] if index < len(file.null_counts) else None
-                low = file.min_values[index] if index < len(file.min_values) else None
-                high = file.max_values[index] if index < len(file.max_values) else None
+                index = positions[predicate.column]
+                if index is None:  # the file predates the column: all null
+                    nulls, low, high = file.row_count, None, None
+                else:
+                    nulls = file.null_counts[index] if index < len(file.null_counts) else None
+                    low = file.min_values[index] if index < len(file.min_values) else None
+                    high = file.max_values[index] if index < len(file.max_values) else None
             if not predicate.may_match(low, high, nulls, file.row_count, stats_truncate):
                 return False
         return True
@@ -178,7 +222,11 @@ class Filter:
         for clause in self.clauses:
             choices: list[tuple[StatValue, ...]] = []
             for column in bucket_key:
-                pinned = [p for p in clause if p.column == column and p.op in ("=", "==", "in")]
+                pinned = [
+                    p
+                    for p in clause
+                    if p.column == column and not p.path and p.op in ("=", "==", "in")
+                ]
                 if not pinned:
                     return None
                 # Intersect by value, not spelling: decimals 1.0 and 1.00 are the same key.
@@ -200,6 +248,13 @@ class Filter:
         return result
 
 
+def _field_stats(file: DataFileMeta, field_id: int) -> FieldStats | None:
+    for found in file.nested_stats:
+        if found.field_id == field_id:
+            return found
+    return None
+
+
 def parse_filter(raw: object, column_types: Mapping[str, TypeSpec]) -> Filter | None:
     """Validate and normalise a DNF filter. Raises InvalidFilterError naming the problem."""
     if raw is None:
@@ -212,8 +267,15 @@ def parse_filter(raw: object, column_types: Mapping[str, TypeSpec]) -> Filter | 
         )
     first = raw[0]
     # As in pyarrow, a flat filter is told apart by its first term starting with a column name:
-    # [["a", "=", 1]] (a flat filter that went through JSON) is one term, not one clause.
-    nested = isinstance(first, list | tuple) and bool(first) and isinstance(first[0], list | tuple)
+    # [["a", "=", 1]] (a flat filter that went through JSON) is one term, not one clause. A term
+    # whose column is a path, (("p", "x"), "=", 1), has its operator second; a clause has a
+    # second term there, or nothing.
+    nested = (
+        isinstance(first, list | tuple)
+        and bool(first)
+        and isinstance(first[0], list | tuple)
+        and not (len(first) in (2, 3) and isinstance(first[1], str))
+    )
     clauses_raw = raw if nested else [raw]
     clauses = tuple(
         tuple(_predicate(item, column_types) for item in _as_clause(clause))
@@ -228,22 +290,73 @@ def _as_clause(clause: object) -> Sequence[object]:
     return clause
 
 
-def _predicate(item: object, column_types: Mapping[str, TypeSpec]) -> Predicate:
-    if not isinstance(item, list | tuple) or len(item) not in (2, 3):
-        raise InvalidFilterError(f"filter term {item!r} must be (column, op, value)")
-    column, op = item[0], str(item[1]).lower().strip()
-    if not isinstance(column, str) or column not in column_types:
+@dataclass(frozen=True)
+class _Target:
+    """What a filter term's column resolves to (see the module doc)."""
+
+    column: str
+    path: tuple[str, ...]
+    type: TypeSpec
+    field_id: int | None
+
+    @property
+    def name(self) -> str:
+        return ".".join((self.column, *self.path))
+
+    def predicate(self, op: str, values: tuple[StatValue, ...]) -> Predicate:
+        return Predicate(self.column, op, values, self.type, self.path, self.field_id)
+
+
+def _resolve(column: object, column_types: Mapping[str, TypeSpec]) -> _Target:
+    """A term's column as a top-level column or a path of struct fields (the module doc)."""
+    parts: tuple[str, ...]
+    if isinstance(column, str):
+        if column in column_types:
+            return _Target(column, (), column_types[column], None)
+        parts = tuple(column.split(".")) if "." in column else (column,)
+    elif (
+        isinstance(column, list | tuple)
+        and column
+        and all(isinstance(part, str) and part for part in column)
+    ):
+        parts = tuple(column)
+    else:
+        parts = ()
+    if not parts or parts[0] not in column_types:
         raise InvalidFilterError(
             f"filter names unknown column {column!r} (columns: {', '.join(column_types)})"
         )
+    type_spec, field_id = column_types[parts[0]], None
+    for depth, name in enumerate(parts[1:], start=1):
+        above = ".".join(parts[:depth])
+        if type_spec.kind != "struct":
+            raise InvalidFilterError(
+                f"filter names '{'.'.join(parts)}', but '{above}' is a {type_spec.kind}, not a "
+                "struct: filters reach into struct fields only"
+            )
+        child = next((f for f in type_spec.fields if f.name == name), None)
+        if child is None:
+            known = ", ".join(f.name for f in type_spec.fields)
+            raise InvalidFilterError(
+                f"filter names unknown field '{name}' of struct '{above}' (its fields: {known})"
+            )
+        type_spec, field_id = child.type, child.id
+    return _Target(parts[0], parts[1:], type_spec, field_id)
+
+
+def _predicate(item: object, column_types: Mapping[str, TypeSpec]) -> Predicate:
+    if not isinstance(item, list | tuple) or len(item) not in (2, 3):
+        raise InvalidFilterError(f"filter term {item!r} must be (column, op, value)")
+    target = _resolve(item[0], column_types)
+    column, op = target.name, str(item[1]).lower().strip()
     if op not in _OPS:
         raise InvalidFilterError(
             f"unknown filter operator {item[1]!r} on column '{column}' (use one of "
             f"{', '.join(sorted(_OPS))})"
         )
-    type_spec = column_types[column]
+    type_spec = target.type
     if op in ("is null", "is not null"):
-        return Predicate(column, op, (), type_spec)
+        return target.predicate(op, ())
     if len(item) != 3:
         raise InvalidFilterError(f"filter term on column '{column}' with '{op}' needs a value")
     raw_value = item[2]
@@ -253,13 +366,13 @@ def _predicate(item: object, column_types: Mapping[str, TypeSpec]) -> Predicate:
         # ``in`` is the OR of ``=``: a value no stored value can equal (between two steps of
         # the column's unit or scale, beyond its range, NaN) matches nothing: drop it.
         placed = [_placed(v, type_spec, column) for v in raw_value]
-        return Predicate(column, op, tuple(v for v, where in placed if where == _EXACT), type_spec)
+        return target.predicate(op, tuple(v for v, where in placed if where == _EXACT))
     value, where = _placed(raw_value, type_spec, column)
     if where == _EXACT:
-        return Predicate(column, op, (value,), type_spec)
+        return target.predicate(op, (value,))
     if where == _BETWEEN:
-        return _between_steps(column, op, value, type_spec)
-    return _beyond(column, op, where, type_spec)
+        return _between_steps(target, op, value)
+    return _beyond(target, op, where)
 
 
 #: Where a filter value lies among the values a column can store.
@@ -334,11 +447,11 @@ def _decimal_placed(number: decimal.Decimal, type_spec: TypeSpec) -> tuple[StatV
     return format(floor, "f"), _EXACT if floor == number else _BETWEEN
 
 
-def _beyond(column: str, op: str, where: str, type_spec: TypeSpec) -> Predicate:
+def _beyond(target: _Target, op: str, where: str) -> Predicate:
     """The predicate equivalent to comparing with a value beyond every value the column can
     hold (or NaN, which compares false with everything and unequal to everything)."""
-    nothing = Predicate(column, "in", (), type_spec)
-    everything = Predicate(column, "is not null", (), type_spec)
+    nothing = target.predicate("in", ())
+    everything = target.predicate("is not null", ())
     if op == "!=":
         return everything
     if where == _ABOVE:
@@ -348,16 +461,16 @@ def _beyond(column: str, op: str, where: str, type_spec: TypeSpec) -> Predicate:
     return nothing  # NaN
 
 
-def _between_steps(column: str, op: str, floor: StatValue, type_spec: TypeSpec) -> Predicate:
+def _between_steps(target: _Target, op: str, floor: StatValue) -> Predicate:
     """The predicate on stored values equivalent to comparing with a value strictly between
     ``floor`` and the next storable value."""
     if op in ("=", "=="):
-        return Predicate(column, "in", (), type_spec)  # no stored value equals it
+        return target.predicate("in", ())  # no stored value equals it
     if op == "!=":
-        return Predicate(column, "is not null", (), type_spec)
+        return target.predicate("is not null", ())
     if op in ("<", "<="):
-        return Predicate(column, "<=", (floor,), type_spec)
-    return Predicate(column, ">", (floor,), type_spec)  # > and >=
+        return target.predicate("<=", (floor,))
+    return target.predicate(">", (floor,))  # > and >=
 
 
 def to_stored(value: object, type_spec: TypeSpec, column: str) -> StatValue:

@@ -22,6 +22,7 @@ from typing import Any
 from appendtable.errors import InvalidSchemaError
 from appendtable.metadata.models import DataFileMeta, PartitionValues, Snapshot, TableSchema
 from appendtable.metadata.types import FieldSpec, TypeSpec
+from appendtable.metadata.values import unscaled
 
 __all__ = [
     "MANIFEST_LIST_SCHEMA",
@@ -33,6 +34,7 @@ __all__ = [
     "name_mapping",
     "partition_spec",
     "partition_summary",
+    "refs",
     "snapshot_entry",
 ]
 
@@ -217,7 +219,8 @@ def name_mapping(schemas: Iterable[TableSchema]) -> list[dict[str, Any]]:
 
 
 def _unscaled(value: object, scale: int) -> int:
-    return int(decimal.Decimal(str(value)).scaleb(scale).to_integral_value())
+    """A stored decimal (canonical text) as its unscaled integer, exactly."""
+    return unscaled(decimal.Decimal(str(value)), scale)
 
 
 def _decimal_bytes(unscaled: int, size: int | None = None) -> bytes:
@@ -259,7 +262,10 @@ def encode_bound(value: object, spec: TypeSpec) -> bytes | None:
     if kind in ("timestamp", "time32", "time64") and isinstance(value, int):
         return struct.pack("<q", _micros(value, spec.unit))
     if kind == "decimal":
-        return _decimal_bytes(_unscaled(value, spec.scale or 0))
+        try:
+            return _decimal_bytes(_unscaled(value, spec.scale or 0))
+        except (ValueError, decimal.InvalidOperation):
+            return None  # a statistic an old writer truncated: no bound
     return None
 
 
@@ -543,6 +549,15 @@ def _bound_spec(spec: TypeSpec) -> TypeSpec:
     if spec.kind == "date64":
         return TypeSpec(kind="date32")
     return spec
+
+
+def refs(latest_id: int, tags: Mapping[str, int]) -> dict[str, dict[str, Any]]:
+    """The table metadata's ``refs``: branch ``main`` on the latest snapshot, and each tag
+    (name to snapshot id; none named ``main``) as a ref of type ``tag``."""
+    found: dict[str, dict[str, Any]] = {"main": {"snapshot-id": latest_id, "type": "branch"}}
+    for name, snapshot_id in sorted(tags.items()):
+        found[name] = {"snapshot-id": snapshot_id, "type": "tag"}
+    return found
 
 
 _OPERATIONS = {

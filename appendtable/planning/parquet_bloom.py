@@ -20,11 +20,12 @@ unscaled value, in the minimal width for the precision).
 from __future__ import annotations
 
 import datetime as dt
-import decimal
 import math
 import struct
 
 import pyarrow as pa
+
+from appendtable.metadata.values import unscaled
 
 __all__ = [
     "BLOCK_BYTES",
@@ -181,14 +182,10 @@ def plain_encodings(value: object, data_type: pa.DataType) -> list[bytes] | None
     if pa.types.is_fixed_size_binary(data_type) and not pa.types.is_decimal(data_type):
         return [bytes(scalar.as_py())]
     if pa.types.is_decimal128(data_type):
-        unscaled = _unscaled(scalar.as_py(), data_type.scale)
+        unscaled_value = unscaled(scalar.as_py(), data_type.scale)
         width = _decimal_width(data_type.precision)
-        return [unscaled.to_bytes(width, "big", signed=True)]
+        return [unscaled_value.to_bytes(width, "big", signed=True)]
     return None
-
-
-def _unscaled(value: decimal.Decimal, scale: int) -> int:
-    return int(value.scaleb(scale).to_integral_value())
 
 
 def _decimal_width(precision: int) -> int:

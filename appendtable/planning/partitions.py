@@ -61,6 +61,12 @@ def partition_path(
     parts = []
     for key, value, type_spec in zip(keys, values, types, strict=True):
         text = render_partition_value(value, type_spec)
+        if text is not None and "\x00" in text:
+            raise SchemaMismatchError(
+                f"a value of partition column '{key}' holds a NUL byte ({text[:40]!r}), which "
+                "cannot name a directory: remove it from the data, or partition by another column",
+                column=key,
+            )
         rendered = default_name if text is None else escape_path_name(text)
         part = f"{escape_path_name(key)}={rendered}"
         size = len(part.encode("utf-8"))

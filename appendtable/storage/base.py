@@ -7,12 +7,27 @@ into the ``StorageError`` family (see ``storage.translate``). The one operation 
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import IO, Any
 
-__all__ = ["FileInfo", "Storage"]
+from appendtable.storage.containment import check_contained
+
+__all__ = ["DirectoryListing", "FileInfo", "Storage", "is_temp_name"]
+
+#: A temporary file of a write in flight: ``.<name>.<hex>.tmp`` beside its final name (local
+#: disk writes whole files this way, then renames or links them into place).
+_TEMP_NAME = re.compile(r"^\..+\.[0-9a-f]{8,}\.tmp$")
+
+
+def is_temp_name(name: str) -> bool:
+    """Whether the file name ``name`` (no directory) is a temporary file of a write in flight.
+    Such a file is never part of the table: listings of the table's files skip it, copies and
+    byte counts should too, and orphan removal deletes it only once it is old (see
+    ``maintenance.TEMP_FILE_MIN_AGE_MS``)."""
+    return _TEMP_NAME.match(name) is not None
 
 
 @dataclass(frozen=True)
@@ -22,6 +37,18 @@ class FileInfo:
     path: str
     size: int
     mtime_ms: int
+
+
+@dataclass
+class DirectoryListing:
+    """The entries directly inside one directory: ``path`` relative to the root ('' for the
+    root), subdirectory names, files (``FileInfo.path`` is the bare name) and the names of
+    symbolic links and other special files, which are never followed."""
+
+    path: str
+    directories: list[str] = field(default_factory=list)
+    files: list[FileInfo] = field(default_factory=list)
+    links: list[str] = field(default_factory=list)
 
 
 class Storage(ABC):
@@ -93,6 +120,36 @@ class Storage(ABC):
     @abstractmethod
     def walk(self, directory: str = "") -> list[FileInfo]:
         """Every file below ``directory``, recursively (empty if it does not exist)."""
+
+    def walk_tree(self, directory: str = "") -> Iterator[DirectoryListing]:
+        """Every directory below ``directory`` (itself first), top-down, as listings; a caller
+        may remove names from a listing's ``directories`` to keep the walk out of them.
+        Symbolic links are listed and never followed. This default builds the tree from one
+        recursive listing (object stores have no directories, only keys)."""
+        base = f"{directory}/" if directory else ""
+        tree: dict[str, DirectoryListing] = {directory: DirectoryListing(directory)}
+        for info in self.walk(directory):
+            relative = info.path[len(base) :] if info.path.startswith(base) else info.path
+            parts = relative.split("/")
+            current = directory
+            for part in parts[:-1]:
+                child = f"{current}/{part}" if current else part
+                if child not in tree:
+                    tree[child] = DirectoryListing(child)
+                    tree[current].directories.append(part)
+                current = child
+            tree[current].files.append(FileInfo(parts[-1], info.size, info.mtime_ms))
+        pending = [directory]
+        while pending:
+            listing = tree[pending.pop()]
+            yield listing
+            prefix = f"{listing.path}/" if listing.path else ""
+            pending.extend(prefix + name for name in reversed(listing.directories))
+
+    def checked(self, path: str) -> str:
+        """``path`` once it passed the containment rule (for handing a file to another reader,
+        such as pyarrow, as ``<fsspec root>/<path>``). Raises PathOutsideTableError."""
+        return check_contained(path, self.root)
 
     @abstractmethod
     def delete(self, path: str) -> None:

@@ -45,6 +45,7 @@ from typing import IO, Any, TypeVar
 
 from appendtable.errors import ObjectNotFoundError
 from appendtable.storage.base import FileInfo, Storage
+from appendtable.storage.containment import check_contained
 from appendtable.storage.translate import (
     is_io_error,
     is_not_found,
@@ -114,7 +115,8 @@ class FsspecStorage(Storage):
         self.atomic_create = self._is_memory or self._is_object_store
 
     def _full(self, path: str) -> str:
-        return f"{self.root_path}/{path}" if path else self.root_path
+        """The file system path of ``path`` ('' is the root), after the containment rule."""
+        return f"{self.root_path}/{check_contained(path, self.root)}" if path else self.root_path
 
     def _make_parent(self, full: str) -> None:
         """Directory-based file systems need the parent; object stores have no directories
@@ -332,7 +334,7 @@ class FsspecStorage(Storage):
         return self._retrying(stored) == data
 
     def delete(self, path: str) -> None:
-        full = self._full(path)
+        full = self._full(check_contained(path, self.root))
 
         def remove() -> None:
             try:
@@ -365,7 +367,7 @@ class FsspecStorage(Storage):
             self._retrying(move)
 
     def delete_tree(self, directory: str) -> None:
-        full = self._full(directory)
+        full = self._full(check_contained(directory, self.root))
 
         def remove() -> None:
             try:

@@ -11,16 +11,19 @@ from __future__ import annotations
 
 import errno
 import os
+import posixpath
 import shutil
+import stat
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import IO, Any
 
 import fsspec
 
-from appendtable.errors import AtomicCreateUnsupportedError
-from appendtable.storage.base import FileInfo, Storage
+from appendtable.errors import AtomicCreateUnsupportedError, PathOutsideTableError
+from appendtable.storage.base import DirectoryListing, FileInfo, Storage
+from appendtable.storage.containment import check_contained
 from appendtable.storage.translate import translated
 
 __all__ = ["LocalStorage"]
@@ -28,10 +31,20 @@ __all__ = ["LocalStorage"]
 _NO_HARD_LINKS = frozenset(
     {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK}
 )
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC
+_NEW_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC
 
 
 class LocalStorage(Storage):
-    """Files under a local directory. ``fsync`` makes writes durable before they are published."""
+    """Files under a local directory. ``fsync`` makes writes durable before they are published.
+
+    Containment (see ``storage.containment`` and docs/security.md): every path is checked by
+    the rule before any I/O, and no symbolic link below the root is followed. Files are
+    opened, created, moved and deleted through directory descriptors reached one component at
+    a time with ``O_NOFOLLOW`` (a link swapped in meanwhile makes the call fail, it never
+    redirects it); paths handed to other readers and writers (``local_path``, ``checked``)
+    are checked for links just before."""
 
     atomic_create = True
     backend = "local"
@@ -43,72 +56,158 @@ class LocalStorage(Storage):
         self._dirs_lock = threading.Lock()
 
     def _abs(self, path: str) -> str:
-        return os.path.join(self.root, path) if path else self.root
+        """The absolute path of a contained ``path`` ('' is the root)."""
+        return os.path.join(self.root, check_contained(path, self.root)) if path else self.root
 
-    def _ensure_dir(self, directory: str) -> None:
-        if directory in self._known_dirs:
-            return
-        os.makedirs(directory, exist_ok=True)
-        with self._dirs_lock:
-            self._known_dirs.add(directory)
+    # ---- reaching a directory without following links ---------------------------------------
 
-    def _write_temp(self, final: str, data: bytes) -> str:
-        directory, name = os.path.split(final)
-        self._ensure_dir(directory)
-        temp = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
-        self._write_new(temp, data)
-        return temp
+    def _link_error(self, relative: str) -> PathOutsideTableError:
+        return PathOutsideTableError(
+            f"refused path {self.root}/{relative}: it passes through a symbolic link, which could "
+            "lead outside the table (links inside a table are never followed)",
+            path=f"{self.root}/{relative}",
+        )
 
-    def _write_new(self, path: str, data: bytes) -> None:
-        """Create ``path`` (failing if it exists) holding ``data``, fsynced when enabled."""
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    def _open_dir(self, relative_dir: str, *, create: bool) -> int:
+        """A descriptor of directory ``relative_dir`` ('' is the root), reached without
+        following symbolic links; missing directories are made when ``create``."""
+        if create and not os.path.isdir(self.root):
+            os.makedirs(self.root, exist_ok=True)
+        fd = os.open(self.root, _DIR_FLAGS)
+        done: list[str] = []
         try:
-            _write_all(fd, data)
-            if self.fsync_enabled:
-                os.fsync(fd)
-        finally:
+            for part in relative_dir.split("/") if relative_dir else ():
+                done.append(part)
+                child = self._open_child(fd, part, "/".join(done), create=create)
+                os.close(fd)
+                fd = child
+        except BaseException:
             os.close(fd)
+            raise
+        return fd
 
-    def _sync_dir(self, directory: str) -> None:
-        if not self.fsync_enabled:
-            return
-        fd = os.open(directory, os.O_RDONLY)
+    def _open_child(self, fd: int, name: str, relative: str, *, create: bool) -> int:
         try:
+            return os.open(name, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
+        except FileNotFoundError:
+            if not create:
+                raise
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR) and _is_link(name, fd):
+                raise self._link_error(relative) from None
+            raise
+        try:
+            os.mkdir(name, 0o777, dir_fd=fd)
+        except FileExistsError:
+            pass
+        return self._open_child(fd, name, relative, create=False)
+
+    def _parent(self, path: str, *, create: bool = False) -> tuple[int, str]:
+        """(descriptor of the directory holding ``path``, the file's name in it)."""
+        relative = check_contained(path, self.root)
+        directory, _, name = relative.rpartition("/")
+        return self._open_dir(directory, create=create), name
+
+    def _no_links(self, relative: str) -> None:
+        """Raise if a component of ``relative`` below the root is a symbolic link (for paths
+        handed to other libraries, which follow links)."""
+        current = self.root
+        done: list[str] = []
+        for part in relative.split("/") if relative else ():
+            current = os.path.join(current, part)
+            done.append(part)
+            try:
+                mode = os.lstat(current).st_mode
+            except (FileNotFoundError, NotADirectoryError):
+                return
+            if stat.S_ISLNK(mode):
+                raise self._link_error("/".join(done))
+
+    def checked(self, path: str) -> str:
+        relative = check_contained(path, self.root)
+        with translated("open", self.uri(path)):
+            self._no_links(relative)
+        return relative
+
+    # ---- files ------------------------------------------------------------------------------
+
+    def _write_new_at(self, fd: int, name: str, data: bytes, *, sync: bool) -> None:
+        """Create ``name`` in directory ``fd`` (failing if it exists) holding ``data``."""
+        file_fd = os.open(name, _NEW_FLAGS, 0o644, dir_fd=fd)
+        try:
+            _write_all(file_fd, data)
+            if sync:
+                os.fsync(file_fd)
+        finally:
+            os.close(file_fd)
+
+    def _sync_fd(self, fd: int) -> None:
+        if self.fsync_enabled:
             os.fsync(fd)
+
+    def _read_fd(self, path: str) -> int:
+        fd, name = self._parent(path)
+        try:
+            return os.open(name, os.O_RDONLY | os.O_NOFOLLOW | _CLOEXEC, dir_fd=fd)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise self._link_error(path) from None
+            raise
         finally:
             os.close(fd)
 
     def read(self, path: str) -> bytes:
-        with translated("read", self.uri(path)), open(self._abs(path), "rb") as handle:
+        with translated("read", self.uri(path)), open(self._read_fd(path), "rb") as handle:
             return handle.read()
 
     def read_range(self, path: str, offset: int, length: int) -> bytes:
-        with translated("read", self.uri(path)), open(self._abs(path), "rb") as handle:
-            return os.pread(handle.fileno(), length, offset)
+        with translated("read", self.uri(path)):
+            file_fd = self._read_fd(path)
+            try:
+                return os.pread(file_fd, length, offset)
+            finally:
+                os.close(file_fd)
+
+    def _replace(self, path: str, data: bytes, *, sync: bool) -> None:
+        """Write a temp file beside ``path`` and rename it over ``path`` (whole or nothing)."""
+        fd, name = self._parent(path, create=True)
+        try:
+            temp = temp_name(name)
+            self._write_new_at(fd, temp, data, sync=sync)
+            try:
+                os.replace(temp, name, src_dir_fd=fd, dst_dir_fd=fd)
+            except OSError:
+                _unlink_quietly(temp, fd)
+                raise
+        finally:
+            os.close(fd)
 
     def write(self, path: str, data: bytes) -> None:
-        final = self._abs(path)
         with translated("write", self.uri(path)):
-            temp = self._write_temp(final, data)
-            try:
-                os.replace(temp, final)
-            except OSError:
-                _unlink_quietly(temp)
-                raise
+            self._replace(path, data, sync=self.fsync_enabled)
 
     def create(self, path: str, data: bytes) -> None:
-        final = self._abs(path)
         with translated("write", self.uri(path)):
-            self._ensure_dir(os.path.dirname(final))
-            self._write_new(final, data)
+            fd, name = self._parent(path, create=True)
+            try:
+                self._write_new_at(fd, name, data, sync=self.fsync_enabled)
+            finally:
+                os.close(fd)
 
     def sync_file(self, path: str) -> None:
         if not self.fsync_enabled:
             return
-        final = self._abs(path)
         with translated("fsync", self.uri(path)):
-            _fsync_path(final)
-            _fsync_path(os.path.dirname(final))
+            fd, name = self._parent(path)
+            try:
+                file_fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | _CLOEXEC, dir_fd=fd)
+                try:
+                    os.fsync(file_fd)
+                finally:
+                    os.close(file_fd)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
     def sync_names(self, paths: Sequence[str]) -> None:
         """The files were fsynced when written; fsync each of their directories once, so
@@ -116,149 +215,194 @@ class LocalStorage(Storage):
         if not self.fsync_enabled or not paths:
             return
         with translated("fsync", self.uri(paths[0])):
-            for directory in sorted({os.path.dirname(self._abs(p)) for p in paths}):
-                _fsync_path(directory)
+            directories = {check_contained(p, self.root).rpartition("/")[0] for p in paths}
+            for directory in sorted(directories):
+                fd = self._open_dir(directory, create=False)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
 
     def write_hint(self, path: str, data: bytes) -> None:
-        final = self._abs(path)
-        directory, name = os.path.split(final)
         with translated("write", self.uri(path)):
-            self._ensure_dir(directory)
-            temp = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            try:
-                _write_all(fd, data)
-            finally:
-                os.close(fd)
-            try:
-                os.replace(temp, final)
-            except OSError:
-                _unlink_quietly(temp)
-                raise
+            self._replace(path, data, sync=False)
 
     def put_if_absent(self, path: str, data: bytes) -> bool:
-        final = self._abs(path)
         with translated("publish", self.uri(path)):
-            temp = self._write_temp(final, data)
+            fd, name = self._parent(path, create=True)
             try:
-                os.link(temp, final)
-            except FileExistsError:
-                return False
-            except OSError as exc:
-                if exc.errno in _NO_HARD_LINKS:
-                    raise AtomicCreateUnsupportedError(
-                        f"the file system under {self.root} does not support hard links, so "
-                        "snapshots cannot be published atomically; set option "
-                        "'commit.single-writer' = 'true' if only one process ever writes",
-                        path=self.uri(path),
-                        operation="publish",
-                    ) from exc
-                raise
+                return self._link_new(fd, name, data, path)
             finally:
-                _unlink_quietly(temp)
-            self._sync_dir(os.path.dirname(final))
-            return True
+                os.close(fd)
+
+    def _link_new(self, fd: int, name: str, data: bytes, path: str) -> bool:
+        temp = temp_name(name)
+        self._write_new_at(fd, temp, data, sync=self.fsync_enabled)
+        try:
+            os.link(temp, name, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=False)
+        except FileExistsError:
+            return False
+        except OSError as exc:
+            if exc.errno in _NO_HARD_LINKS:
+                raise AtomicCreateUnsupportedError(
+                    f"the file system under {self.root} does not support hard links, so "
+                    "snapshots cannot be published atomically; set option "
+                    "'commit.single-writer' = 'true' if only one process ever writes",
+                    path=self.uri(path),
+                    operation="publish",
+                ) from exc
+            raise
+        finally:
+            _unlink_quietly(temp, fd)
+        self._sync_fd(fd)
+        return True
 
     def exists(self, path: str) -> bool:
-        return os.path.exists(self._abs(path))
+        return os.path.lexists(self._abs(path))
 
     def info(self, path: str) -> FileInfo:
         with translated("stat", self.uri(path)):
-            stat = os.stat(self._abs(path))
-        return FileInfo(path, stat.st_size, int(stat.st_mtime * 1000))
+            fd, name = self._parent(path)
+            try:
+                found = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            finally:
+                os.close(fd)
+        return FileInfo(path, found.st_size, int(found.st_mtime * 1000))
 
     def listdir(self, directory: str) -> list[FileInfo]:
-        base = self._abs(directory)
         prefix = f"{directory}/" if directory else ""
+        return [
+            FileInfo(prefix + info.path, info.size, info.mtime_ms)
+            for info in self.list_directory(directory).files
+        ]
+
+    def list_directory(self, directory: str) -> DirectoryListing:
         with translated("list", self.uri(directory)):
             try:
-                entries = list(os.scandir(base))
+                fd = self._open_dir(_contained_dir(directory, self.root), create=False)
             except FileNotFoundError:
-                return []
-            found = []
-            for entry in entries:
-                if entry.is_file(follow_symlinks=False):
-                    try:
-                        stat = entry.stat(follow_symlinks=False)
-                    except FileNotFoundError:  # deleted while listing
-                        continue
-                    found.append(
-                        FileInfo(prefix + entry.name, stat.st_size, int(stat.st_mtime * 1000))
-                    )
-            return found
+                return DirectoryListing(directory)
+            try:
+                return _scan(fd, directory)
+            finally:
+                os.close(fd)
 
     def listnames(self, directory: str) -> list[str]:
         with translated("list", self.uri(directory)):
             try:
-                return os.listdir(self._abs(directory))
+                fd = self._open_dir(_contained_dir(directory, self.root), create=False)
             except FileNotFoundError:
                 return []
+            try:
+                return os.listdir(fd)
+            finally:
+                os.close(fd)
 
     def walk(self, directory: str = "") -> list[FileInfo]:
-        base = self._abs(directory)
         found: list[FileInfo] = []
-        with translated("walk", self.uri(directory)):
-            for current, _dirs, files in os.walk(base):
-                relative_dir = os.path.relpath(current, self.root)
-                for name in files:
-                    relative = name if relative_dir == "." else f"{relative_dir}/{name}"
-                    try:
-                        stat = os.stat(os.path.join(current, name))
-                    except FileNotFoundError:
-                        continue
-                    found.append(FileInfo(relative, stat.st_size, int(stat.st_mtime * 1000)))
+        for listing in self.walk_tree(directory):
+            prefix = f"{listing.path}/" if listing.path else ""
+            found.extend(FileInfo(prefix + f.path, f.size, f.mtime_ms) for f in listing.files)
         return found
 
     def delete(self, path: str) -> None:
         with translated("delete", self.uri(path)):
-            _unlink_quietly(self._abs(path))
+            try:
+                fd, name = self._parent(path)
+            except (FileNotFoundError, NotADirectoryError):
+                return
+            try:
+                _unlink_quietly(name, fd)
+            finally:
+                os.close(fd)
 
     def rename(self, source: str, target: str) -> None:
-        final = self._abs(target)
         with translated("rename", self.uri(source)):
-            self._ensure_dir(os.path.dirname(final))
+            source_fd, source_name = self._parent(source)
             try:
-                os.rename(self._abs(source), final)
-            except FileNotFoundError:
-                if not os.path.exists(final):  # not a retry of a move that already happened
-                    raise
+                target_fd, target_name = self._parent(target, create=True)
+                try:
+                    if _is_link(source_name, source_fd):
+                        raise self._link_error(source)
+                    try:
+                        os.rename(
+                            source_name, target_name, src_dir_fd=source_fd, dst_dir_fd=target_fd
+                        )
+                    except FileNotFoundError:
+                        if not os.path.lexists(self._abs(target)):  # not a retried move
+                            raise
+                finally:
+                    os.close(target_fd)
+            finally:
+                os.close(source_fd)
 
     def delete_tree(self, directory: str) -> None:
-        base = self._abs(directory)
+        relative = check_contained(directory, self.root)
+        base = self._abs(relative)
         with translated("delete", self.uri(directory)):
             try:
-                shutil.rmtree(base)
-            except FileNotFoundError:
-                pass
+                fd, name = self._parent(relative)
+            except (FileNotFoundError, NotADirectoryError):
+                return
+            try:
+                if _is_link(name, fd):
+                    raise self._link_error(relative)
+                try:
+                    shutil.rmtree(name, dir_fd=fd)
+                except FileNotFoundError:
+                    pass
+            finally:
+                os.close(fd)
         with self._dirs_lock:
             self._known_dirs = {d for d in self._known_dirs if not _is_within(d, base)}
 
     def open_output(self, path: str) -> IO[bytes]:
-        final = self._abs(path)
         with translated("open", self.uri(path)):
-            self._ensure_dir(os.path.dirname(final))
-            return open(final, "wb")
+            fd, name = self._parent(path, create=True)
+            try:
+                file_fd = os.open(
+                    name,
+                    os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | _CLOEXEC,
+                    0o644,
+                    dir_fd=fd,
+                )
+            finally:
+                os.close(fd)
+            return open(file_fd, "wb")
 
     def local_path(self, path: str) -> str:
-        return self._abs(path)
+        if not path:
+            return self.root
+        full = self._abs(path)
+        with translated("open", self.uri(path)):
+            self._no_links(path)
+        return full
 
     def ensure_parent(self, path: str) -> None:
+        directory = posixpath.dirname(path)
+        full = self._abs(directory)
+        if full in self._known_dirs:
+            return
         with translated("mkdir", self.uri(path)):
-            self._ensure_dir(os.path.dirname(self._abs(path)))
+            os.close(self._open_dir(directory, create=True))
+        with self._dirs_lock:
+            self._known_dirs.add(full)
 
     def fsspec(self) -> tuple[Any, str]:
         return fsspec.filesystem("file"), self.root
 
     def uri(self, path: str) -> str:
-        return self._abs(path)
+        return os.path.join(self.root, path) if path else self.root
 
-
-def _fsync_path(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    def walk_tree(self, directory: str = "") -> Iterator[DirectoryListing]:
+        """Top-down, never through a symbolic link (links are listed, not followed)."""
+        pending = [directory]
+        while pending:
+            current = pending.pop()
+            listing = self.list_directory(current)
+            yield listing
+            prefix = f"{current}/" if current else ""
+            pending.extend(prefix + name for name in reversed(listing.directories))
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -272,8 +416,44 @@ def _is_within(path: str, directory: str) -> bool:
     return path == directory or path.startswith(directory.rstrip("/") + "/")
 
 
-def _unlink_quietly(path: str) -> None:
+def _unlink_quietly(name: str, dir_fd: int) -> None:
     try:
-        os.unlink(path)
+        os.unlink(name, dir_fd=dir_fd)
     except FileNotFoundError:
         pass
+
+
+def _contained_dir(directory: str, root: str) -> str:
+    """A directory path under the rule ('' is the root)."""
+    return check_contained(directory, root) if directory else ""
+
+
+def _is_link(name: str, dir_fd: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except FileNotFoundError:
+        return False
+
+
+def _scan(fd: int, directory: str) -> DirectoryListing:
+    """One directory's entries from its descriptor: subdirectories, files, symbolic links."""
+    listing = DirectoryListing(directory)
+    for name in os.listdir(fd):
+        try:
+            found = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:  # deleted while listing
+            continue
+        if stat.S_ISLNK(found.st_mode):
+            listing.links.append(name)
+        elif stat.S_ISDIR(found.st_mode):
+            listing.directories.append(name)
+        elif stat.S_ISREG(found.st_mode):
+            listing.files.append(FileInfo(name, found.st_size, int(found.st_mtime * 1000)))
+        else:
+            listing.links.append(name)  # a device, fifo or socket: never the table's
+    return listing
+
+
+def temp_name(name: str) -> str:
+    """The name of a temporary file beside ``name`` (see ``storage.base.is_temp_name``)."""
+    return f".{name}.{uuid.uuid4().hex}.tmp"

@@ -394,7 +394,8 @@ def test_rollback(cli: Any, loaded: str) -> None:
     result = cli("rollback", loaded, "1")
     assert (
         result.out
-        == "rolled back to snapshot 1: new snapshot 4 (OVERWRITE) holds 3 rows in 3 files\n"
+        == "rolled back to snapshot 1: new snapshot 4 (OVERWRITE) holds 3 rows in 3 files, "
+        "schema 0 (kept)\n"
     )
     assert rows(at.open_table(loaded)) == first
     missing = cli("rollback", loaded, "42")

@@ -462,8 +462,11 @@ def test_schema_formats_and_history(cli: Cli, uri: str) -> None:
     assert text[2] == "  options  bucket=2, bucket-key=user_id"
     assert text[6].startswith("schema 2  ") and text[6].endswith("  (current)")
     assert text[-1] == "(3 schema versions)"
-    # A rollback makes an older schema current again.
+    # A rollback keeps the current schema; with --restore-schema an older one is current again.
     ok(cli("rollback", uri, "2"))
+    assert ok(cli("schema", uri)).out.startswith(f"-- schema 2 of {uri}\n")
+    restored = ok(cli("rollback", uri, "2", "--restore-schema"))
+    assert restored.out.endswith(", schema 0 (restored)\n")
     assert ok(cli("schema", uri)).out.startswith(f"-- schema 0 of {uri}\n")
     again = [
         json.loads(line)
@@ -547,12 +550,24 @@ def test_scan_and_rollback_by_tag_across_schema_changes(cli: Cli, uri: str) -> N
         failed(cli("scan", uri, "--tag", "nope"), 1)
         == "error: no tag named 'nope' (tags: before)\n"
     )
-    # rollback --tag: the rows and the schema of the tagged snapshot again.
+    # rollback --tag: the rows of the tagged snapshot again, read under the current schema.
+    current = at.open_table(uri).schema
     result = ok(cli("rollback", uri, "--tag", "before"))
     assert result.out == (
         "rolled back to tag before (snapshot 2): new snapshot 5 (OVERWRITE) holds 4 rows in "
-        "3 files\n"
+        "3 files, schema 1 (kept)\n"
     )
+    table = at.open_table(uri)
+    assert table.schema == current
+    renamed = [
+        {("eur" if k == "amount" else k): v for k, v in row.items() if k != "legacy"}
+        for row in rows(4).to_pylist()
+    ]
+    assert by_id(table) == sorted(renamed, key=lambda r: int(str(r["user_id"])))
+    assert ok(cli("scan", uri, "--filter", "eur > 2", "--count")).out == "2\n"
+    # --restore-schema: the schema of the tagged snapshot too.
+    result = ok(cli("rollback", uri, "--tag", "before", "--restore-schema"))
+    assert result.out.endswith("holds 4 rows in 3 files, schema 0 (restored)\n")
     table = at.open_table(uri)
     assert table.schema == SCHEMA
     assert by_id(table) == sorted(rows(4).to_pylist(), key=lambda r: int(str(r["user_id"])))

@@ -73,3 +73,111 @@ def test_schema_from_infers_dates_and_timestamps_alike_for_csv_and_json(
     assert schemas[0] == schemas[1]
     assert str(schemas[1].field("day").type) == "date32[day]"
     assert str(schemas[1].field("at").type) == "timestamp[s]"
+
+
+def test_only_an_empty_csv_field_is_null(cli: Any, tmp_path: Path) -> None:
+    """pyarrow's default null markers (nan, NaN, NA, n/a, NULL, ...) turned values into nulls:
+    only an empty field is null; nan in a float column is NaN, markers in text are text."""
+    uri = str(tmp_path / "t")
+    assert cli("create", uri, "--schema", "id int64, x float64, y float32, name string").code == 0
+    path = tmp_path / "in.csv"
+    path.write_text(
+        "id,x,y,name\n"
+        "1,nan,NaN,NA\n"
+        "2,NaN,-nan,n/a\n"
+        "3,inf,-inf,NULL\n"
+        '4,,,""\n'
+        "5,-0.0,1e-46,\n"
+        "6,1e300,3.4028235e38,#N/A\n"
+    )
+    assert cli("append", uri, str(path)).code == 0
+    rows = at.open_table(uri).scan().to_arrow().sort_by("id").to_pylist()
+    assert [r["name"] for r in rows] == ["NA", "n/a", "NULL", "", None, "#N/A"]
+    assert [str(r["x"]) for r in rows] == ["nan", "nan", "inf", "None", "-0.0", "1e+300"]
+    assert [str(r["y"]) for r in rows[:5]] == ["nan", "nan", "-inf", "None", "0.0"]
+    assert rows[5]["y"] == pytest.approx(3.4028235e38, rel=1e-7)
+
+
+def test_null_values_lists_the_null_markers(cli: Any, tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    assert cli("create", uri, "--schema", "id int64, x float64, name string").code == 0
+    path = tmp_path / "in.csv"
+    path.write_text("id,x,name\n1,n/a,NA\n2,,\nNA,3,x\n")
+    assert cli("append", uri, str(path), "--null-values", "NA,n/a,").code == 0
+    rows = at.open_table(uri).scan().to_arrow().to_pylist()
+    assert rows == [
+        {"id": 1, "x": None, "name": None},
+        {"id": 2, "x": None, "name": None},
+        {"id": None, "x": 3.0, "name": "x"},
+    ]
+    uri2 = str(tmp_path / "u")
+    assert cli("create", uri2, "--schema", "id int64, name string").code == 0
+    (tmp_path / "e.csv").write_text("id,name\n1,\n")
+    assert cli("append", uri2, str(tmp_path / "e.csv"), "--null-values", "NA").code == 0
+    assert at.open_table(uri2).scan().to_arrow().to_pylist() == [{"id": 1, "name": ""}]
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        ("na.csv", "id,day,amount\n1,2024-01-01,1\n2,2024-01-02,n/a\n", "column 'amount', line 3:"),
+        (
+            "big.csv",
+            "id,f\n1,1.5\n2,1e300\n",
+            "column 'f', line 3: '1e300' is beyond the range of float32",
+        ),
+        ("big.jsonl", '{"id": 1, "f": 1}\n{"id": 2, "f": -1e300}\n', "column 'f', line 2:"),
+        ("scale.csv", "id,d\n1,1.5\n2,1.555\n", "column 'd', line 3:"),
+        ("scale.jsonl", '{"id": 1, "d": "1.5"}\n{"id": 2, "d": "1.555"}\n', "column 'd', line 2:"),
+        (
+            "ts.jsonl",
+            '{"id": 1, "at": "2024-01-01T00:00:00"}\n{"id": 2, "at": "soon"}\n',
+            "column 'at', line 2:",
+        ),
+        (
+            "int.jsonl",
+            '{"id": 1}\n{"id": 2}\n{"id": 99999999999999999999}\n',
+            "column 'id', line 3:",
+        ),
+        (
+            "nested.jsonl",
+            '{"id": 1, "s": {"x": 1}}\n{"id": 2, "s": {"x": "a"}}\n',
+            "column 's.x', line 2:",
+        ),
+        ("broken.jsonl", '{"id": 1}\n{"id": 2}\n{"id": 3,\n', "line 3:"),
+    ],
+)
+def test_csv_and_json_errors_name_the_column_and_the_line(
+    cli: Any, tmp_path: Path, name: str, text: str, message: str
+) -> None:
+    uri = str(tmp_path / "t")
+    schema = (
+        "id int64, day date32, amount float64, f float32, d decimal(10,2), at timestamp[us], "
+        "s struct<x int32>"
+    )
+    assert cli("create", uri, "--schema", schema).code == 0
+    path = tmp_path / name
+    path.write_text(text)
+    result = cli("append", uri, str(path))
+    assert result.code != 0
+    assert message in result.err and name in result.err, result.err
+    assert len(result.err.strip().splitlines()) == 1
+    assert at.open_table(uri).latest_snapshot() is None
+
+
+def test_long_decimal_filters_find_their_rows_through_the_index(cli: Any, tmp_path: Path) -> None:
+    """``--filter`` literals of 29 to 38 digits were hashed after rounding to 28 digits."""
+    uri = str(tmp_path / "t")
+    create = ("create", uri, "--schema", "k int64, d decimal(38,0), e decimal(38,10)")
+    assert cli(*create, "--option", "file-index.bloom-filter.columns=d,e").code == 0
+    path = tmp_path / "in.csv"
+    path.write_text(
+        "k,d,e\n1,1234567890123456789012345678901,1234567890123456789012345.0123456789\n2,5,0\n"
+    )
+    assert cli("append", uri, str(path)).code == 0
+    for condition in (
+        "d = 1234567890123456789012345678901",
+        "e = 1234567890123456789012345.0123456789",
+    ):
+        result = cli("scan", uri, "--filter", condition, "--count")
+        assert result.code == 0 and result.out.strip() == "1", (condition, result.out, result.err)

@@ -22,6 +22,9 @@ from appendtable.compaction import AutoCompaction
 from appendtable.metadata.models import CommitKind, Snapshot
 from tests.helpers.data import EVENTS, events
 
+#: Every test ends with the shared integrity check (tests/helpers/integrity.py).
+pytestmark = pytest.mark.usefixtures("tables_stay_intact")
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

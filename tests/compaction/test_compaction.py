@@ -15,6 +15,9 @@ import appendtable as at
 from appendtable.planning.compaction import COMPACT_AGE, REMOVE_AGE, UnawareCoordinator
 from tests.helpers.data import EVENTS, events
 
+#: Every test ends with the shared integrity check (tests/helpers/integrity.py).
+pytestmark = pytest.mark.usefixtures("tables_stay_intact")
+
 WRITE_ONLY = {"write-only": True}
 
 

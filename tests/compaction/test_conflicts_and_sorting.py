@@ -12,6 +12,9 @@ import pytest
 import appendtable as at
 from tests.helpers.data import EVENTS, events
 
+#: Every test ends with the shared integrity check (tests/helpers/integrity.py).
+pytestmark = pytest.mark.usefixtures("tables_stay_intact")
+
 WRITE_ONLY = {"write-only": True}
 
 

@@ -13,6 +13,9 @@ import appendtable as at
 from tests.helpers.clock import age, past_every_file_ms
 from tests.helpers.data import EVENTS, events
 
+#: Every test ends with the shared integrity check (tests/helpers/integrity.py).
+pytestmark = pytest.mark.usefixtures("tables_stay_intact")
+
 FUTURE = 10**15  # an older-than cut-off after every snapshot
 
 

@@ -25,6 +25,7 @@ import pyarrow as pa
 import appendtable as at
 from appendtable._state import TableState
 from appendtable.storage import LocalStorage
+from appendtable.storage.local import temp_name
 from appendtable.table import Table
 from tests.helpers.crash import DurableLog
 
@@ -119,7 +120,7 @@ class KillingStorage(LocalStorage):
     def put_if_absent(self, path: str, data: bytes) -> bool:
         is_snapshot = path.startswith("snapshot/snapshot-")
         if is_snapshot and self._due("before-link"):
-            temp = self._write_temp(self._abs(path), data)
+            temp = _write_temp_beside(self._abs(path), data)
             self._die(os.path.basename(temp))
         created = super().put_if_absent(path, data)
         if is_snapshot and self._due("after-link"):
@@ -227,6 +228,16 @@ def _writer(uri: str, log: DurableLog, run: int, plan: dict[str, Any]) -> None:
         expire(2)
 
 
+def _write_temp_beside(final: str, data: bytes) -> str:
+    """A temporary file beside ``final``, named as the storage names them, holding ``data``
+    (what a write leaves when it dies before its rename or link)."""
+    os.makedirs(os.path.dirname(final), exist_ok=True)
+    temp = os.path.join(os.path.dirname(final), temp_name(os.path.basename(final)))
+    with open(temp, "wb") as handle:
+        handle.write(data)
+    return temp
+
+
 class CommitKillingStorage(LocalStorage):
     """Local storage that SIGKILLs its process inside its ``nth`` write of consumer progress:
     the temp file is written, the rename that would make it the consumer's state is not."""
@@ -239,7 +250,7 @@ class CommitKillingStorage(LocalStorage):
         if path.startswith("consumer/"):
             self.nth -= 1
             if self.nth == 0:
-                temp = self._write_temp(self._abs(path), data)
+                temp = _write_temp_beside(self._abs(path), data)
                 self.log.write(f"kill {self.run} consumer-commit {os.path.basename(temp)}")
                 os.kill(os.getpid(), signal.SIGKILL)
         super().write(path, data)

@@ -23,9 +23,10 @@ import pytest
 
 import appendtable as at
 from appendtable._state import TableState
+from appendtable.orphans import TEMP_FILE_MIN_AGE_MS
 from appendtable.storage import LocalStorage
 from appendtable.table import Table
-from tests.helpers.clock import past_every_file_ms
+from tests.helpers.clock import age, past_every_file_ms
 from tests.helpers.crash import fork_context, read_log, run_child
 from tests.reliability import crash_children as children
 from tests.reliability.crash_children import (
@@ -316,6 +317,9 @@ def test_kills_at_random_times_and_exact_points(tmp_path: Path) -> None:
     assert len([p for p in temps if p.parent.name == "snapshot"]) >= unpublished
     assert any(str(p.relative_to(root)) not in named for p in parquet)
 
+    # a temporary file is an orphan only once it is older than a live write could be: the
+    # dead left theirs an hour ago, as far as orphan removal can tell
+    age(temps, seconds=TEMP_FILE_MIN_AGE_MS / 1000 + 60)
     removed = table.remove_orphan_files(older_than=past_every_file_ms(), dry_run=False)
     assert removed.files and not removed.dry_run
     table = at.open_table(uri)

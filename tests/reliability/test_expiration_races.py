@@ -10,11 +10,15 @@ import time
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 
 import appendtable as at
 from appendtable._state import TableState
 from appendtable.storage import LocalStorage
 from appendtable.table import Table
+
+#: Every test ends with the shared integrity check (tests/helpers/integrity.py).
+pytestmark = pytest.mark.usefixtures("tables_stay_intact")
 
 SCHEMA = pa.schema([("w", pa.string())])
 

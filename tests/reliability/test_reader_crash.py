@@ -18,7 +18,8 @@ import pyarrow as pa
 import pytest
 
 import appendtable as at
-from tests.helpers.clock import past_every_file_ms
+from appendtable.orphans import TEMP_FILE_MIN_AGE_MS
+from tests.helpers.clock import age, past_every_file_ms
 from tests.helpers.crash import fork_context, read_log, run_child
 from tests.reliability import crash_children as children
 
@@ -233,6 +234,8 @@ def test_reader_killed_inside_its_commit(tmp_path: Path) -> None:
     assert sorted(deliveries[1].rows) == sorted(deliveries[2].rows) == [2, 3]
     assert table.consumers() == {CONSUMER: 6}
 
+    assert table.remove_orphan_files(older_than=past_every_file_ms()).files == []  # may be live
+    age(temps, seconds=TEMP_FILE_MIN_AGE_MS / 1000 + 60)  # an hour later: surely dead
     removed = table.remove_orphan_files(older_than=past_every_file_ms(), dry_run=False)
     assert [f"consumer/{temps[0].name}"] == removed.files
     assert not temps[0].exists() and table.consumers() == {CONSUMER: 6}

@@ -20,6 +20,9 @@ from appendtable.compaction import AutoCompaction, Compactor
 from appendtable.errors import StorageError
 from tests.helpers.data import EVENTS, events, sorted_rows
 
+#: Every test ends with the shared integrity check (tests/helpers/integrity.py).
+pytestmark = pytest.mark.usefixtures("tables_stay_intact")
+
 
 def _live_paths(table: at.Table) -> list[str]:
     return table.files().column("path").to_pylist()

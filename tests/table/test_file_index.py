@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 
 import appendtable as at
 from appendtable.planning.parquet_bloom import bitset_of, plain_encodings, sbbf_may_contain, xxh64
+from tests.helpers import strategies
 
 SCHEMA = pa.schema(
     [
@@ -438,3 +439,101 @@ def test_xxh64_reference_values() -> None:
     long = bytes(range(256)) * 3  # the 32-byte stripes, then 8-, 4- and 1-byte tails
     assert xxh64(long) == xxh64(long[:-1] + long[-1:])
     assert len({xxh64(long[:n]) for n in range(len(long))}) == len(long)
+
+
+def test_long_decimals_are_found_by_their_index(tmp_path: Path) -> None:
+    """Literals of 29 to 38 digits were hashed after rounding to Python's default 28-digit
+    context, so the index skipped the files holding them."""
+    schema = pa.schema([("d", pa.decimal128(38, 0)), ("e", pa.decimal128(38, 10))])
+    d_values = [
+        decimal.Decimal("1234567890123456789012345678901"),
+        decimal.Decimal("-99999999999999999999999999999999999999"),
+        decimal.Decimal("99999999999999999999999999999999999998"),
+    ]
+    e_values = [
+        decimal.Decimal("1234567890123456789012345.0123456789"),
+        decimal.Decimal("-9999999999999999999999999999.9999999999"),
+        decimal.Decimal("0.0000000001"),
+    ]
+    data = pa.table({"d": d_values, "e": e_values}, schema=schema)
+    options = {"file-index.bloom-filter.columns": "d,e", "write-only": True}
+    for threshold in (0, 100_000):  # probed in the data file, and in the manifest
+        table = at.create_table(
+            str(tmp_path / f"t{threshold}"),
+            schema,
+            options={**options, "file-index.in-manifest-threshold": threshold},
+        )
+        table.append(data)
+        for column, literals in (("d", d_values), ("e", e_values)):
+            for literal in literals:
+                for form in (literal, str(literal)):
+                    assert table.scan(filter=[(column, "=", form)]).count() == 1, (column, form)
+                    assert table.scan(filter=[(column, "in", [form])]).count() == 1
+        assert table.scan(filter=[("d", "=", int(d_values[0]))]).count() == 1
+
+
+@st.composite
+def _lookups(draw: st.DrawFn) -> tuple[pa.DataType, list[pa.Array], list[object], int]:
+    dtype = draw(st.one_of(st.sampled_from(strategies.BLOOM_TYPES), strategies.decimal_types()))
+    batches = draw(
+        st.lists(
+            strategies.arrays(dtype, min_size=1, max_size=15, python=True), min_size=1, max_size=4
+        )
+    )
+    present = [v for b in batches for v in b.to_pylist() if v is not None]
+    drawn = strategies.python_values(dtype)
+    literal = st.one_of(drawn, st.sampled_from(present)) if present else drawn
+    literals = draw(st.lists(literal, min_size=1, max_size=3))
+    return dtype, batches, literals, draw(st.sampled_from([0, 100_000]))
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+    ],
+)
+@given(case=_lookups())
+def test_index_finds_every_value_of_every_type(
+    tmp_path_factory: pytest.TempPathFactory,
+    case: tuple[pa.DataType, list[pa.Array], list[object], int],
+) -> None:
+    """Whole-domain values of every indexable type (full-precision decimals, extreme integers,
+    subnormal and signed-zero floats, NaN, long and non-ASCII strings, the ends of each
+    timestamp unit): ``=`` and ``in`` find what pyarrow compute finds, however the index is
+    probed."""
+    dtype, batches, literals, threshold = case
+    schema = pa.schema([("k", pa.int64()), ("c", dtype)])
+    table = at.create_table(
+        str(tmp_path_factory.mktemp("t") / "t"),
+        schema,
+        options={
+            "file-index.bloom-filter.columns": "c",
+            "file-index.in-manifest-threshold": threshold,
+            "write-only": True,
+        },
+    )
+    start, parts = 0, []
+    for batch in batches:
+        keys = pa.array(range(start, start + len(batch)), pa.int64())
+        parts.append(pa.table({"k": keys, "c": batch}, schema=schema))
+        table.append(parts[-1])
+        start += len(batch)
+    data = pa.concat_tables(parts)
+    column = data.column("c")
+
+    def matching(values: list[object]) -> list[int]:
+        found = pa.array([False] * len(data))
+        for value in values:  # SQL's =: NaN equals nothing, -0.0 equals 0.0
+            equal = pc.fill_null(pc.equal(column, pa.scalar(value, dtype)), False)
+            found = pc.or_(found, equal)
+        return sorted(data.filter(found).column("k").to_pylist())
+
+    for literal in literals:
+        got = table.scan(filter=[("c", "=", literal)]).to_arrow().column("k").to_pylist()
+        assert sorted(got) == matching([literal]), (dtype, literal)
+    got = table.scan(filter=[("c", "in", literals)]).to_arrow().column("k").to_pylist()
+    assert sorted(got) == matching(literals), (dtype, literals)

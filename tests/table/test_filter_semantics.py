@@ -27,6 +27,7 @@ import appendtable as at
 from appendtable.commit.snapshots import flush_hints
 from appendtable.planning.bucket import unsupported_bucket_key_reason
 from appendtable.planning.filters import parse_filter
+from tests.helpers import strategies
 
 UTC = dt.UTC
 D = decimal.Decimal
@@ -51,99 +52,103 @@ PY_COMPARE = {
 }
 
 
-def _ints(bits: int, signed: bool) -> st.SearchStrategy[int]:
-    low, high = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if signed else (0, 2**bits - 1)
-    return st.one_of(st.integers(low, high), st.sampled_from([low, high, 0, -1 if signed else 1]))
+def _whole(dtype: pa.DataType) -> st.SearchStrategy[Any]:
+    """Values over the whole domain of ``dtype`` (the shared strategies: edges, full-precision
+    decimals, subnormal and signed-zero floats, NaN, long and non-ASCII text, the ends of each
+    timestamp unit Python can name)."""
+    return strategies.python_values(dtype)
 
 
-FLOATS = st.one_of(
-    st.floats(allow_nan=True, allow_infinity=True, width=32),
-    st.sampled_from([0.0, -0.0, float("nan"), float("inf"), -float("inf"), 1.5, -2.5]),
-)
 TIMES = st.datetimes(
     min_value=dt.datetime(1700, 1, 1), max_value=dt.datetime(2200, 1, 1), timezones=st.none()
 )
-
-
-def _decimals(precision: int, scale: int) -> st.SearchStrategy[D]:
-    limit = 10**precision - 1
-    return st.integers(-limit, limit).map(lambda n: D(f"{n}E-{scale}"))  # exact: no context
 
 
 # (arrow type, values of the column, extra filter values a column cannot hold exactly)
 KINDS: dict[str, tuple[pa.DataType, st.SearchStrategy[Any], st.SearchStrategy[Any]]] = {
     "int8": (
         pa.int8(),
-        _ints(8, True),
+        _whole(pa.int8()),
         st.sampled_from([128, -129, 2**70, 0.5, -1.5, float("nan"), float("inf")]),
     ),
     "int32": (
         pa.int32(),
-        _ints(32, True),
+        _whole(pa.int32()),
         st.sampled_from([2**31, -(2**31) - 1, 2.5, float("-inf")]),
     ),
     "int64": (
         pa.int64(),
-        _ints(64, True),
+        _whole(pa.int64()),
         st.sampled_from([2**63, -(2**63) - 1, 2**70, -(2**70), 7.25]),
     ),
-    "uint8": (pa.uint8(), _ints(8, False), st.sampled_from([-1, 256, 0.5, 255.5])),
+    "uint8": (pa.uint8(), _whole(pa.uint8()), st.sampled_from([-1, 256, 0.5, 255.5])),
     "uint64": (
         pa.uint64(),
-        _ints(64, False),
+        _whole(pa.uint64()),
         st.sampled_from([-1, 2**64, 2**63, 2**64 - 1, 2**70]),
     ),
-    "float32": (pa.float32(), FLOATS, st.sampled_from([0.1, 1e300, -1e-300])),
-    "float64": (pa.float64(), FLOATS, st.sampled_from([0.1, 5e-324])),
+    "float32": (pa.float32(), _whole(pa.float32()), st.sampled_from([0.1, 1e300, -1e-300])),
+    "float64": (pa.float64(), _whole(pa.float64()), st.sampled_from([0.1, 5e-324])),
     "decimal(10,2)": (
         pa.decimal128(10, 2),
-        _decimals(10, 2),
+        _whole(pa.decimal128(10, 2)),
         st.sampled_from(
             [D("12.495"), D("-0.001"), D("1e8"), D("-1e8"), D("99999999.995"), D("1e30")]
         ),
     ),
     "decimal(38,10)": (
         pa.decimal128(38, 10),
-        _decimals(38, 10),
+        _whole(pa.decimal128(38, 10)),
         st.sampled_from([D("1e-11"), D("1e28"), D("-1e28")]),
     ),
-    "string": (pa.string(), st.text(max_size=5), st.sampled_from(["", "\x00", "zz"])),
-    "binary": (pa.binary(), st.binary(max_size=4), st.sampled_from([b"", b"\xff"])),
+    "string": (pa.string(), _whole(pa.string()), st.sampled_from(["", "\x00", "zz"])),
+    "binary": (pa.binary(), _whole(pa.binary()), st.sampled_from([b"", b"\xff"])),
     "bool": (pa.bool_(), st.booleans(), st.sampled_from([True, False])),
     "date32": (
         pa.date32(),
-        st.dates(dt.date(1, 1, 1), dt.date(9999, 12, 31)),
+        _whole(pa.date32()),
         st.sampled_from([dt.date(1, 1, 1)]),
     ),
-    "timestamp[s]": (pa.timestamp("s"), TIMES.map(lambda t: t.replace(microsecond=0)), TIMES),
+    "timestamp[s]": (pa.timestamp("s"), _whole(pa.timestamp("s")), TIMES),
     "timestamp[ms,UTC]": (
         pa.timestamp("ms", tz="UTC"),
-        TIMES.map(lambda t: t.replace(microsecond=t.microsecond // 1000 * 1000, tzinfo=UTC)),
+        _whole(pa.timestamp("ms", tz="UTC")),
         TIMES.map(lambda t: t.replace(tzinfo=UTC)),
     ),
-    "timestamp[us]": (pa.timestamp("us"), TIMES, TIMES),
+    "timestamp[us]": (pa.timestamp("us"), _whole(pa.timestamp("us")), TIMES),
     "timestamp[ns,UTC]": (
         pa.timestamp("ns", tz="UTC"),
-        TIMES.map(lambda t: t.replace(tzinfo=UTC)),
+        _whole(pa.timestamp("ns", tz="UTC")),
         TIMES.map(lambda t: t.replace(tzinfo=UTC)),
     ),
-    "time64[us]": (pa.time64("us"), st.times(), st.times()),
+    "time64[us]": (pa.time64("us"), _whole(pa.time64("us")), st.times()),
     "time32[s]": (
         pa.time32("s"),
-        st.times().map(lambda t: t.replace(microsecond=0)),
+        _whole(pa.time32("s")),
         st.times(),  # finer than the unit
     ),
-    "large_string": (pa.large_string(), st.text(max_size=5), st.sampled_from(["", "zz"])),
-    "large_binary": (pa.large_binary(), st.binary(max_size=4), st.sampled_from([b"", b"\xff"])),
-    "int16": (pa.int16(), _ints(16, True), st.sampled_from([2**15, -(2**15) - 1, 0.25])),
-    "uint32": (pa.uint32(), _ints(32, False), st.sampled_from([-1, 2**32, 1.5])),
+    "large_string": (pa.large_string(), _whole(pa.large_string()), st.sampled_from(["", "zz"])),
+    "large_binary": (pa.large_binary(), _whole(pa.large_binary()), st.sampled_from([b"\xff"])),
+    "int16": (pa.int16(), _whole(pa.int16()), st.sampled_from([2**15, -(2**15) - 1, 0.25])),
+    "uint32": (pa.uint32(), _whole(pa.uint32()), st.sampled_from([-1, 2**32, 1.5])),
+    "date64": (pa.date64(), _whole(pa.date64()), st.sampled_from([dt.date(9999, 12, 31)])),
+    "time64[ns]": (pa.time64("ns"), _whole(pa.time64("ns")), st.times()),
+    "fixed_size_binary[3]": (pa.binary(3), _whole(pa.binary(3)), st.sampled_from([b"", b"ab"])),
 }
 
 
 @st.composite
 def cases(draw: st.DrawFn) -> tuple[str, list[Any], list[int], Any, str, Any, bool]:
-    kind = draw(st.sampled_from(sorted(KINDS)))
-    dtype, values, odd = KINDS[kind]
+    kind = draw(st.sampled_from([*sorted(KINDS), "decimal(p,s)"]))
+    if kind == "decimal(p,s)":  # every precision and scale
+        dtype = draw(strategies.decimal_types())
+        digits, scale = dtype.precision - dtype.scale, dtype.scale
+        beyond, finer = D(f"1E{digits}"), D(f"1E-{scale + 1}")  # strings: exact, no context
+        largest_finer = D(f"{'9' * digits or '0'}.{'9' * scale}5")
+        odd = st.sampled_from([finer, -finer, beyond, -beyond, largest_finer, -largest_finer])
+        values = _whole(dtype)
+    else:
+        dtype, values, odd = KINDS[kind]
     column = draw(st.lists(st.one_of(st.none(), values), min_size=1, max_size=40))
     cuts = sorted(draw(st.lists(st.integers(1, len(column)), max_size=5, unique=True)))
     op = draw(st.sampled_from(OPS))

@@ -20,6 +20,9 @@ import appendtable as at
 from appendtable.commit.iceberg import IcebergMirror
 from appendtable.metadata.avro import read_container
 
+#: Every test ends with the shared integrity check (tests/helpers/integrity.py).
+pytestmark = pytest.mark.usefixtures("tables_stay_intact")
+
 FOREVER = 2**62
 SCHEMA = pa.schema(
     [

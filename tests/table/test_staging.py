@@ -21,6 +21,9 @@ from appendtable.table import Table
 from tests.helpers.clock import past_every_file_ms
 from tests.helpers.data import EVENTS, events, sorted_rows
 
+#: Every test ends with the shared integrity check (tests/helpers/integrity.py).
+pytestmark = pytest.mark.usefixtures("tables_stay_intact")
+
 
 def _stage(area: at.StagingArea, name: str, data: pa.Table, **write: object) -> None:
     """Write ``data`` as a Parquet file into the area, as another engine would."""

@@ -11,6 +11,9 @@ import pytest
 
 import appendtable as at
 
+#: Every test ends with the shared integrity check (tests/helpers/integrity.py).
+pytestmark = pytest.mark.usefixtures("tables_stay_intact")
+
 SCHEMA = pa.schema([("k", pa.int64()), ("v", pa.string())])
 FOREVER = 2**62
 
@@ -138,13 +141,19 @@ def test_rollback_to_a_tag_whose_snapshot_expired(table: at.Table) -> None:
     _referenced_files_exist(table)
 
 
-def test_rollback_to_a_tag_restores_its_schema(table: at.Table) -> None:
+def test_rollback_to_a_tag_keeps_the_schema_unless_asked_to_restore_it(table: at.Table) -> None:
     table.append(_rows(0, 2))
     table.create_tag("before")
     with table.update_schema() as update:
         update.add_column("extra", pa.float64())
-    assert "extra" in table.schema.names
+    evolved = table.schema
+    assert "extra" in evolved.names
     table.rollback_to(tag="before")
+    assert table.schema == evolved
+    restored = table.scan().to_arrow()
+    assert restored.schema == evolved
+    assert restored.column("extra").null_count == 2
+    table.rollback_to(tag="before", restore_schema=True)
     assert table.schema == SCHEMA
     assert table.scan().to_arrow().schema == SCHEMA
 
@@ -159,6 +168,8 @@ def test_tag_files_are_crc_checked(tmp_path: Path) -> None:
     path.write_bytes(bytes(data))
     with pytest.raises(at.CorruptMetadataError, match="tag-x"):
         table.scan(tag="x")
+    data[-3] ^= 0x01  # repaired, for the end-of-test check
+    path.write_bytes(bytes(data))
 
 
 def test_the_scan_tag_name_option_is_a_known_read_option(table: at.Table) -> None:

@@ -184,6 +184,8 @@ def test_public_api_is_pinned() -> None:
         "SnapshotNotFoundError",
         "Split",
         "StorageError",
+        "SYSTEM_TABLE_NAMES",  # the system tables, which the Spark adapter exposes
+        "SystemTableInfo",
         "Table",
         "TableCommit",
         "TableExistsError",
@@ -194,6 +196,8 @@ def test_public_api_is_pinned() -> None:
         "__version__",
         "create_table",
         "open_table",
+        "system_table_info",
+        "system_table_schema",
     }
     assert expected <= set(appendtable.__all__)
     for name in appendtable.__all__:

@@ -1,0 +1,294 @@
+"""Orphan file removal: deleting files the table wrote that nothing references any more.
+
+What may be deleted is decided by the table's own layout, never by "everything under the root":
+
+* only files whose place and name the table itself uses are candidates: ``manifest/`` files,
+  data files (``<k>=<v>/.../bucket-<n>/data-*.parquet``, as deep as the table has partition
+  keys), Iceberg mirror files in ``metadata/``, anything inside a staging area
+  (``_staging/<id>/``), and temporary files of the table's own writes (``.<name>.<hex>.tmp``);
+  snapshots, schemas, tags, consumers, watermarks and hints are never deleted here;
+* a candidate is an orphan when no retained snapshot, tag (or deleted tag not yet released)
+  or the current Iceberg mirror references it, and it is older than the cut-off; a temporary
+  file also only once it is older than ``TEMP_FILE_MIN_AGE_MS`` (a live process may still be
+  writing it, whatever cut-off the caller gives);
+* anything else found where the walk looks (a user's file, an unknown directory, a symbolic
+  link, a directory that holds another table) is listed in ``OrphanResult.not_table_files``
+  and never deleted; the walk never follows a link and never descends into an unknown
+  directory or into another table.
+
+The live set is right whatever expires meanwhile: snapshots are read oldest first, and the
+first one read after a gap (a snapshot that expired while we looked) counts with every file
+it holds, not only those it added; snapshots committed while we looked are read too. A dry run
+changes nothing, the Iceberg mirror included; a real run first brings the mirror up to date
+and prunes its older versions (inside ``metadata/`` only).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from appendtable import display
+from appendtable._state import TableState
+from appendtable.commit.discard import files_referenced_by
+from appendtable.commit.expire import tag_references
+from appendtable.commit.tags import TagStore
+from appendtable.errors import ObjectNotFoundError, SnapshotNotFoundError
+from appendtable.metadata import layout
+from appendtable.storage import Storage
+from appendtable.storage.base import DirectoryListing, FileInfo, is_temp_name
+
+__all__ = ["TEMP_FILE_MIN_AGE_MS", "OrphanResult", "remove_orphan_files"]
+
+#: A temporary file younger than this is never an orphan, whatever the cut-off: the process
+#: writing it may be alive (a hint, a snapshot being published, a large metadata file).
+TEMP_FILE_MIN_AGE_MS = 60 * 60 * 1000
+
+_METADATA_NAMES: dict[str, re.Pattern[str]] = {
+    layout.SCHEMA_DIR: re.compile(r"^schema-\d+$"),
+    layout.SNAPSHOT_DIR: re.compile(r"^(snapshot-\d+|LATEST|EARLIEST)$"),
+    layout.CONSUMER_DIR: re.compile(r"^consumer-[A-Za-z0-9][A-Za-z0-9._-]*$"),
+    layout.TAG_DIR: re.compile(r"^(tag|released)-[A-Za-z0-9][A-Za-z0-9._-]*$"),
+}
+_MANIFEST_NAME = re.compile(r"^(manifest|manifest-list|commit-users)-[A-Za-z0-9_-]+$")
+_MIRROR_NAME = re.compile(r"^(v\d+\.metadata\.json|version-hint\.text|[A-Za-z0-9_-]+\.avro)$")
+_DATA_NAME = re.compile(r"^data-[A-Za-z0-9_-]+\.parquet$")
+_BUCKET_DIR = re.compile(r"^bucket-\d+$")
+_STAGING_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")
+_WATERMARK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
+
+
+@dataclass(frozen=True)
+class OrphanResult:
+    """Files no retained snapshot references, older than the threshold: removed, or with
+    ``dry_run`` only listed. ``not_table_files``: what was found in the table's directory that
+    the table did not write (a user's files, links, unknown directories ending in ``/``,
+    other tables), listed and never deleted."""
+
+    files: list[str] = field(default_factory=list)
+    bytes: int = 0
+    dry_run: bool = True
+    not_table_files: list[str] = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        return display.orphan_repr(self)
+
+    def _repr_html_(self) -> str:
+        return display.orphan_html(self)
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    """A file the table wrote, and whether something may still reference it."""
+
+    info: FileInfo
+    #: "manifest", "data", "mirror", "staging" or "temp"
+    kind: str
+
+
+def remove_orphan_files(state: TableState, *, older_than_ms: int, dry_run: bool) -> OrphanResult:
+    """Delete (unless ``dry_run``) the table's files that nothing references and that are
+    older than ``older_than_ms`` (epoch ms); see the module docstring for what is a candidate.
+
+    The table is listed *before* the snapshots are read, so a commit that lands meanwhile is
+    seen as referencing its files."""
+    now = int(time.time() * 1000)
+    candidates, foreign = _walk(state.storage, len(state.schema.partition_keys))
+    pruned: list[str] = []
+    if not dry_run and state.mirrors_iceberg:
+        state.publish_mirror()
+        pruned = state.mirror.prune()
+    mirror = _mirror_files(state)
+    data_files, metadata_files = live_files(state)
+    referenced = {
+        "manifest": metadata_files,
+        "mirror": mirror | set(pruned),
+        "data": data_files,
+        "staging": set(),
+        "temp": set(),
+    }
+    young = dict.fromkeys(referenced, older_than_ms)
+    young["temp"] = min(older_than_ms, now - TEMP_FILE_MIN_AGE_MS)
+    orphans = [
+        c.info
+        for c in candidates
+        if c.info.mtime_ms < young[c.kind] and _name(c) not in referenced[c.kind]
+    ]
+    if not dry_run:
+        for info in orphans:
+            state.storage.delete(info.path)
+    files = sorted({info.path for info in orphans} | set(pruned))
+    size = sum(info.size for info in orphans)
+    return OrphanResult(files, size, dry_run, sorted(foreign))
+
+
+def _name(candidate: _Candidate) -> str:
+    """How references name a candidate: manifests by file name, the rest by path."""
+    path = candidate.info.path
+    return path.removeprefix(f"{layout.MANIFEST_DIR}/") if candidate.kind == "manifest" else path
+
+
+def _mirror_files(state: TableState) -> set[str]:
+    """The Iceberg mirror files the newest mirror version uses (none with the mirror off:
+    every mirror file is then an orphan)."""
+    if not state.mirrors_iceberg:
+        return set()
+    return (state.mirror.referenced() or set()) | {layout.ICEBERG_VERSION_HINT}
+
+
+# ---- the walk -------------------------------------------------------------------------------
+
+
+def _walk(storage: Storage, partition_depth: int) -> tuple[list[_Candidate], list[str]]:
+    """The candidates of the table's layout, and what is not the table's."""
+    candidates: list[_Candidate] = []
+    foreign: list[str] = []
+    for listing in _pruned(storage.walk_tree(), foreign):
+        where = listing.path
+        for name in listing.links:
+            foreign.append(_join(where, name))
+        place = _place(where, partition_depth)
+        keep: list[str] = []
+        for name in listing.directories:
+            if _may_hold_table_files(where, place, name, partition_depth):
+                keep.append(name)
+            else:
+                foreign.append(_join(where, name) + "/")
+        listing.directories[:] = keep
+        for info in listing.files:
+            path = _join(where, info.path)
+            kind = _file_kind(place, info.path)
+            if kind is None:
+                foreign.append(path)
+            elif kind != "kept":
+                candidates.append(_Candidate(FileInfo(path, info.size, info.mtime_ms), kind))
+    return candidates, foreign
+
+
+def _pruned(listings: Iterator[DirectoryListing], foreign: list[str]) -> Iterator[DirectoryListing]:
+    """The listings, without directories (other than the root) that hold another table: such
+    a directory is reported whole and never walked into."""
+    for listing in listings:
+        if listing.path and layout.SCHEMA_DIR in listing.directories:
+            foreign.append(listing.path + "/")
+            listing.directories.clear()
+        else:
+            yield listing
+
+
+def _join(directory: str, name: str) -> str:
+    return f"{directory}/{name}" if directory else name
+
+
+def _place(path: str, partition_depth: int) -> str:
+    """What a directory of the table is: "root", a metadata directory name, "watermark-group",
+    "staging", "staging-area", "partition", "bucket"."""
+    if not path:
+        return "root"
+    parts = path.split("/")
+    top = parts[0]
+    if top == layout.WATERMARK_DIR:
+        return layout.WATERMARK_DIR if len(parts) == 1 else "watermark-group"
+    if top == layout.STAGING_DIR:
+        return "staging" if len(parts) == 1 else "staging-area"
+    if top in _METADATA_NAMES or top in (layout.MANIFEST_DIR, layout.ICEBERG_DIR):
+        return top
+    return "bucket" if len(parts) == partition_depth + 1 else "partition"
+
+
+def _may_hold_table_files(where: str, place: str, name: str, partition_depth: int) -> bool:
+    """Whether the walk goes into subdirectory ``name`` of directory ``where`` (of kind
+    ``place``)."""
+    if place == "root":
+        if name in _METADATA_NAMES or name in (
+            layout.MANIFEST_DIR,
+            layout.ICEBERG_DIR,
+            layout.WATERMARK_DIR,
+            layout.STAGING_DIR,
+        ):
+            return True
+        return _data_directory(name, 0, partition_depth)
+    if place == layout.WATERMARK_DIR:
+        return _WATERMARK_NAME.match(name) is not None
+    if place == "staging":
+        return _STAGING_ID.match(name) is not None
+    if place == "staging-area":
+        return True  # an engine's own layout (partition directories, _temporary/...)
+    if place == "partition":
+        return _data_directory(name, len(where.split("/")), partition_depth)
+    return False
+
+
+def _data_directory(name: str, level: int, partition_depth: int) -> bool:
+    """Whether ``name`` is a data directory at ``level`` (0: in the root): ``<k>=<v>`` above
+    the partition depth, ``bucket-<n>`` at it."""
+    if level < partition_depth:
+        return "=" in name and not name.startswith("=")
+    return level == partition_depth and _BUCKET_DIR.match(name) is not None
+
+
+def _file_kind(place: str, name: str) -> str | None:
+    """ "kept" (the table's, never an orphan), a candidate kind, or None (not the table's)."""
+    if place == "staging-area":
+        return "staging"
+    if is_temp_name(name):
+        return None if place in ("root", "staging", "partition") else "temp"
+    pattern = _METADATA_NAMES.get(place)
+    if pattern is not None:
+        return "kept" if pattern.match(name) else None
+    if place == layout.MANIFEST_DIR:
+        return "manifest" if _MANIFEST_NAME.match(name) else None
+    if place == layout.ICEBERG_DIR:
+        return "mirror" if _MIRROR_NAME.match(name) else None
+    if place == "watermark-group":
+        return "kept" if _WATERMARK_NAME.match(name) else None
+    if place == "bucket":
+        return "data" if _DATA_NAME.match(name) else None
+    return None
+
+
+# ---- the live set ---------------------------------------------------------------------------
+
+
+def live_files(state: TableState) -> tuple[set[str], set[str]]:
+    """(data file paths, metadata file names) that a retained snapshot, a tag or a deleted
+    tag not yet released references.
+
+    Snapshots are read oldest first; a snapshot read right after its predecessor counts with
+    the files it added (its predecessor's are already counted), any other (the first, one
+    after a gap left by a snapshot that expired meanwhile, a rollback) with every file it
+    holds. Snapshots committed meanwhile are read too. A retained snapshot whose metadata
+    cannot be read raises: the live set is then unknown and nothing may be deleted."""
+    snapshots, manifests = state.snapshots, state.manifests
+    metadata: set[str] = set()
+    data: set[str] = set()
+    previous = 0  # the snapshot read last (0: none, or a gap since)
+    ids = snapshots.list_ids()
+    while ids:
+        for snapshot_id in ids:
+            # Counting a snapshot whole where its additions would do is never wrong, only
+            # slower: mutations that only widen this are equivalent.
+            whole = previous != snapshot_id - 1  # pragma: no mutate
+            try:
+                snapshot = snapshots.get(snapshot_id)
+                listed = manifests.all_manifests(snapshot)
+                entries = files_referenced_by(manifests, snapshot, first=whole)
+            except (SnapshotNotFoundError, ObjectNotFoundError):
+                if snapshots.on_storage(snapshot_id):
+                    raise  # a retained snapshot whose metadata is gone: damage
+                previous = 0  # expired while we looked: the next one counts whole
+                continue
+            metadata.update((snapshot.base_manifest_list, snapshot.delta_manifest_list))
+            if snapshot.commit_users is not None:
+                metadata.add(snapshot.commit_users)
+            metadata.update(m.file_name for m in listed)
+            data.update(e.file.path for e in entries)
+            previous = snapshot_id  # pragma: no mutate (see ``whole``)
+        latest = snapshots.latest_id()
+        ids = [] if latest is None else list(range(ids[-1] + 1, latest + 1))  # new commits
+    # Tags (and deleted tags not yet released) keep their snapshot's files and manifests.
+    tag_store = TagStore(state.storage)
+    tags = tag_references(manifests, [*tag_store.all().values(), *tag_store.released().values()])
+    return data | tags.data, metadata | tags.metadata

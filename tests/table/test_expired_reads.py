@@ -1,0 +1,60 @@
+"""A handle that read a snapshot before another handle (or process) expired it: every read of
+that snapshot raises SnapshotExpiredError, never an answer from its cache or an
+ObjectNotFoundError about a data file."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import appendtable as at
+from tests.helpers.data import EVENTS, events
+
+FUTURE = 10**15
+
+pytestmark = pytest.mark.usefixtures("tables_stay_intact")
+
+
+def _table(root: Path) -> at.Table:
+    table = at.create_table(str(root), EVENTS, options={"write-only": True})
+    for i in range(6):
+        table.append(events(i * 10, 10))
+    table.compact(full=True)  # the files of snapshots 1..6 are deleted when they expire
+    return table
+
+
+def _expire_elsewhere(root: Path) -> None:
+    code = (
+        "import appendtable as at, sys;"
+        f"at.open_table(sys.argv[1]).expire_snapshots(retain_min=1, older_than_ms={FUTURE})"
+    )
+    subprocess.run([sys.executable, "-c", code, str(root)], check=True)
+
+
+@pytest.mark.parametrize("read", ["count", "to_arrow", "plan", "to_batches", "filtered count"])
+def test_a_stale_handle_reading_an_expired_snapshot_raises_snapshot_expired(
+    tmp_path: Path, read: str
+) -> None:
+    root = tmp_path / "t"
+    stale = _table(root)
+    assert stale.scan(snapshot_id=4).count() == 40  # cached by this handle
+    made_before = stale.scan(snapshot_id=4)
+    made_before.plan()
+    _expire_elsewhere(root)
+    for scan in (made_before, None):
+        with pytest.raises(at.SnapshotExpiredError, match="expired"):
+            scan = scan or stale.scan(snapshot_id=4)
+            if read == "count":
+                scan.count()
+            elif read == "to_arrow":
+                scan.to_arrow()
+            elif read == "plan":
+                scan.plan()
+            elif read == "to_batches":
+                list(scan.to_batches())
+            else:
+                stale.scan(snapshot_id=4, filter=[("seq", ">", 5)]).count()
+    assert stale.scan().count() == 60  # the latest is unaffected
