@@ -12,6 +12,7 @@ timestamps), the read goes through the Python data source, which matches them by
 
 from __future__ import annotations
 
+import datetime
 import functools
 import json
 import math
@@ -46,6 +47,44 @@ def native_readable(schema: pa.Schema) -> bool:
         return not pa.types.is_fixed_size_list(dtype)
 
     return all(ok(field.type) for field in schema)
+
+
+#: Parquet's row-group filters (as Spark's reader applies them to the filters Spark pushes,
+#: including those of a user's own ``.filter`` on the DataFrame) compare floats by their bit
+#: patterns in dictionaries and bloom filters and leave NaN out of statistics: a row group whose
+#: only zero is -0.0 was skipped for ``x = 0.0``, one holding NaN for Spark's ``x = NaN``. For
+#: reads of float columns they are off (the core has pruned the files already); Spark's reader
+#: takes these options into the read's Hadoop configuration.
+_NO_ROW_GROUP_SKIPPING = {
+    "parquet.filter.dictionary.enabled": "false",
+    "parquet.filter.stats.enabled": "false",
+    "parquet.filter.columnindex.enabled": "false",
+    "parquet.filter.bloom.enabled": "false",
+}
+
+
+def _has_floats(schema: pa.Schema) -> bool:
+    def floats(dtype: pa.DataType) -> bool:
+        if pa.types.is_floating(dtype):
+            return True
+        if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
+            return floats(dtype.value_type)
+        if pa.types.is_map(dtype):
+            return floats(dtype.key_type) or floats(dtype.item_type)
+        if pa.types.is_struct(dtype):
+            return any(floats(field.type) for field in dtype)
+        return False
+
+    return any(floats(field.type) for field in schema)
+
+
+def _literal(value: object) -> Column:
+    """A filter value as a Spark literal. Dates are built from their fields: PySpark renders a
+    ``datetime.date`` literal as text without the year's leading zeros, which Spark then cannot
+    parse for years before 1000."""
+    if isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
+        return F.make_date(F.lit(value.year), F.lit(value.month), F.lit(value.day))
+    return F.lit(value)
 
 
 def _is_nan(value: object) -> bool:
@@ -86,13 +125,13 @@ def _condition(term: Sequence[object], schema: pa.Schema) -> Column:
     nan = F.isnan(column) if floating else F.lit(False)
     value = term[2]
     if op in ("in", "not in"):
-        values = [v for v in value if not _is_nan(v)]  # type: ignore[attr-defined]
+        values = [_literal(v) for v in value if not _is_nan(v)]  # type: ignore[attr-defined]
         inside = column.isin(values) & ~nan if values else F.lit(False)
         return inside if op == "in" else ~inside & column.isNotNull()
     if _is_nan(value):
         return column.isNotNull() if op == "!=" else F.lit(False)
     if op == "!=":
-        return (column != F.lit(value)) | nan
+        return (column != _literal(value)) | nan
     compare = {
         "=": operator.eq,
         "==": operator.eq,
@@ -101,7 +140,7 @@ def _condition(term: Sequence[object], schema: pa.Schema) -> Column:
         ">": operator.gt,
         ">=": operator.ge,
     }[op]
-    return compare(column, F.lit(value)) & ~nan  # type: ignore[no-any-return]
+    return compare(column, _literal(value)) & ~nan  # type: ignore[no-any-return]
 
 
 def _where(filter_terms: Sequence[Any], schema: pa.Schema) -> Column:
@@ -163,11 +202,10 @@ def read_table(
     else:
         paths = [spark_location(table.uri, f.path) for split in splits for f in split.files]
         schema = spark_schema(snapshot_schema)
-        df = (
-            spark.read.schema(schema).parquet(*paths)
-            if paths
-            else spark.createDataFrame([], schema)
-        )
+        parquet = spark.read.schema(schema)
+        if _has_floats(snapshot_schema):
+            parquet = parquet.options(**_NO_ROW_GROUP_SKIPPING)
+        df = parquet.parquet(*paths) if paths else spark.createDataFrame([], schema)
     if filter:
         df = df.where(_where(filter, snapshot_schema))
     return df.select(*[F.col("`" + name.replace("`", "``") + "`") for name in wanted])

@@ -4,6 +4,7 @@ the core prunes, Spark filters, and both must agree on every operator and edge v
 
 from __future__ import annotations
 
+import datetime
 import decimal
 import itertools
 import math
@@ -106,3 +107,70 @@ def test_or_of_and_clauses(spark_at: Any, table: at.Table) -> None:
     expected = table.scan(filter=dnf).to_arrow().to_pylist()
     got = appendtable_spark.read_table(spark_at, table.uri, filter=dnf).toArrow().to_pylist()
     assert expected and Counter(map(_key, got)) == Counter(map(_key, expected))
+
+
+ZEROS = pa.schema([("id", pa.int64()), ("x", pa.float32()), ("day", pa.date32())])
+
+
+@pytest.fixture(scope="module")
+def zeros(tmp_path_factory: pytest.TempPathFactory) -> at.Table:
+    """A file whose only zero is -0.0 (dictionary-encoded, with ±inf beside it), a file with
+    +0.0 and NaN, and dates at the ends of the range."""
+    created = at.create_table(str(tmp_path_factory.mktemp("zeros") / "t"), ZEROS)
+    day = datetime.date(1, 1, 1)
+    created.append(
+        pa.table(
+            {
+                "id": list(range(30)),
+                "x": pa.array([-0.0, -INF, 1.5] * 10, pa.float32()),
+                "day": [day] * 30,
+            },
+            schema=ZEROS,
+        )
+    )
+    created.append(
+        pa.table(
+            {
+                "id": [100, 101, 102],
+                "x": pa.array([0.0, NAN, INF], pa.float32()),
+                "day": [datetime.date(9999, 12, 31), day, None],
+            },
+            schema=ZEROS,
+        )
+    )
+    return created
+
+
+@pytest.mark.parametrize(
+    "term",
+    [
+        ("x", "=", 0.0),
+        ("x", "=", -0.0),
+        ("x", "in", [0.0]),
+        ("x", "<=", -0.0),
+        ("day", "=", datetime.date(1, 1, 1)),
+        ("day", ">=", datetime.date(9999, 12, 31)),
+    ],
+    ids=repr,
+)
+def test_signed_zeros_and_extreme_dates_in_files_parquet_filters_would_skip(
+    spark_at: Any, zeros: at.Table, term: Any
+) -> None:
+    expected = zeros.scan(filter=[term]).to_arrow().to_pylist()
+    got = appendtable_spark.read_table(spark_at, zeros.uri, filter=[term]).toArrow().to_pylist()
+    assert expected and Counter(map(_key, got)) == Counter(map(_key, expected)), term
+
+
+@pytest.mark.parametrize(
+    "condition", ["x = 0.0", "x = -0.0", "x = float('NaN')", "x IN (0.0, 7.0)", "x <= 0.0"]
+)
+def test_a_users_own_spark_filter_on_read_table_keeps_spark_semantics(
+    spark_at: Any, zeros: at.Table, condition: str
+) -> None:
+    # the oracle: Spark's own semantics on the same rows, held in memory (no Parquet involved)
+    # (from Python values: pandas would turn NaN into null)
+    rows = zeros.scan().to_arrow().to_pylist()
+    oracle = spark_at.createDataFrame(rows, "id BIGINT, x FLOAT, day DATE").filter(condition)
+    oracle = oracle.count()
+    got = appendtable_spark.read_table(spark_at, zeros.uri).filter(condition).count()
+    assert oracle > 0 and got == oracle, condition
