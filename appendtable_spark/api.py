@@ -200,6 +200,10 @@ def foreach_batch_sink(
     ``checkpoint_location`` (the query's ``checkpointLocation``; the id is read from it) so a
     new query reusing the commit user is always told apart from a replay. ``options`` are
     checked now, as ``write_table`` would check them."""
+    if not isinstance(merge_schema, bool):
+        raise at.InvalidArgumentError(
+            f"foreach_batch_sink(merge_schema=...) is True or False, not {merge_schema!r}"
+        )
     given = {str(k): _text(v) for k, v in (options or {}).items()}
     reuse = _sink_setting(given, registry.COMMIT_USER_REUSE, commit_user_reuse)
     option_user = _sink_setting(given, registry.COMMIT_USER, commit_user)

@@ -36,7 +36,7 @@ from appendtable_spark.options import Use
 from appendtable_spark.pinning import ReadPin, pin
 from appendtable_spark.reader import BatchReader
 from appendtable_spark.settings import Settings
-from appendtable_spark.streaming import StreamSource, check_start
+from appendtable_spark.streaming import RefusedStream, StreamSource, check_start
 from appendtable_spark.system import SystemTableReader, system_schema
 from appendtable_spark.types import spark_arrow_schema, spark_schema
 from appendtable_spark.writer import BatchWriter, StreamWriter
@@ -154,11 +154,11 @@ class AppendTableDataSource(DataSource):  # type: ignore[misc]
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         pinned = getattr(self, "_pinned", None)
-        return StreamSource(
-            _settings(self.options, Use.STREAM, schema),
-            schema,
-            pinned.schema_id if pinned else None,
-        )
+        try:
+            settings = _settings(self.options, Use.STREAM, schema)
+        except at.AppendTableError as refused:  # (raised here, PySpark would hide it)
+            return RefusedStream(refused)
+        return StreamSource(settings, schema, pinned.schema_id if pinned else None)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> StreamWriter:
         settings, _ = self._write_table(schema, Use.SINK)

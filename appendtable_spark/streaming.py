@@ -76,15 +76,41 @@ _NEEDS = {
 }
 
 
+#: The start options, and the explicit modes that use each.
+_START_OPTIONS = {
+    "scan.snapshot-id": ("from-snapshot", "from-snapshot-full"),
+    "scan.tag-name": ("from-snapshot", "from-snapshot-full"),
+    "scan.timestamp-millis": ("from-timestamp",),
+    "scan.file-creation-time-millis": ("from-file-creation-time",),
+}
+
+
 def check_start(table: at.Table, options: Mapping[str, str]) -> None:
     """Refuse start options that cannot start a stream, when the stream is defined: a start
-    mode without the option it needs, a ``scan.snapshot-id`` beyond the next snapshot. (An
-    expired start is refused only when a new checkpoint resolves it: a restart ignores it.)"""
+    mode without the option it needs, or with a start option it does not use (it would be
+    ignored: ``latest`` with ``scan.snapshot-id``), a ``scan.snapshot-id`` beyond the next
+    snapshot. (An expired start is refused only when a new checkpoint resolves it: a restart
+    ignores it.)"""
     mode = options.get("scan.mode", "default")
     needs = _NEEDS.get(mode)
     if needs is not None and not any(options.get(key) for key in needs):
         extra = f" (or '{needs[1]}')" if len(needs) > 1 else ""
         raise at.InvalidOptionError(f"scan.mode '{mode}' needs option '{needs[0]}'{extra}")
+    if mode != "default":
+        unused = [k for k, modes in _START_OPTIONS.items() if options.get(k) and mode not in modes]
+        if unused:
+            raise at.InvalidOptionError(
+                f"option '{unused[0]}' is not used by scan.mode '{mode}' (it would be ignored): "
+                f"leave it out, or use a scan.mode that starts from it ("
+                + ", ".join(f"'{m}'" for m in _START_OPTIONS[unused[0]])
+                + ")"
+            )
+    if mode in ("from-snapshot", "from-snapshot-full") and all(
+        options.get(k) for k in ("scan.snapshot-id", "scan.tag-name")
+    ):
+        raise at.InvalidOptionError(
+            f"scan.mode '{mode}' starts from 'scan.snapshot-id' or 'scan.tag-name': give one"
+        )
     snapshot = options.get("scan.snapshot-id")
     from_snapshot = mode in ("from-snapshot", "from-snapshot-full") or (
         mode == "default" and not options.get("scan.timestamp-millis")
@@ -353,3 +379,28 @@ def _end_of(offset: Offset) -> Position:
     """The position an offset ends at (an end offset, or one of an older version)."""
     batch = BatchEnd.from_json(offset)
     return batch.end if batch is not None else Position.from_json(offset)
+
+
+class RefusedStream(DataSourceStreamReader):  # type: ignore[misc]
+    """A stream whose options were refused when Spark asked for its reader: the refusal is
+    raised at Spark's first call (before any micro-batch is planned). PySpark 4.3's streaming
+    worker hides an exception raised while the reader is made behind an ``UnboundLocalError``
+    of its own, so the reader is made, and refuses."""
+
+    def __init__(self, error: at.AppendTableError) -> None:
+        self._error = error
+
+    def initialOffset(self) -> Offset:
+        raise self._error
+
+    def latestOffset(self, start: Offset | None = None, limit: ReadLimit | None = None) -> Offset:
+        raise self._error
+
+    def partitions(self, start: Offset, end: Offset) -> list[InputPartition]:
+        raise self._error
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        raise self._error
+
+    def commit(self, end: Offset) -> None:
+        raise self._error

@@ -192,11 +192,12 @@ class StreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
     commit user is refused at its first batch, before anything is committed, or with
     ``commitUserReuse`` = ``continue`` numbered after the old query's batches.
 
-    Each micro-batch has its own staging area, named from the batch id and the write's key
-    (``commitUser``, else the ``checkpointLocation`` option, else the query id), so that the
-    driver's commit and abort, which Spark runs from a data source instance of their own,
-    find it: with a key in the options even when every task failed, else from the tasks'
-    messages."""
+    Each micro-batch has its own staging area, named from the batch id and the query's key
+    (the ``checkpointLocation`` option, else the query id, which is stable per checkpoint,
+    with the ``commitUser``), so that the driver's commit and abort, which Spark runs from a
+    data source instance of their own, find it: with the checkpoint in the options even when
+    every task failed, else from the tasks' messages. Two queries (two checkpoints) never
+    share an area, even when they share a commit user."""
 
     def __init__(
         self,
@@ -211,13 +212,20 @@ class StreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
         self._overwrite = overwrite
         self._reuse = reuse
         self._checkpoint = settings.adapter.get("checkpointLocation") or None
-        self._key = commit_user or self._checkpoint
+
+    def _area_key(self, query_id: str | None) -> str | None:
+        """What names this query's staging areas (None: not known here)."""
+        if self._checkpoint is not None:
+            return self._checkpoint
+        if query_id:
+            return f"{self._commit_user or ''}-query-{query_id}"
+        return None
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> FilesMessage:
         context = TaskContext.get()
         query_id = context.getLocalProperty("sql.streaming.queryId") if context else None
         batch = context.getLocalProperty("streaming.sql.batchId") if context else None
-        key = self._key or f"query-{query_id}"
+        key = self._area_key(query_id) or f"{self._commit_user or ''}-unknown"
         area = stream_staging_id(key, batch if batch is not None else "unknown")
         return FilesMessage(write_task(self._settings, area, iterator), query_id, area)
 
@@ -237,8 +245,9 @@ class StreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
         be named by this batch's commit, which comes after the latest snapshot of now: their
         removal checks the snapshots from there on."""
         names = {m.staging_id for m in messages if m is not None and m.staging_id}
-        if self._key:
-            names.add(stream_staging_id(self._key, batch_id))
+        key = self._area_key(self._query(messages))
+        if key is not None:
+            names.add(stream_staging_id(key, batch_id))
         latest = table.latest_snapshot()
         since = latest.id if latest is not None else None
         return [table.staging_area(name, since_snapshot_id=since) for name in sorted(names)]

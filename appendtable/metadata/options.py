@@ -105,6 +105,22 @@ def _parse_int(text: str) -> int:
         raise ValueError(f"not an integer: {text!r}") from None
 
 
+def _parse_snapshot_id(text: str) -> int:
+    number = _parse_int(text)
+    if number < 1:
+        raise ValueError(f"{number} is not a snapshot id (snapshot ids start at 1)")
+    return number
+
+
+def _parse_consumer_id(text: str) -> str:
+    if not _CONSUMER_NAME.match(text):
+        raise ValueError(
+            f"{text!r} is not a consumer id: use 1-200 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit (leave the option out for none)"
+        )
+    return text
+
+
 def _parse_float(text: str) -> float:
     try:
         return float(text.strip())
@@ -116,6 +132,7 @@ def _parse_str(text: str) -> str:
     return text
 
 
+_CONSUMER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 _DIRECTORY_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,199}$")
 
 
@@ -393,7 +410,9 @@ SCAN_MODES = (
     "compacted-full",
 )
 SCAN_MODE = _define("scan.mode", _choice(*SCAN_MODES, "full"), "default", "where a stream starts")
-SCAN_SNAPSHOT_ID = _define("scan.snapshot-id", _parse_int, 0, "snapshot for from-snapshot(-full)")
+SCAN_SNAPSHOT_ID = _define(
+    "scan.snapshot-id", _parse_snapshot_id, 0, "snapshot for from-snapshot(-full)"
+)
 SCAN_TIMESTAMP_MILLIS = _define(
     "scan.timestamp-millis", _parse_int, 0, "epoch ms for from-timestamp / time travel"
 )
@@ -431,7 +450,9 @@ WATERMARK_ALIGNMENT_IDLE_TIMEOUT = _define(
     60_000,
     "group members silent for longer than this are ignored by alignment",
 )
-CONSUMER_ID = _define("consumer-id", _parse_str, "", "persist streaming progress under this id")
+CONSUMER_ID = _define(
+    "consumer-id", _parse_consumer_id, "", "persist streaming progress under this id"
+)
 CONSUMER_IGNORE_PROGRESS = _define(
     "consumer.ignore-progress", parse_bool, False, "start from scan.mode even if a consumer exists"
 )

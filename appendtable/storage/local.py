@@ -381,7 +381,9 @@ class LocalStorage(Storage):
     def ensure_parent(self, path: str) -> None:
         directory = posixpath.dirname(path)
         full = self._abs(directory)
-        if full in self._known_dirs:
+        # (a directory made before may have been removed since by another handle or process,
+        # e.g. a staging area removed and made again: known ones are checked, cheaply)
+        if full in self._known_dirs and os.path.isdir(full):
             return
         with translated("mkdir", self.uri(path)):
             os.close(self._open_dir(directory, create=True))

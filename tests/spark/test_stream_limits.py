@@ -12,6 +12,7 @@ import pytest
 
 import appendtable as at
 from tests.spark.restart_model import SourceModel, check_delivery
+from tests.spark.restart_runs import sink_rows
 
 pytestmark = pytest.mark.spark
 
@@ -84,6 +85,18 @@ def test_read_limits_bound_every_micro_batch_of_a_full_start(spark_at: Any, tmp_
             {"scan.mode": "from-snapshot", "scan.snapshot-id": "99"},
             "'scan.snapshot-id' is 99, but the table's latest snapshot is 8",
         ),
+        ({"scan.mode": "from-snapshot", "scan.snapshot-id": "0"}, "scan.snapshot-id.*start at 1"),
+        ({"scan.snapshot-id": "-1"}, "scan.snapshot-id.*start at 1"),
+        (
+            {"scan.mode": "latest", "scan.snapshot-id": "1"},
+            "'scan.snapshot-id' is not used by scan.mode 'latest'",
+        ),
+        (
+            {"scan.mode": "latest-full", "scan.file-creation-time-millis": "1"},
+            "'scan.file-creation-time-millis' is not used by scan.mode 'latest-full'",
+        ),
+        ({"consumer-id": ""}, "consumer-id.*not a consumer id"),
+        ({"consumer-id": "../x"}, "consumer-id.*not a consumer id"),
     ],
 )
 def test_stream_options_are_checked_when_the_stream_is_defined(
@@ -127,3 +140,73 @@ def test_sink_options_are_checked_before_anything_is_written(spark_at: Any, tmp_
         query.awaitTermination(300)
     with pytest.raises(at.TableNotFoundError):
         at.open_table(sink)
+
+
+@pytest.mark.parametrize(
+    ("option", "value"), [("splitTargetBytes", "100"), ("systemTable", "snapshots")]
+)
+def test_batch_only_options_fail_a_stream_naming_them(
+    spark_at: Any, tmp_path: Path, option: str, value: str
+) -> None:
+    # Spark asks for the stream reader at start(); the refusal comes at its first call, before
+    # any micro-batch (an error raised while the reader is made, PySpark's worker would hide)
+    model = SourceModel(str(tmp_path / "s"), buckets=2)
+    model.append(random.Random(5), 5)
+    seen: list[int] = []
+    query = (
+        spark_at.readStream.format("appendtable")
+        .option(option, value)
+        .load(model.uri)
+        .writeStream.foreachBatch(lambda batch, batch_id: seen.append(batch_id))
+        .option("checkpointLocation", str(tmp_path / "c"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    with pytest.raises(StreamingQueryException, match=f"InvalidOptionError.*{option}"):
+        query.awaitTermination(300)
+    assert seen == []
+
+
+def _to_sink(spark: Any, source: str, sink: str, checkpoint: Path, options: dict[str, str]) -> Any:
+    return (
+        spark.readStream.format("appendtable")
+        .option("maxFilesPerTrigger", "1")
+        .option("scan.mode", "from-snapshot")
+        .option("scan.snapshot-id", "1")
+        .load(source)
+        .writeStream.format("appendtable")
+        .options(**options)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start(sink)
+    )
+
+
+def test_a_checkpoint_taking_a_commit_user_over_in_the_same_session(
+    spark_at: Any, tmp_path: Path
+) -> None:
+    # in one session (Python workers reused between queries): a second query taking the
+    # commit user over, then the first query restarted (refused, twice), with the format sink
+    model = SourceModel(str(tmp_path / "s"), buckets=2)
+    rng = random.Random(6)
+    for _ in range(3):
+        model.append(rng, 10)
+    sink = str(tmp_path / "sink")
+    first = _to_sink(spark_at, model.uri, sink, tmp_path / "a", {"commitUser": "u"})
+    first.awaitTermination(300)
+    assert first.exception() is None
+    check_delivery(model, sink_rows(sink), list(range(30)))
+    for _ in range(2):
+        model.append(rng, 10)
+    taking_over = {"commitUser": "u", "commitUserReuse": "continue"}
+    second = _to_sink(spark_at, model.uri, sink, tmp_path / "b", taking_over)
+    second.awaitTermination(300)
+    assert second.exception() is None
+    # the second query started at snapshot 1 too: the sink holds the first 30 rows twice
+    rows = sink_rows(sink)
+    assert sorted(rows) == sorted([*range(30), *range(50)])
+    for attempt in range(2):
+        again = _to_sink(spark_at, model.uri, sink, tmp_path / "a", {"commitUser": "u"})
+        with pytest.raises(StreamingQueryException, match="CommitUserReusedError"):
+            again.awaitTermination(300)
+        assert sorted(sink_rows(sink)) == sorted(rows), attempt
