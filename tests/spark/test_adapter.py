@@ -284,11 +284,19 @@ def test_stream_sink_and_foreach_batch_are_idempotent(spark_at: Any, tmp_path: P
         appendtable_spark.foreach_batch_sink(fb_uri)(
             spark_at.createDataFrame(_events(0, 1).to_pandas()), 9
         )
-    # replaying a batch id of the same query is a no-op
+    # batch 0 again, outside the query: the sink cannot tell a replay from another query's
+    # first batch, so it refuses and writes nothing
     table = at.open_table(fb_uri)
     user = table.latest_snapshot().commit_user  # type: ignore[union-attr]
     replay = spark_at.createDataFrame(_events(0, 10).to_pandas())
-    appendtable_spark.foreach_batch_sink(fb_uri, commit_user=user)(replay, 0)
+    with pytest.raises(at.CommitUserReusedError, match="checkpoint_location"):
+        appendtable_spark.foreach_batch_sink(fb_uri, commit_user=user)(replay, 0)
+    assert at.open_table(fb_uri).scan().count() == 30
+    # told the query's checkpoint, it knows the query: replaying its batch 0 is a no-op
+    knowing = appendtable_spark.foreach_batch_sink(
+        fb_uri, commit_user=user, checkpoint_location=str(tmp_path / "c2")
+    )
+    knowing(replay, 0)
     assert at.open_table(fb_uri).scan().count() == 30
 
 
