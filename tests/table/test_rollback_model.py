@@ -23,6 +23,7 @@ from pyiceberg.table import StaticTable
 import appendtable as at
 from appendtable.commit.snapshots import flush_hints
 from appendtable.metadata.avro import read_container
+from tests.helpers.long_runs import scaled
 
 FOREVER = 2**62
 SCHEMA = pa.schema([("day", pa.string()), ("k", pa.int64()), ("v", pa.string())])
@@ -228,10 +229,10 @@ test_rollback_model = RollbackModel.TestCase
 
 @pytest.mark.slow
 def test_rollback_model_many_examples() -> None:
-    """The same model, longer (the slow tier)."""
+    """The same model, longer (the slow tier; longest with APPENDTABLE_LONG_TESTS)."""
     run = RollbackModel.TestCase()
     run.settings = settings(
-        max_examples=200,
+        max_examples=scaled(200, 60),
         stateful_step_count=50,
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
