@@ -1,11 +1,12 @@
 """Concurrent writers in separate processes, with the tables' default retry budget.
 
 * GCS and Azure: two processes commit 80 times each (200 with APPENDTABLE_LONG_TESTS) to
-  one table (every append races the other process for the next snapshot id through the store's create-only upload), while a
-  third process reads the latest snapshot over and over. Nothing lost, nothing duplicated, ids
-  contiguous, no torn read (every read sees exactly the rows of the snapshot it read).
-  (S3 has the same race, 200 times each (500 long), in tests/s3/test_s3_race.py; the emulators take
-  0.2-0.3 s a commit, so the default keeps the suite's time in bounds.)
+  one table (every append races the other process for the next snapshot id through the
+  store's create-only upload), while a third process reads the latest snapshot over and
+  over. Nothing lost, nothing duplicated, ids contiguous, no torn read (every read sees
+  exactly the rows of the snapshot it read). (S3 has the same race, 200 times each, 500
+  long, in tests/s3/test_s3_race.py; the emulators take 0.2-0.3 s a commit, so the default
+  keeps the suite's time in bounds.)
 * Local disk and S3: eight processes append as fast as they can for a while. The retry budget
   is a time (``commit.timeout``, 5 minutes), not a count, so no append fails from contention
   alone, however often a writer loses the race.

@@ -1,9 +1,10 @@
 """Two processes commit to one table on a real S3 server (SeaweedFS) at the same time.
 
 Each process opens the table through the public API and appends 200 one-row batches (500
-with APPENDTABLE_LONG_TESTS); every append is one commit racing the other process for the next snapshot id (a conditional PUT of
-``snapshot-<id>``). Afterwards: every acknowledged commit is in the log exactly once, ids are
-contiguous, all 1000 rows are there, and no snapshot id was acknowledged to both processes.
+with APPENDTABLE_LONG_TESTS); every append is one commit racing the other process for the
+next snapshot id (a conditional PUT of ``snapshot-<id>``). Afterwards: every acknowledged
+commit is in the log exactly once, ids are contiguous, all the rows are there, and no
+snapshot id was acknowledged to both processes.
 Only two writers: SeaweedFS's per-object lock waits about a second when three or more
 conditional writers contend for one key.
 """
@@ -166,7 +167,7 @@ def test_two_processes_commit_many_times_each(s3_uri: str, seaweedfs: SeaweedFS)
     assert snapshots[-1].total_record_count == total
     assert table.scan().count() == total
 
-    # The rows themselves. The 1000 one-row files are fetched concurrently in one s3fs call
+    # The rows themselves. The one-row files are fetched concurrently in one s3fs call
     # (a scan reads them one request chain at a time, which is slow on a loaded machine);
     # scans on S3 are covered by test_table_on_s3.py.
     files = table.files()
