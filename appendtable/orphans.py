@@ -269,7 +269,7 @@ def live_files(state: TableState) -> tuple[set[str], set[str]]:
     snapshots, manifests = state.snapshots, state.manifests
     metadata: set[str] = set()
     data: set[str] = set()
-    previous = 0  # the snapshot read last (0: none, or a gap since)
+    previous = 0  # pragma: no mutate (the snapshot read last; 0: none, or a gap since)
     ids = snapshots.list_ids()
     while ids:
         for snapshot_id in ids:
@@ -292,7 +292,8 @@ def live_files(state: TableState) -> tuple[set[str], set[str]]:
             data.update(e.file.path for e in entries)
             previous = snapshot_id  # pragma: no mutate (see ``whole``)
         latest = snapshots.latest_id()
-        ids = [] if latest is None else list(range(ids[-1] + 1, latest + 1))  # new commits
+        # (a table always keeps a snapshot: latest is None only if it was deleted meanwhile)
+        ids = [] if latest is None else list(range(ids[-1] + 1, latest + 1))  # pragma: no mutate
     # Tags (and deleted tags not yet released) keep their snapshot's files and manifests.
     tag_store = TagStore(state.storage)
     tags = tag_references(manifests, [*tag_store.all().values(), *tag_store.released().values()])

@@ -307,6 +307,38 @@ def test_orphan_removal_keeps_live_files_whatever_expires_at_any_step(
         shutil.rmtree(root)
 
 
+def test_orphan_removal_keeps_live_files_when_only_the_first_snapshot_expires_meanwhile(
+    tmp_path: Path,
+) -> None:
+    """Appends only (no rollback, which is counted whole anyway): snapshot 1 alone expires at
+    each storage call; the snapshot read next (2) must then count whole, since what 1 added
+    is live in it (a mutation run found no test of this)."""
+    base = tmp_path / "base"
+    table = at.create_table(str(base), EVENTS, options={"write-only": True})
+    for i in range(5):
+        table.append(events(i * 10, 10))
+    table.close()
+    _age_everything(base)
+    schema = at.open_table(str(base))._state.schema
+    probe = _Interleaved(str(base), 0, lambda: None)
+    Table(TableState(probe, schema)).remove_orphan_files(older_than=FUTURE, dry_run=True)
+    for step in range(1, probe.calls + 1):
+        root = tmp_path / f"run-{step}"
+        shutil.copytree(base, root)
+        other = at.open_table(str(root))
+        storage = _Interleaved(
+            str(root),
+            step,
+            lambda o=other: (
+                o.expire_snapshots(retain_min=1, retain_max=4, older_than_ms=0) and None
+            ),
+        )
+        Table(TableState(storage, schema)).remove_orphan_files(older_than=FUTURE, dry_run=False)
+        assert at.open_table(str(root)).scan().count() == 50, f"step {step}"
+        assert_table_intact(str(root))
+        shutil.rmtree(root)
+
+
 def test_orphan_removal_keeps_the_files_of_a_commit_landing_at_any_step(tmp_path: Path) -> None:
     """Files written long ago (a slow job) and committed while orphan removal runs, at each
     of its storage calls: the commit's files are never deleted."""
