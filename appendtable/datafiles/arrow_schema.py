@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 
 import pyarrow as pa
 
-from appendtable.datafiles.casting import cast_column
+from appendtable.datafiles.casting import cast_column, needs_check
 from appendtable.datafiles.nested_nulls import fill_hidden_nulls
 from appendtable.errors import InvalidSchemaError, SchemaMismatchError
 from appendtable.metadata.types import FieldSpec, TypeSpec, case_twin
@@ -406,13 +406,6 @@ def _fill_struct(array: pa.StructArray, target: pa.DataType) -> pa.Array:
     return pa.StructArray.from_arrays(children, fields=fields, mask=mask)
 
 
-def _has_seconds(dtype: pa.DataType) -> bool:
-    """Whether ``dtype`` holds ``timestamp[s]`` at any depth (checked even uncast)."""
-    if pa.types.is_timestamp(dtype):
-        return bool(dtype.unit == "s")
-    return any(_has_seconds(dtype.field(i).type) for i in range(dtype.num_fields))
-
-
 def _conform_column(column: pa.ChunkedArray, field: pa.Field) -> pa.ChunkedArray:
     source = column.type
     if source != field.type and not _castable(source, field.type):
@@ -421,7 +414,7 @@ def _conform_column(column: pa.ChunkedArray, field: pa.Field) -> pa.ChunkedArray
             f"table's type {field.type}",
             column=field.name,
         )
-    if source != field.type or _has_seconds(field.type):
+    if source != field.type or needs_check(field.type):
         try:
             column = cast_column(column, field)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
