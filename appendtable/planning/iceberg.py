@@ -71,7 +71,8 @@ def check_mirrorable(fields: Sequence[FieldSpec], option: str) -> None:
         if reason is not None:
             raise InvalidSchemaError(
                 f"column '{field.name}' cannot be mirrored as Iceberg ({reason}): turn "
-                f"'{option}' off or change the column"
+                f"'{option}' off or change the column",
+                column=field.name,
             )
 
 
