@@ -25,6 +25,7 @@ from appendtable.errors import InvalidArgumentError, InvalidSchemaError, SchemaC
 from appendtable.metadata import options as opt
 from appendtable.metadata.models import CommitKind, Snapshot, TableSchema
 from appendtable.metadata.types import NESTED_KINDS, FieldSpec, replaced
+from appendtable.mirror_data import check_data_mirrorable
 from appendtable.planning.evolution import (
     AddColumn,
     DropColumn,
@@ -98,6 +99,10 @@ def check_table_schema(
         )
 
 
+def _mirrored(schema: TableSchema) -> bool:
+    return opt.Options(schema.options).get(opt.ICEBERG_STORAGE) != "disabled"
+
+
 def _field_of(path: tuple[str, ...], type: pa.DataType, *, nullable: bool = True) -> FieldSpec:
     """The stored field of a column or struct field of ``type`` a schema change names;
     SchemaChangeError naming its path for a type a table cannot hold."""
@@ -162,6 +167,14 @@ def commit_schema_change(
             return None
         try:
             check_table_schema(schema.fields, schema.partition_keys, opt.Options(schema.options))
+            if latest is not None and _mirrored(schema):
+                check_data_mirrorable(
+                    state,
+                    latest,
+                    schema,
+                    opt.ICEBERG_STORAGE.key,
+                    turning_on=not _mirrored(base),
+                )
         except SchemaChangeError:
             raise
         except InvalidSchemaError as exc:  # a change that leaves the table invalid

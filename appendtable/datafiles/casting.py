@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 from appendtable.datafiles.nested_nulls import fill_hidden_nulls_for
 from appendtable.errors import SchemaMismatchError
 
-__all__ = ["cast_column", "check_cast", "needs_check", "needs_plain", "plain"]
+__all__ = ["cast_column", "check_cast", "map_entries", "needs_check", "needs_plain", "plain"]
 
 #: Seconds Parquet can store: pyarrow writes ``timestamp[s]`` as milliseconds.
 _SECONDS_LIMIT = (2**63 - 1) // 1000
@@ -106,7 +106,7 @@ def _rebased(array: pa.Array) -> tuple[pa.Array, tuple[int, int]]:
     return pc.subtract(offsets, pa.scalar(first, offsets.type)), (first, last - first)
 
 
-def _map_entries(array: pa.MapArray) -> pa.StructArray:
+def map_entries(array: pa.MapArray) -> pa.StructArray:
     """The key-value entries of the maps that are not null, in order (of a slice too: its
     offsets are rebased onto the entries it spans)."""
     offsets, window = _rebased(array)
@@ -306,7 +306,7 @@ def _leaves(old: pa.Array, new: pa.Array, path: str) -> Iterator[tuple[str, pa.A
             index = old.type.get_field_index(name)
             yield from _leaves(old_children[index], new_children[i], f"{path}.{name}")
     elif pa.types.is_map(new_type):
-        old_entries, new_entries = _map_entries(old), _map_entries(new)
+        old_entries, new_entries = map_entries(old), map_entries(new)
         yield from _leaves(old_entries.field(0), new_entries.field(0), f"{path}.key")
         yield from _leaves(old_entries.field(1), new_entries.field(1), f"{path}.value")
     elif _has_leaf(new_type, _checked):  # the list types
