@@ -434,7 +434,7 @@ def test_files_of_a_widened_uint32_keep_the_mirror_off(
     table.append(pa.table({"k": range(len(values)), "c": pa.array(values, old)}))
     with table.update_schema() as update:
         update.update_column(path.split("."), type=pa.int64())
-    with pytest.raises(at.SchemaChangeError, match="column 'c'.*uint32") as refused:
+    with pytest.raises(at.SchemaChangeError, match=r"column 'c'.*uint32") as refused:
         table.set_options({"metadata.iceberg.storage": "table-location"})
     assert refused.value.column == "c"
     table.overwrite(table.scan().to_arrow())
