@@ -77,17 +77,18 @@ class TableExistsError(AppendTableError):
 
 
 class InvalidSchemaError(AppendTableError, ValueError):
-    """The table definition is not valid (partition keys, unsupported column types)."""
+    """The table definition is not valid (partition keys, unsupported column types).
+    ``column`` names the (top-level) column when one is at fault."""
+
+    def __init__(self, message: str, *, column: str | None = None) -> None:
+        super().__init__(message)
+        self.column = column
 
 
 class SchemaChangeError(InvalidSchemaError):
     """A schema change that is not allowed (narrowing, dropping a partition column, a name
     taken, ...) or no longer applies after a concurrent change. ``column`` names the column;
     nothing of the change (or of the write that needed it) landed."""
-
-    def __init__(self, message: str, *, column: str | None = None) -> None:
-        super().__init__(message)
-        self.column = column
 
 
 class InvalidOptionError(AppendTableError, ValueError):

@@ -25,6 +25,7 @@ from appendtable.errors import InvalidArgumentError, InvalidSchemaError, SchemaC
 from appendtable.metadata import options as opt
 from appendtable.metadata.models import CommitKind, Snapshot, TableSchema
 from appendtable.metadata.types import NESTED_KINDS, FieldSpec, replaced
+from appendtable.mirror_data import check_data_mirrorable
 from appendtable.planning.evolution import (
     AddColumn,
     DropColumn,
@@ -62,7 +63,8 @@ def _check_names(fields: Sequence[FieldSpec], parent: str) -> None:
     for field in fields:
         if "\x00" in field.name:
             raise InvalidSchemaError(
-                f"column name {parent + field.name!r} holds a NUL byte, which no column name may"
+                f"column name {parent + field.name!r} holds a NUL byte, which no column name may",
+                column=(parent + field.name).split(".", 1)[0] if parent else field.name,
             )
         if field.type.fields:
             _check_names(field.type.fields, f"{parent}{field.name}.")
@@ -80,7 +82,8 @@ def check_table_schema(
         if kind in NESTED_KINDS or kind in _PARTITION_KIND_REJECTED:
             raise InvalidSchemaError(
                 f"partition column '{key}' has a {_PARTITION_KIND_REJECTED.get(kind, kind)} "
-                "type, which cannot be a partition key"
+                "type, which cannot be a partition key",
+                column=key,
             )
     if options.get(opt.ICEBERG_STORAGE) != "disabled":
         check_mirrorable(fields, opt.ICEBERG_STORAGE.key)
@@ -91,8 +94,22 @@ def check_table_schema(
     if watermark_column and kinds.get(watermark_column) not in _WATERMARK_KINDS:
         raise InvalidSchemaError(
             f"watermark column '{watermark_column}' has type {kinds.get(watermark_column)}; use "
-            "a timestamp, a date, or an integer holding epoch milliseconds"
+            "a timestamp, a date, or an integer holding epoch milliseconds",
+            column=watermark_column,
         )
+
+
+def _mirrored(schema: TableSchema) -> bool:
+    return opt.Options(schema.options).get(opt.ICEBERG_STORAGE) != "disabled"
+
+
+def _field_of(path: tuple[str, ...], type: pa.DataType, *, nullable: bool = True) -> FieldSpec:
+    """The stored field of a column or struct field of ``type`` a schema change names;
+    SchemaChangeError naming its path for a type a table cannot hold."""
+    try:
+        return field_specs(pa.schema([pa.field(path[-1], type, nullable=nullable)]))[0]
+    except InvalidSchemaError as exc:
+        raise SchemaChangeError(str(exc), column=".".join(path)) from exc
 
 
 def column_path(column: str | Sequence[str], schema: TableSchema) -> tuple[str, ...]:
@@ -148,7 +165,20 @@ def commit_schema_change(
         if _unchanged(base, schema):
             state.refresh(latest)
             return None
-        check_table_schema(schema.fields, schema.partition_keys, opt.Options(schema.options))
+        try:
+            check_table_schema(schema.fields, schema.partition_keys, opt.Options(schema.options))
+            if latest is not None and _mirrored(schema):
+                check_data_mirrorable(
+                    state,
+                    latest,
+                    schema,
+                    opt.ICEBERG_STORAGE.key,
+                    turning_on=not _mirrored(base),
+                )
+        except SchemaChangeError:
+            raise
+        except InvalidSchemaError as exc:  # a change that leaves the table invalid
+            raise SchemaChangeError(str(exc), column=exc.column) from exc
         if applied.requires_empty and latest is not None and latest.total_record_count:
             # Checked again at commit (rows may land meanwhile); here to write nothing.
             raise SchemaChangeError(
@@ -234,7 +264,7 @@ class UpdateSchema:
             )
         if after is not None and first:
             raise InvalidArgumentError("give after= or first=, not both")
-        field = field_specs(pa.schema([pa.field(path[-1], type, nullable=bool(nullable))]))[0]
+        field = _field_of(path, type, nullable=bool(nullable))
         if doc is not None:
             field = replaced(field, doc=doc)
         self._changes.append(AddColumn(parent=path[:-1], field=field, after=after, first=first))
@@ -270,7 +300,7 @@ class UpdateSchema:
                     f"the type of '{'.'.join(path)}' must be a pyarrow.DataType, got "
                     f"{type.__class__.__name__}"
                 )
-            spec = field_specs(pa.schema([pa.field(path[-1], type)]))[0].type
+            spec = _field_of(path, type).type
         if nullable is not None and not isinstance(nullable, bool):
             raise InvalidArgumentError(f"nullable must be True or False, got {nullable!r}")
         if nullable is False:

@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from appendtable.datafiles.arrow_schema import arrow_type
+from appendtable.datafiles.expressions import needs_exact_pass
 from appendtable.datafiles.file_columns import INT96_UNIT
 from appendtable.datafiles.projection import FileLayout, Projection
 from appendtable.datafiles.reading import arrow_filesystem, read_as
@@ -144,15 +145,19 @@ def dataset_of(
     """A dataset of the rows of ``splits``' files, with ``schema`` (target columns of
     ``projection``). Files that read by name become fragments, with their partition values as
     partition expressions; the others are read now, by field id, filtered by ``row_filter``
-    (the caller filters the dataset itself by it too), into an in-memory part."""
+    (the caller filters the dataset itself by it too), into an in-memory part. So are all
+    files when ``row_filter`` has a predicate Arrow's row-group pruning decides wrongly
+    (``!=`` / ``not in`` on a float, see ``datafiles.expressions``): a consumer filtering
+    fragments with it would lose NaN rows of files written with float statistics."""
     filesystem, root = arrow_filesystem(storage)
     names = schema.names
     fragments: list[ds.Fragment] = []
     converted: list[DataFileMeta] = []
+    read_now = needs_exact_pass(row_filter)
     for split in splits:
         expression = _partition_expression(split, names)
         for file in split.files:
-            if not reads_by_name(projection, projection.layout(file.schema_id), names):
+            if read_now or not reads_by_name(projection, projection.layout(file.schema_id), names):
                 converted.append(file)
                 continue
             fragments.append(

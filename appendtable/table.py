@@ -32,6 +32,7 @@ from appendtable.errors import (
     InvalidArgumentError,
     InvalidOptionError,
     InvalidSchemaError,
+    SchemaChangeError,
     SnapshotNotFoundError,
     StorageError,
     TableExistsError,
@@ -409,7 +410,10 @@ class Table:
             raise InvalidArgumentError(
                 f"schema must be a pyarrow.Schema, got {type(schema).__name__}"
             )
-        incoming = field_specs(schema)
+        try:
+            incoming = field_specs(schema)
+        except InvalidSchemaError as exc:  # a column of a type no table can hold
+            raise SchemaChangeError(str(exc), column=exc.column) from exc
         snapshot = commit_schema_change(
             self._state, lambda base: merge_changes(base.fields, incoming), self._commit_user
         )

@@ -4,6 +4,7 @@ and filters such as ``"amount >= 10.5"``, ``"day in (2024-05-01, 2024-05-02)"``,
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import decimal
 import json
@@ -141,15 +142,34 @@ def typed_value(text: str, dtype: pa.DataType, column: str) -> object:
             or pa.types.is_fixed_size_binary(dtype)
         ):
             return bytes.fromhex(text[2:]) if text.startswith("0x") else text.encode()
-        if pa.types.is_date(dtype):
-            return dt.date.fromisoformat(text)
-        if pa.types.is_timestamp(dtype):
-            return dt.datetime.fromisoformat(text)
+        if pa.types.is_date(dtype) or pa.types.is_timestamp(dtype):
+            return _instant(text, dtype, column)
         if pa.types.is_time(dtype):
             return dt.time.fromisoformat(text)
     except (ValueError, decimal.InvalidOperation):
         raise UsageError(f"value {text!r} is not a valid {dtype} (column '{column}')") from None
     raise UsageError(f"column '{column}' has type {dtype}, which cannot be compared with a value")
+
+
+#: An ISO time's fraction of a second beyond microseconds (Python's parser drops them).
+_FINER_THAN_MICROS = re.compile(r"(?<=:\d\d[.,]\d{6})\d+")
+
+
+def _instant(text: str, dtype: pa.DataType, column: str) -> object:
+    """An ISO date or date-time for a date or timestamp column: a ``date`` or ``datetime``,
+    or the text itself where it is finer than microseconds (the table reads such text to the
+    nanosecond). A date-time compares with a date column as the instant it is; one with a
+    zone offset is refused there (a date has no time zone). ValueError if it is not ISO."""
+    if pa.types.is_date(dtype):
+        with contextlib.suppress(ValueError):
+            return dt.date.fromisoformat(text)
+    finer = _FINER_THAN_MICROS.search(text) is not None
+    moment = dt.datetime.fromisoformat(_FINER_THAN_MICROS.sub("", text))
+    if moment.tzinfo is not None and pa.types.is_date(dtype):
+        raise UsageError(
+            f"value {text!r} has a time zone, which a date has not (column '{column}')"
+        )
+    return text if finer else moment
 
 
 def _column_type(schema: pa.Schema, column: str, what: str) -> pa.DataType:

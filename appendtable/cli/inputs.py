@@ -5,19 +5,22 @@ date column, ``12.50`` into a decimal), so no intermediate inference can pick a 
 In CSV only an empty field is null, unless the caller lists other null markers: ``nan`` in a
 float column is NaN and ``NA`` in a text column is text; a quoted empty field (``""``) is an
 empty string. A number beyond the range of a float32 (or float16) column is refused rather
-than read as infinity. Errors name the file, the column and the line, and become
-:class:`InputError`.
+than read as infinity. A timestamp of a column with a time zone needs an offset, in JSON as in
+CSV. Maps in JSON lines are objects or arrays of ``[key, value]`` pairs (``json_maps``).
+Errors name the file, the column and the line of the file (``csv_lines``: a quoted CSV field
+may span lines), and become :class:`InputError`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import io
 import os
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO
 
@@ -27,7 +30,9 @@ import pyarrow.csv as pacsv
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
+from appendtable.cli.csv_lines import record_line
 from appendtable.cli.errors import InputError, UsageError
+from appendtable.cli.json_maps import entries_type, from_entries, has_map, rewrite_maps
 
 __all__ = [
     "INPUT_FORMATS",
@@ -101,26 +106,28 @@ def _is_narrow_float(dtype: pa.DataType) -> bool:
 
 
 def _narrow_float(
-    column: pa.Array | pa.ChunkedArray, dtype: pa.DataType, name: str, first_line: int
+    column: pa.Array | pa.ChunkedArray,
+    dtype: pa.DataType,
+    name: str,
+    line_of: Callable[[int], int],
 ) -> pa.Array | pa.ChunkedArray:
     """Text or float64 values as a float32 / float16 column: the nearest value of the type
     (parsed straight from the text where there is text), NaN and infinities as written, and
     InputError naming the column and the line of a value that does not parse or is finite but
-    beyond the type's range. ``first_line``: the line of the first value."""
+    beyond the type's range. ``line_of``: the line of a row."""
     try:
         wide = column.cast(pa.float64())
     except pa.ArrowInvalid:
         row = _first_failing_row(_whole(column), pa.float64())
         raise InputError(
-            f"column '{name}', line {first_line + row}: {column[row].as_py()!r} is not a valid "
-            f"number"
+            f"column '{name}', line {line_of(row)}: {column[row].as_py()!r} is not a valid number"
         ) from None
     narrow = column.cast(dtype) if not pa.types.is_float16(dtype) else wide.cast(dtype)
     beyond = pc.fill_null(pc.and_(pc.is_inf(narrow), pc.is_finite(wide)), False)
     if pc.any(beyond).as_py():
         row = pc.index(beyond, True).as_py()
         raise InputError(
-            f"column '{name}', line {first_line + row}: {column[row].as_py()!r} is beyond the "
+            f"column '{name}', line {line_of(row)}: {column[row].as_py()!r} is beyond the "
             f"range of float{dtype.bit_width} (it would become infinite)"
         )
     return narrow
@@ -131,10 +138,16 @@ def _whole(column: pa.Array | pa.ChunkedArray) -> pa.Array:
 
 
 def _json_type(dtype: pa.DataType) -> pa.DataType:
-    """What pyarrow's JSON reader reads for a column of ``dtype``: dates and times as text
-    (converted after), durations as integers, nested types likewise."""
+    """What pyarrow's JSON reader reads for a column of ``dtype``: dates, times and instants
+    (timestamps with a time zone) as text (converted after: an instant needs an offset, as in
+    CSV; pyarrow's JSON reader took one without as UTC), durations as integers, maps as their
+    entries (``json_maps``), nested types likewise."""
     if pa.types.is_date(dtype) or pa.types.is_time(dtype):
         return pa.string()
+    if pa.types.is_timestamp(dtype) and dtype.tz is not None:
+        return pa.string()
+    if pa.types.is_map(dtype):
+        return entries_type(dtype, _json_type)
     if pa.types.is_duration(dtype):
         return pa.int64()
     if _is_narrow_float(dtype):
@@ -156,6 +169,19 @@ def _json_type(dtype: pa.DataType) -> pa.DataType:
 def _from_json(column: pa.ChunkedArray, dtype: pa.DataType, name: str) -> pa.ChunkedArray:
     """A JSON column (read as text or integers) in the table's type; InputError naming the
     column and the line of the first value that does not convert."""
+    if has_map(dtype):
+        whole = column.combine_chunks()
+
+        def convert(part: pa.Array) -> pa.Array:
+            return from_entries(part, dtype, _leaf_from_json)
+
+        try:
+            return pa.chunked_array([convert(whole)], dtype)
+        except (InputError, pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            row = _first_failing(whole, convert)
+        raise InputError(
+            f"column '{name}', line {row + 1}: {_shown(whole[row].as_py())} is not a valid {dtype}"
+        )
     if pa.types.is_time(dtype):  # pyarrow cannot cast text to times
         values = column.to_pylist()
         for line, value in enumerate(values, start=1):
@@ -167,28 +193,46 @@ def _from_json(column: pa.ChunkedArray, dtype: pa.DataType, name: str) -> pa.Chu
                 ) from None
         return pa.chunked_array([pa.array(values, dtype)], dtype)
     if _is_narrow_float(dtype):
-        narrow = _narrow_float(column, dtype, name, 1)
+        narrow = _narrow_float(column, dtype, name, lambda row: row + 1)
         assert isinstance(narrow, pa.ChunkedArray)
         return narrow
     try:
         return column.cast(dtype)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
         row = _first_failing_row(column.combine_chunks(), dtype)
         value = column[row].as_py()
+        hint = ""
+        if "zone offset" in str(exc):
+            hint = " (a timestamp of a column with a time zone needs an offset: Z or +02:00)"
         raise InputError(
-            f"column '{name}', line {row + 1}: {value!r} is not a valid {dtype}"
+            f"column '{name}', line {row + 1}: {value!r} is not a valid {dtype}{hint}"
         ) from None
 
 
+def _leaf_from_json(array: pa.Array, dtype: pa.DataType) -> pa.Array:
+    return _from_json(pa.chunked_array([array], array.type), dtype, "").combine_chunks()
+
+
+def _shown(value: object) -> str:
+    """A value in an error message (a map as its pairs), cut to 80 characters."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:79] + "…"
+
+
 def _first_failing_row(column: pa.Array, dtype: pa.DataType) -> int:
-    """The first row of ``column`` that does not cast to ``dtype`` (a binary search over
-    slices: vectorised casts, never a Python step per row)."""
+    """The first row of ``column`` that does not cast to ``dtype``."""
+    return _first_failing(column, lambda part: part.cast(dtype))
+
+
+def _first_failing(column: pa.Array, convert: Callable[[pa.Array], object]) -> int:
+    """The first row of ``column`` that ``convert`` refuses (a binary search over slices:
+    vectorised conversions, never a Python step per row)."""
     low, high = 0, len(column)  # the failure lies in [low, high)
     while high - low > 1:
         middle = (low + high) // 2
         try:
-            column.slice(low, middle - low).cast(dtype)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            convert(column.slice(low, middle - low))
+        except (InputError, pa.ArrowInvalid, pa.ArrowNotImplementedError):
             high = middle
         else:
             low = middle
@@ -214,15 +258,19 @@ def _named_csv_problem(
     name = header[int(match.group(1))]
     line = None
     if name in schema.names:
-        line = _csv_line(path, name, schema.field(name).type, null_values)
+        record = _csv_record(path, name, schema.field(name).type, null_values)
+        if record is not None:
+            line = record_line(path, record, int(match.group(1)))
     where = f", line {line}" if line is not None else ""
     detail = " ".join(match.group(2).split())
     return InputError(f"{path}: column '{name}'{where}: {detail}")
 
 
-def _csv_line(path: str, name: str, dtype: pa.DataType, null_values: tuple[str, ...]) -> int | None:
-    """The line (1 = the header) of the first value of column ``name`` that does not convert
-    to ``dtype``, found by reading that column as text and casting slices."""
+def _csv_record(
+    path: str, name: str, dtype: pa.DataType, null_values: tuple[str, ...]
+) -> int | None:
+    """The record (0 = the first after the header) of the first value of column ``name`` that
+    does not convert to ``dtype``, found by reading that column as text and casting slices."""
     try:
         text = pacsv.read_csv(
             path,
@@ -236,7 +284,7 @@ def _csv_line(path: str, name: str, dtype: pa.DataType, null_values: tuple[str, 
         ).column(name)
     except (OSError, pa.ArrowException, ValueError):
         return None
-    return _first_failing_row(text.combine_chunks(), dtype) + 2
+    return _first_failing_row(text.combine_chunks(), dtype)
 
 
 @dataclass
@@ -284,6 +332,9 @@ class InputFile:
             if match is not None:
                 name, problem, row = match.group(1), match.group(2), int(match.group(3))
                 name = name.replace("/", ".")  # a struct field's path
+                top = name.split(".", 1)[0]
+                if top in self.schema.names and has_map(self.schema.field(top).type):
+                    name = top  # the path runs through a map's entries (json_maps)
                 return InputError(f"{self.path}: column '{name}', line {row + 1}: {problem}")
             if self.path != STDIN:
                 located = _json_problem(self.path, self.schema)
@@ -304,15 +355,28 @@ class InputFile:
             handle, convert_options=_csv_options(self.schema, self.null_values)
         )
         narrow = [f for f in self.schema if _is_narrow_float(f.type)]
-        line = 2  # of the batch's first row (line 1: the header)
+        header = present.schema.names
+        done = 0  # records before the batch
         for batch in present:
             for field in narrow:
                 index = batch.schema.get_field_index(field.name)
                 if index >= 0:
-                    converted = _narrow_float(batch.column(index), field.type, field.name, line)
+                    converted = _narrow_float(
+                        batch.column(index),
+                        field.type,
+                        field.name,
+                        functools.partial(self._line, done, header.index(field.name)),
+                    )
                     batch = batch.set_column(index, field.name, converted)
-            line += batch.num_rows
+            done += batch.num_rows
             yield batch, min(self.size, handle.tell()) if handle.seekable() else 0
+
+    def _line(self, before: int, field: int, row: int) -> int:
+        """The line of a CSV field: that of record ``before + row``, whose fields may span
+        lines (from standard input, the record's number plus one)."""
+        record = before + row
+        found = record_line(self.path, record, field) if self.path != STDIN else None
+        return found if found is not None else record + 2
 
     def _jsonl(self, handle: IO[bytes]) -> Iterator[tuple[pa.RecordBatch, int]]:
         table = _read_jsonl(handle, self.schema)
@@ -323,11 +387,13 @@ class InputFile:
             yield batch, self.size * done // total
 
 
-def _read_jsonl(source: IO[bytes], schema: pa.Schema) -> pa.Table:
+def _read_jsonl(source: IO[bytes], schema: pa.Schema, unknown: str = "infer") -> pa.Table:
     """JSON lines as a table of ``schema``'s types (keys it lacks read too, so that the
-    writer refuses them by name)."""
+    writer refuses them by name; ``unknown="ignore"`` leaves them out)."""
     parse_schema = pa.schema([f.with_type(_json_type(f.type)) for f in schema])
-    options = pajson.ParseOptions(explicit_schema=parse_schema, unexpected_field_behavior="infer")
+    options = pajson.ParseOptions(explicit_schema=parse_schema, unexpected_field_behavior=unknown)
+    if any(has_map(f.type) for f in schema):
+        source = io.BytesIO(rewrite_maps(source.read(), schema))
     table = pajson.read_json(source, parse_options=options)
     for column in schema:
         if not parse_schema.field(column.name).type.equals(column.type):
@@ -346,9 +412,9 @@ def _json_problem(path: str, schema: pa.Schema) -> str | None:
     except OSError:
         return None
 
-    def fails(chunk: list[bytes], fields: pa.Schema = schema) -> str | None:
+    def fails(chunk: list[bytes], fields: pa.Schema = schema, unknown: str = "infer") -> str | None:
         try:
-            _read_jsonl(io.BytesIO(b"".join(chunk)), fields)
+            _read_jsonl(io.BytesIO(b"".join(chunk)), fields, unknown)
         except (InputError, pa.ArrowException) as exc:
             return " ".join(str(exc).split())
         return None
@@ -366,7 +432,8 @@ def _json_problem(path: str, schema: pa.Schema) -> str | None:
     problem = re.sub(r" in row \d+$", "", fails(line) or "")
     for field in schema:
         alone = fails(line, pa.schema([field]))
-        if alone is not None and fails(line, pa.schema([f for f in schema if f != field])) is None:
+        others = pa.schema([f for f in schema if f != field])
+        if alone is not None and fails(line, others, "ignore") is None:
             detail = alone.split(": ", 1)[-1] if alone.startswith("column '") else alone
             return f"column '{field.name}', line {low + 1}: {detail}"
     return f"line {low + 1}: {problem}"

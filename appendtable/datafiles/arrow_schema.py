@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 
 import pyarrow as pa
 
-from appendtable.datafiles.casting import cast_column
+from appendtable.datafiles.casting import cast_column, needs_check
 from appendtable.datafiles.nested_nulls import fill_hidden_nulls
 from appendtable.errors import InvalidSchemaError, SchemaMismatchError
 from appendtable.metadata.types import FieldSpec, TypeSpec, case_twin
@@ -56,8 +56,11 @@ _SIMPLE: dict[str, pa.DataType] = {
 _SIMPLE_BY_TYPE = {dtype: kind for kind, dtype in _SIMPLE.items()}
 
 
-def type_spec(dtype: pa.DataType, *, column: str = "") -> TypeSpec:
-    """The stored form of an Arrow type. Raises InvalidSchemaError for unsupported types."""
+def type_spec(dtype: pa.DataType, *, column: str = "", top: str | None = None) -> TypeSpec:
+    """The stored form of an Arrow type. Raises InvalidSchemaError for unsupported types,
+    naming ``column`` (the field's path) in the message and ``top`` (its top-level column,
+    default ``column``) as the error's column."""
+    top = column if top is None else top
     kind = _SIMPLE_BY_TYPE.get(dtype)
     if kind is not None and kind != "null":
         return TypeSpec(kind=kind)
@@ -77,39 +80,52 @@ def type_spec(dtype: pa.DataType, *, column: str = "") -> TypeSpec:
         if dtype.precision > 38:
             raise InvalidSchemaError(
                 f"column '{column}': decimal precision {dtype.precision} is above 38, which "
-                "engines such as Spark cannot read"
+                "engines such as Spark cannot read",
+                column=top,
+            )
+        if not 0 <= dtype.scale <= dtype.precision:
+            raise InvalidSchemaError(
+                f"column '{column}': decimal({dtype.precision}, {dtype.scale}) has a scale "
+                f"{'below 0' if dtype.scale < 0 else 'above its precision'}, which Parquet "
+                "cannot store: the scale must be between 0 and the precision",
+                column=top,
             )
         return TypeSpec(kind="decimal", precision=dtype.precision, scale=dtype.scale)
     if pa.types.is_fixed_size_binary(dtype):
         return TypeSpec(kind="fixed_size_binary", byte_width=dtype.byte_width)
     if pa.types.is_dictionary(dtype):
-        return type_spec(dtype.value_type, column=column)
+        return type_spec(dtype.value_type, column=column, top=top)
     if pa.types.is_list(dtype) or pa.types.is_large_list(dtype) or pa.types.is_list_view(dtype):
         kind = "large_list" if pa.types.is_large_list(dtype) else "list"
-        return TypeSpec(kind=kind, fields=(_field_spec(dtype.value_field, column),))
+        return TypeSpec(kind=kind, fields=(_field_spec(dtype.value_field, column, top),))
     if pa.types.is_fixed_size_list(dtype):
         return TypeSpec(
             kind="fixed_size_list",
             byte_width=dtype.list_size,
-            fields=(_field_spec(dtype.value_field, column),),
+            fields=(_field_spec(dtype.value_field, column, top),),
         )
     if pa.types.is_map(dtype):
         return TypeSpec(
             kind="map",
-            fields=(_field_spec(dtype.key_field, column), _field_spec(dtype.item_field, column)),
+            fields=(
+                _field_spec(dtype.key_field, column, top),
+                _field_spec(dtype.item_field, column, top),
+            ),
         )
     if pa.types.is_struct(dtype):
         return TypeSpec(
             kind="struct",
-            fields=tuple(_field_spec(dtype.field(i), column) for i in range(dtype.num_fields)),
+            fields=tuple(_field_spec(dtype.field(i), column, top) for i in range(dtype.num_fields)),
         )
-    raise InvalidSchemaError(f"column '{column}': unsupported type {dtype}")
+    raise InvalidSchemaError(f"column '{column}': unsupported type {dtype}", column=top)
 
 
-def _field_spec(field: pa.Field, column: str) -> FieldSpec:
+def _field_spec(field: pa.Field, column: str, top: str | None = None) -> FieldSpec:
     path = f"{column}.{field.name}" if column else field.name
     return FieldSpec(
-        name=field.name, type=type_spec(field.type, column=path), nullable=field.nullable
+        name=field.name,
+        type=type_spec(field.type, column=path, top=path if top is None else top),
+        nullable=field.nullable,
     )
 
 
@@ -406,13 +422,6 @@ def _fill_struct(array: pa.StructArray, target: pa.DataType) -> pa.Array:
     return pa.StructArray.from_arrays(children, fields=fields, mask=mask)
 
 
-def _has_seconds(dtype: pa.DataType) -> bool:
-    """Whether ``dtype`` holds ``timestamp[s]`` at any depth (checked even uncast)."""
-    if pa.types.is_timestamp(dtype):
-        return bool(dtype.unit == "s")
-    return any(_has_seconds(dtype.field(i).type) for i in range(dtype.num_fields))
-
-
 def _conform_column(column: pa.ChunkedArray, field: pa.Field) -> pa.ChunkedArray:
     source = column.type
     if source != field.type and not _castable(source, field.type):
@@ -421,7 +430,7 @@ def _conform_column(column: pa.ChunkedArray, field: pa.Field) -> pa.ChunkedArray
             f"table's type {field.type}",
             column=field.name,
         )
-    if source != field.type or _has_seconds(field.type):
+    if source != field.type or needs_check(field.type):
         try:
             column = cast_column(column, field)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:

@@ -8,10 +8,14 @@ rescaling with data loss), but not all, and it cannot take every input form. Thi
   Arrow's cast accepts them wherever their values fit;
 * :func:`cast_column`: decimals become floats through their exact text (Arrow parses text to
   the nearest float; its decimal-to-float cast is off by one unit in the last place for many
-  values), then :func:`check_cast` refuses what Arrow's cast changes silently: a finite value
-  that became infinite (float64 beyond float32's range), a decimal whose rescaling overflowed
-  (``decimal(1, 0)`` 7 into ``decimal(38, 38)`` came out as garbage), and seconds timestamps
-  beyond the range of milliseconds, the unit Parquet stores them in.
+  values), then :func:`check_cast` refuses what Arrow's cast (or the Parquet writer) changes
+  silently: a finite value that became infinite (float64 beyond float32's range), an integer
+  beyond 2^11 into float16 (Arrow checks 2^24 for float32 and 2^53 for float64, not this), a
+  decimal whose rescaling overflowed (``decimal(1, 0)`` 7 into ``decimal(38, 38)`` came out as
+  garbage) or that holds more digits than its type's precision (pyarrow's CSV and JSON readers
+  make such arrays: ``1000`` read as ``decimal(5, 2)``), a ``date64`` that is not a whole
+  number of days or is beyond ±2^31 days (Parquet stores dates as 32-bit days), and seconds
+  timestamps beyond the range of milliseconds, the unit Parquet stores them in.
 
 A finite float that merely rounds to the nearest value of a narrower float is kept, as every
 engine's cast does. Every refusal is a SchemaMismatchError naming the column (and the path of
@@ -20,17 +24,25 @@ the nested field).
 
 from __future__ import annotations
 
+import decimal
 from collections.abc import Callable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from appendtable.datafiles.nested_nulls import fill_hidden_nulls_for
 from appendtable.errors import SchemaMismatchError
 
-__all__ = ["cast_column", "check_cast", "needs_plain", "plain"]
+__all__ = ["cast_column", "check_cast", "map_entries", "needs_check", "needs_plain", "plain"]
 
 #: Seconds Parquet can store: pyarrow writes ``timestamp[s]`` as milliseconds.
 _SECONDS_LIMIT = (2**63 - 1) // 1000
+#: The largest integer magnitude a float16 holds with every integer below it (as Arrow checks
+#: 2^24 for float32 and 2^53 for float64).
+_FLOAT16_INTEGERS = 2**11
+_MS_PER_DAY = 86_400_000
+#: The milliseconds of the first and last day Parquet's 32-bit dates hold.
+_DATE64_RANGE = (-(2**31) * _MS_PER_DAY, (2**31 - 1) * _MS_PER_DAY)
 
 
 def needs_plain(dtype: pa.DataType) -> bool:
@@ -94,11 +106,14 @@ def _rebased(array: pa.Array) -> tuple[pa.Array, tuple[int, int]]:
     return pc.subtract(offsets, pa.scalar(first, offsets.type)), (first, last - first)
 
 
-def _map_entries(array: pa.MapArray) -> pa.StructArray:
-    """The key-value entries of the maps that are not null, in order."""
-    entries = pa.StructArray.from_arrays([array.keys, array.items], names=["key", "value"])
+def map_entries(array: pa.MapArray) -> pa.StructArray:
+    """The key-value entries of the maps that are not null, in order (of a slice too: its
+    offsets are rebased onto the entries it spans)."""
+    offsets, window = _rebased(array)
+    keys, items = (child.slice(*window) for child in (array.keys, array.items))
+    entries = pa.StructArray.from_arrays([keys, items], names=["key", "value"])
     mask = array.is_null() if array.null_count else None
-    return pa.ListArray.from_arrays(array.offsets, entries, mask=mask).flatten()
+    return pa.ListArray.from_arrays(offsets, entries, mask=mask).flatten()
 
 
 def cast_column(column: pa.ChunkedArray, field: pa.Field) -> pa.ChunkedArray:
@@ -108,7 +123,7 @@ def cast_column(column: pa.ChunkedArray, field: pa.Field) -> pa.ChunkedArray:
     target = field.type
     chunks = [plain(chunk) for chunk in column.chunks]
     source_type = chunks[0].type if chunks else column.type
-    source = pa.chunked_array(chunks, type=source_type)
+    source = fill_hidden_nulls_for(pa.chunked_array(chunks, type=source_type), target, field.name)
     if pa.types.is_decimal(source_type) and pa.types.is_floating(target):
         cast = pc.cast(pc.cast(source, pa.string()), target, safe=True)
     elif source_type == target:
@@ -134,12 +149,47 @@ def _checked(dtype: pa.DataType) -> bool:
     return bool(
         pa.types.is_floating(dtype)
         or pa.types.is_decimal(dtype)
+        or pa.types.is_date64(dtype)
         or (pa.types.is_timestamp(dtype) and dtype.unit == "s")
+    )
+
+
+def needs_check(dtype: pa.DataType) -> bool:
+    """Whether values of ``dtype`` are checked even when the input has the table's type:
+    decimals (their precision), ``date64`` (whole days) and ``timestamp[s]`` (the range of
+    milliseconds), at any depth."""
+    return _has_leaf(
+        dtype,
+        lambda t: bool(
+            pa.types.is_decimal(t)
+            or pa.types.is_date64(t)
+            or (pa.types.is_timestamp(t) and t.unit == "s")
+        ),
     )
 
 
 def _check_leaf(path: str, old: pa.Array, new: pa.Array, column: str) -> None:
     new_type = new.type
+    if pa.types.is_float16(new_type) and pa.types.is_integer(old.type):
+        wide = old.cast(pa.int64()) if not pa.types.is_uint64(old.type) else old
+        beyond = pc.fill_null(
+            pc.or_(
+                pc.greater(wide, _FLOAT16_INTEGERS),
+                pc.less(wide, -_FLOAT16_INTEGERS)
+                if pa.types.is_signed_integer(wide.type)
+                else pa.scalar(False),
+            ),
+            False,
+        )
+        _refuse_any(
+            beyond,
+            old,
+            column,
+            lambda count, example: (
+                f"column '{path}': {count} integer(s) such as {example} are beyond ±2^11, "
+                "where the table's type float16 would round them"
+            ),
+        )
     if pa.types.is_floating(new_type):
         changed = pc.is_inf(new)
         if pa.types.is_floating(old.type):
@@ -153,12 +203,16 @@ def _check_leaf(path: str, old: pa.Array, new: pa.Array, column: str) -> None:
                 f"of the table's type float{new_type.bit_width} and would become infinite"
             ),
         )
-    elif pa.types.is_decimal(new_type) and pa.types.is_decimal(old.type) and old.type != new_type:
-        try:
-            back = pc.cast(new, old.type, safe=True)
-            changed = pc.fill_null(pc.not_equal(back, old), False)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            changed = new.is_valid()  # cannot tell which: every value is suspect
+    elif pa.types.is_decimal(new_type):
+        changed = _beyond_precision(new)
+        if pa.types.is_decimal(old.type) and old.type != new_type:
+            # compared in a type holding both exactly (a widening cast checks nothing)
+            common = pa.decimal256(76, max(old.type.scale, new_type.scale))
+            try:
+                equal = pc.equal(old.cast(common), new.cast(common))
+                changed = pc.or_(changed, pc.invert(pc.fill_null(equal, True)))
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                changed = new.is_valid()  # cannot tell which: every value is suspect
         _refuse_any(
             changed,
             old,
@@ -166,6 +220,24 @@ def _check_leaf(path: str, old: pa.Array, new: pa.Array, column: str) -> None:
             lambda count, example: (
                 f"column '{path}': {count} value(s) such as {example!r} do not fit the "
                 f"table's type decimal({new_type.precision}, {new_type.scale})"
+            ),
+        )
+    elif pa.types.is_date64(new_type):
+        millis = new.view(pa.int64())
+        low, high = _DATE64_RANGE
+        whole_days = pc.multiply(pc.divide(millis, _MS_PER_DAY), _MS_PER_DAY)  # toward zero
+        odd = pc.or_(
+            pc.not_equal(millis, whole_days),
+            pc.or_(pc.less(millis, low), pc.greater(millis, high)),
+        )
+        _refuse_any(
+            pc.fill_null(odd, False),
+            millis,
+            column,
+            lambda count, example: (
+                f"column '{path}': {count} date64 value(s) such as {example} milliseconds are "
+                "not a whole number of days within ±2^31 days, which is all a date column "
+                "stores (Parquet stores dates as 32-bit days)"
             ),
         )
     elif pa.types.is_timestamp(new_type) and new_type.unit == "s":
@@ -182,6 +254,18 @@ def _check_leaf(path: str, old: pa.Array, new: pa.Array, column: str) -> None:
                 "are beyond what Parquet stores (it stores seconds as milliseconds in 64 bits)"
             ),
         )
+
+
+def _beyond_precision(values: pa.Array) -> pa.Array:
+    """Which decimals hold more digits than their type's precision (an array that does not
+    validate: a reader parsed ``1000`` into ``decimal(5, 2)``), false for nulls."""
+    dtype = values.type
+    if len(values) == 0 or dtype.precision >= 76:
+        return pa.array([False] * len(values), pa.bool_())
+    wide = pa.decimal256(76, dtype.scale)
+    limit = pa.scalar(decimal.Decimal(10) ** (dtype.precision - dtype.scale), wide)
+    magnitude = pc.abs(values.cast(wide))  # widening: no check, no overflow
+    return pc.fill_null(pc.greater_equal(magnitude, limit), False)
 
 
 def _refuse_any(
@@ -222,7 +306,7 @@ def _leaves(old: pa.Array, new: pa.Array, path: str) -> Iterator[tuple[str, pa.A
             index = old.type.get_field_index(name)
             yield from _leaves(old_children[index], new_children[i], f"{path}.{name}")
     elif pa.types.is_map(new_type):
-        old_entries, new_entries = _map_entries(old), _map_entries(new)
+        old_entries, new_entries = map_entries(old), map_entries(new)
         yield from _leaves(old_entries.field(0), new_entries.field(0), f"{path}.key")
         yield from _leaves(old_entries.field(1), new_entries.field(1), f"{path}.value")
     elif _has_leaf(new_type, _checked):  # the list types

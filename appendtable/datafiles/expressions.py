@@ -1,4 +1,13 @@
-"""A parsed ``Filter`` as a pyarrow compute expression, for exact row filtering."""
+"""A parsed ``Filter`` as a pyarrow compute expression, for exact row filtering, and the
+weaker expression a Parquet scanner may be given for its row-group pruning.
+
+Parquet statistics leave NaN out, so a row group of ``[1.0, NaN, 1.0]`` has min = max = 1.0;
+Arrow's scanner then takes ``x = 1.0`` as a fact about every row of the group, folds any
+expression of ``x`` with it (``x != 1.0`` and even ``is_nan(x)`` become false) and skips the
+group, losing the NaN row that ``!=`` and ``not in`` match. ``pushdown_expression`` leaves
+those predicates on float columns out (only their "not null" part stays), and readers apply
+the exact expression to what the scanner returns (``needs_exact_pass``).
+"""
 
 from __future__ import annotations
 
@@ -15,10 +24,11 @@ from appendtable.metadata.models import StatValue
 from appendtable.metadata.types import TypeSpec
 from appendtable.planning.filters import Filter, Predicate
 
-__all__ = ["to_expression"]
+__all__ = ["needs_exact_pass", "pushdown_expression", "to_expression"]
 
 
 def to_expression(row_filter: Filter | None) -> pc.Expression | None:
+    """The exact row filter."""
     if row_filter is None:
         return None
     clauses = [
@@ -26,6 +36,42 @@ def to_expression(row_filter: Filter | None) -> pc.Expression | None:
         for clause in row_filter.clauses
     ]
     return functools.reduce(operator.or_, clauses)
+
+
+def needs_exact_pass(row_filter: Filter | None) -> bool:
+    """Whether ``row_filter`` holds a predicate that row-group pruning may decide wrongly
+    (``!=`` / ``not in`` on a float: see the module), so that a scanner is given
+    ``pushdown_expression`` and the exact filter is applied after it."""
+    return row_filter is not None and any(
+        _nan_unsafe(p) for clause in row_filter.clauses for p in clause
+    )
+
+
+def pushdown_expression(row_filter: Filter | None) -> pc.Expression | None:
+    """A filter for a Parquet scanner: every row of the exact filter passes it, and
+    row-group pruning with it is sound (see the module)."""
+    if row_filter is None:
+        return None
+    clauses = [
+        functools.reduce(
+            operator.and_,
+            (_not_null(p) if _nan_unsafe(p) else _predicate(p) for p in clause),
+        )
+        for clause in row_filter.clauses
+    ]
+    return functools.reduce(operator.or_, clauses)
+
+
+def _floating(predicate: Predicate) -> bool:
+    return predicate.type.kind in ("float16", "float32", "float64")
+
+
+def _nan_unsafe(predicate: Predicate) -> bool:
+    return _floating(predicate) and predicate.op in ("!=", "not in")
+
+
+def _not_null(predicate: Predicate) -> pc.Expression:
+    return pc.field(predicate.column, *predicate.path).is_valid()
 
 
 def _scalar(value: StatValue, type_spec: TypeSpec) -> pa.Scalar:
@@ -63,6 +109,7 @@ def _predicate(predicate: Predicate) -> pc.Expression:
         field = field.cast(pa.binary())
     if op in ("=", "=="):
         return field == scalars[0]
+    floating = _floating(predicate)
     if op == "!=":
         return field != scalars[0]
     if op == "<":
@@ -74,7 +121,7 @@ def _predicate(predicate: Predicate) -> pc.Expression:
     if op == ">=":
         return field >= scalars[0]
     member = field
-    if predicate.type.kind in ("float16", "float32", "float64"):
+    if floating:
         scalars = _float_set(scalars)
         # compared in float64, as = compares: isin would round 1e300 to a float32 infinity
         member = field.cast(pa.float64())

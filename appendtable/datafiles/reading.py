@@ -18,12 +18,15 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from appendtable.datafiles.expressions import to_expression
+from appendtable.datafiles.expressions import (
+    needs_exact_pass,
+    pushdown_expression,
+    to_expression,
+)
 from appendtable.datafiles.file_columns import (
     INT96_UNIT,
     column_mismatch,
@@ -144,17 +147,17 @@ def read_as(
     (given on the target's columns). Files of the target's own schema go straight to
     ``read_file``; others are read in their own schema, converted, then filtered."""
     layout = projection.layout(file.schema_id)
-    expression = to_expression(row_filter)
     if layout.native:
         yield from read_file(
             storage,
             file,
             schema=projection.arrow_schema,
             columns=columns,
-            row_filter=expression,
+            row_filter=row_filter,
             batch_size=batch_size,
         )
         return
+    expression = to_expression(row_filter)
     wanted = list(columns) if columns is not None else projection.arrow_schema.names
     needed = wanted + sorted((row_filter.columns if row_filter else set()) - set(wanted))
     sources = projection.file_columns(layout, needed)
@@ -197,7 +200,7 @@ def read_files_as(
                     run,
                     schema=projection.arrow_schema,
                     columns=columns,
-                    row_filter=to_expression(row_filter),
+                    row_filter=row_filter,
                 )
             )
             run.clear()
@@ -221,12 +224,13 @@ def read_files(
     *,
     schema: pa.Schema,
     columns: Sequence[str] | None = None,
-    row_filter: pc.Expression | None = None,
+    row_filter: Filter | None = None,
 ) -> pa.Table:
     """The rows of several data files as one table, in the order of ``files`` (Arrow's
     scanner reads them concurrently and reassembles them in order), after their footers are
     checked against their recorded checksums (concurrently on object stores); unfiltered, the
-    row count is checked too."""
+    row count is checked too. Filtered with row-group pruning that keeps NaN rows (see
+    ``expressions``)."""
     filesystem, root = arrow_filesystem(storage)
     paths = [file.path for file in files]
     full = [f"{root}/{storage.checked(path)}" for path in paths]
@@ -246,11 +250,16 @@ def read_files(
     with translated("read", storage.uri(paths[0])):
         try:
             dataset = ds.dataset(full, schema=schema, format=_PARQUET, filesystem=filesystem)
+            selected = list(columns) if columns is not None else None
+            exact = needs_exact_pass(row_filter)
             result = dataset.to_table(
-                columns=list(columns) if columns is not None else None,
-                filter=row_filter,
+                columns=_with_filter_columns(selected, row_filter) if exact else selected,
+                filter=pushdown_expression(row_filter),
                 use_threads=True,
             )
+            if exact:
+                result = result.filter(to_expression(row_filter))
+                result = result.select(selected) if selected is not None else result
             written = sum(file.row_count for file in files)
             if row_filter is None and result.num_rows != written:  # e.g. a page header lost
                 raise pa.ArrowInvalid(f"{result.num_rows} rows read, {written} written")
@@ -357,7 +366,7 @@ def read_file(
     *,
     schema: pa.Schema,
     columns: Sequence[str] | None = None,
-    row_filter: pc.Expression | None = None,
+    row_filter: Filter | None = None,
     batch_size: int = 65_536,
 ) -> Iterator[pa.RecordBatch]:
     """The rows of one data file in file order, projected and filtered, in exactly the table's
@@ -397,14 +406,27 @@ def read_file(
             fragment = _PARQUET.make_fragment(full, filesystem=filesystem)
             _check_columns(uri, fragment, expected)
             # scanning with the table's schema casts the file's columns before filtering
+            exact = needs_exact_pass(row_filter)
             scanner = fragment.scanner(
                 schema=schema,
-                columns=selected,
-                filter=row_filter,
+                columns=_with_filter_columns(selected, row_filter) if exact else selected,
+                filter=pushdown_expression(row_filter),
                 batch_size=batch_size,
                 use_threads=False,
             )
-            yield from (_as_table_batch(batch, wanted) for batch in scanner.to_batches())
+            expression = to_expression(row_filter) if exact else None
+            for batch in scanner.to_batches():
+                if expression is not None:
+                    batch = batch.filter(expression)
+                    batch = batch.select(selected) if selected is not None else batch
+                yield _as_table_batch(batch, wanted)
+
+
+def _with_filter_columns(selected: list[str] | None, row_filter: Filter | None) -> list[str] | None:
+    """``selected`` and the columns ``row_filter`` reads (to filter after the scanner)."""
+    if selected is None or row_filter is None:
+        return selected
+    return selected + sorted(row_filter.columns - set(selected))
 
 
 @contextmanager

@@ -42,6 +42,7 @@ import pyarrow.compute as pc
 
 from appendtable.datafiles.arrow_schema import conform, to_table
 from appendtable.datafiles.durability import DeferredSync, uses_io_threads
+from appendtable.datafiles.mirror_values import check_mirrorable_rows
 from appendtable.datafiles.routing import GroupKey, RoutingSpec, partitions_of, route
 from appendtable.datafiles.spill import SpillArea, SpilledPart
 from appendtable.datafiles.writing import (
@@ -181,6 +182,7 @@ class TableWriter:
         self._parallelism = options.write_parallelism
         self._spill = SpillArea(options.get(opt.WRITE_SPILL_DIR) or None, arrow_schema)
         self._watermark_column = options.get(opt.WATERMARK_COLUMN)
+        self._mirrored = options.get(opt.ICEBERG_STORAGE) != "disabled"
         self._groups: dict[GroupKey, _Group] = {}
         self._executor: ThreadPoolExecutor | None = None
         self._pending: set[Future[None]] = set()
@@ -213,6 +215,8 @@ class TableWriter:
         )
         if table.num_rows == 0:
             return
+        if self._mirrored:
+            check_mirrorable_rows(table)
         if self._restriction is not None:
             self._check_partitions(table)
         elif self._may_be_too_long(table):

@@ -1,7 +1,11 @@
 """Writing data files: rolling Parquet files with statistics and checksums.
 
 A data file holds exactly the table's columns (partition columns included), written with the
-table's codec (zstd by default) and Parquet statistics. Files roll when they reach
+table's codec (zstd by default) and Parquet statistics, except for float columns: Parquet
+statistics leave NaN out, and readers that prune row groups with them (Arrow, and so
+pyiceberg and DuckDB over Arrow datasets) skip a group of ``[1.0, NaN]`` for ``x != 1.0``,
+losing the NaN row (the manifests keep their own float statistics, which never prune ``!=``
+or ``not in``). Files roll when they reach
 ``target-file-size``; a file may overshoot by at most one row group, which is sized to a quarter
 of the target (estimated from the observed compression ratio). Files are fsynced on local disk
 before they are reported, so a committed snapshot never references a file that a crash can lose.
@@ -11,6 +15,7 @@ Every page carries a CRC-32, and the footer's checksum is recorded in the file's
 
 from __future__ import annotations
 
+import functools
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -103,6 +108,22 @@ class FileWriteSpec:
             self._ratio_samples.append(file_bytes / arrow_bytes)
             recent = self._ratio_samples[-8:]
             self.compression_ratio = max(0.01, sum(recent) / len(recent))
+
+
+@functools.lru_cache(maxsize=64)
+def statistics_columns(schema: pa.Schema) -> list[str] | bool:
+    """The Parquet column paths written with statistics: every leaf but floats (see the
+    module); True when that is every leaf."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(schema.empty_table(), sink)
+    parquet = pq.read_metadata(pa.BufferReader(sink.getvalue())).schema
+    columns = [parquet.column(i) for i in range(len(parquet))]
+    kept = [
+        column.path
+        for column in columns
+        if column.physical_type not in ("FLOAT", "DOUBLE") and str(column.logical_type) != "Float16"
+    ]
+    return True if len(kept) == len(columns) else kept
 
 
 def choose_dictionary_columns(sample: pa.Table, rows_per_group: int = 1 << 20) -> list[str]:
@@ -311,7 +332,7 @@ class _OpenFile:
                 use_dictionary=spec.dictionary_columns
                 if spec.dictionary_columns is not None
                 else True,
-                write_statistics=True,
+                write_statistics=statistics_columns(parquet_write_schema(spec.fields)),
                 bloom_filter_options=blooms,
             )
 

@@ -4,8 +4,11 @@ A filter is ``[(column, op, value), ...]`` (all must hold) or a list of such lis
 holds). Ops: ``=``, ``==``, ``!=``, ``<``, ``<=``, ``>``, ``>=``, ``in``, ``not in``, ``is null``,
 ``is not null``. Values are converted once to the stored form of the column (dates to days,
 timestamps to integers in the column's unit, decimals exactly), so pruning compares like with
-like. Pruning is conservative: a partition, bucket or file is skipped only when no row in it can
-match; the exact row filter is applied when reading.
+like; a value between two stored values (a nanosecond ``pandas.Timestamp`` on a microsecond
+column, a datetime at noon on a date column, a decimal finer than the scale) is compared
+exactly, as the number it is. Floats compare as IEEE does: NaN equals nothing and differs from
+everything. Pruning is conservative: a partition, bucket or file is skipped only when no row in
+it can match; the exact row filter is applied when reading.
 
 A column is a top-level column or a field of a struct, named by a string or a path:
 
@@ -29,9 +32,12 @@ import decimal
 import itertools
 import math
 import operator
+import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from appendtable.errors import InvalidFilterError
 from appendtable.metadata.models import DataFileMeta, FieldStats, PartitionValues, StatValue
@@ -40,7 +46,6 @@ from appendtable.metadata.types import INTEGER_KINDS, TypeSpec
 __all__ = ["Filter", "Predicate", "parse_filter", "to_stored"]
 
 _OPS = frozenset({"=", "==", "!=", "<", "<=", ">", ">=", "in", "not in", "is null", "is not null"})
-_UNIT_PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
 _EPOCH_DATE = dt.date(1970, 1, 1)
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _MAX_BUCKET_COMBINATIONS = 4096
@@ -85,10 +90,11 @@ class Predicate:
             return False
         key = _sort_key(value, self.type)
         targets = [_sort_key(v, self.type) for v in self.values]
+        # compared with ==, never by identity (as ``in`` does): NaN equals nothing
         if op == "in":
-            return key in targets
+            return any(key == target for target in targets)
         if op == "not in":
-            return key not in targets
+            return not any(key == target for target in targets)
         return bool(_COMPARE[op](key, targets[0]))
 
     def may_match(
@@ -124,7 +130,9 @@ class Predicate:
             return bool(hi >= targets[0])
         if op == "in":
             return any(lo <= t <= hi for t in targets)
-        floating = self.type.kind in ("float32", "float64")  # NaN is not in the statistics
+        # NaN is in no statistics, and differs from every value: a file whose statistics
+        # hold only the value may still hold NaN rows matching != and not in
+        floating = self.type.kind in ("float16", "float32", "float64")
         if op == "!=":
             return floating or not bool(lo == hi == targets[0])
         return floating or not bool(lo == hi and lo in targets)  # not in
@@ -389,6 +397,7 @@ _INTEGER_RANGES = {
     # integer-backed kinds, in their stored unit
     "timestamp": (-(2**63), 2**63 - 1),
     "date32": (-(2**31), 2**31 - 1),
+    "date64": (-(2**31), 2**31 - 1),  # stored as days, as date32
     "time32": (-(2**31), 2**31 - 1),
     "time64": (-(2**63), 2**63 - 1),
 }
@@ -397,9 +406,10 @@ _INTEGER_RANGES = {
 def _placed(value: object, type_spec: TypeSpec, column: str) -> tuple[StatValue, str]:
     """``value`` in the column's stored form, and where it lies: ``exact`` (a value the column
     can hold), ``between`` (strictly between the returned stored value and the next one: a
-    timestamp or time finer than the unit, a decimal finer than the scale, a fraction for an
-    integer column), ``above`` / ``below`` (beyond every value the column can hold) or
-    ``unordered`` (NaN for an integer column: equal to nothing, unequal to everything)."""
+    timestamp, date or time finer than the column's unit, a decimal finer than the scale, a
+    fraction for an integer column), ``above`` / ``below`` (beyond every value the column can
+    hold) or ``unordered`` (NaN for an integer column: equal to nothing, unequal to
+    everything). Temporal values are placed exactly, to the nanosecond."""
     kind = type_spec.kind
     if kind in INTEGER_KINDS and isinstance(value, float) and not isinstance(value, bool):
         if math.isnan(value):
@@ -408,17 +418,14 @@ def _placed(value: object, type_spec: TypeSpec, column: str) -> tuple[StatValue,
             return None, _ABOVE if value > 0 else _BELOW
         floor = math.floor(value)
         return _in_range(floor, kind, _EXACT if floor == value else _BETWEEN)
-    stored = to_stored(value, type_spec, column)
+    if kind in _TEMPORAL_KINDS:
+        nanos = _temporal_nanos(value, type_spec, column)
+        ticks, rest = divmod(nanos, _step_nanos(type_spec))
+        return _in_range(ticks, kind, _BETWEEN if rest else _EXACT)
+    plain = _plain_stored(value, type_spec, column)
     if kind == "decimal":
-        return _decimal_placed(decimal.Decimal(str(stored)), type_spec)
-    if kind == "timestamp":
-        micros = _timestamp_micros(value)
-    elif kind in ("time32", "time64"):
-        micros = _time_micros(value)
-    else:
-        return _in_range(stored, kind, _EXACT)
-    finer = micros * _UNIT_PER_SECOND[type_spec.unit or "us"] % 1_000_000 != 0
-    return _in_range(stored, kind, _BETWEEN if finer else _EXACT)
+        return _decimal_placed(decimal.Decimal(str(plain)), type_spec)
+    return _in_range(plain, kind, _EXACT)
 
 
 def _in_range(stored: StatValue, kind: str, where: str) -> tuple[StatValue, str]:
@@ -474,8 +481,21 @@ def _between_steps(target: _Target, op: str, floor: StatValue) -> Predicate:
 
 
 def to_stored(value: object, type_spec: TypeSpec, column: str) -> StatValue:
-    """A filter value in the stored form of the column (see ``datafiles.stats``). A timestamp or
-    time finer than the column's unit is rounded down; ``parse_filter`` adjusts the operator."""
+    """A value in the stored form of the column (see ``datafiles.stats``): what a partition
+    spec names. InvalidFilterError naming the column for a value the column cannot hold
+    exactly (beyond its range, finer than its unit or scale)."""
+    stored, where = _placed(value, type_spec, column)
+    if where != _EXACT:
+        raise InvalidFilterError(
+            f"value {value!r} is not a value column '{column}' of type {type_spec.kind} can "
+            f"hold ({'finer than its unit or scale' if where == _BETWEEN else 'out of range'})"
+        )
+    return stored
+
+
+def _plain_stored(value: object, type_spec: TypeSpec, column: str) -> StatValue:
+    """A non-temporal filter value in the stored form of the column (a decimal as its exact
+    text, placed by ``_decimal_placed``)."""
     kind = type_spec.kind
     if value is None:
         raise InvalidFilterError(
@@ -502,10 +522,6 @@ def to_stored(value: object, type_spec: TypeSpec, column: str) -> StatValue:
             if not isinstance(value, bytes):
                 raise TypeError
             return value
-        if kind in ("date32", "date64"):
-            return _date_days(value)
-        if kind == "timestamp":
-            return _timestamp_value(value, type_spec)
         if kind == "decimal":
             if isinstance(value, bool) or not isinstance(value, int | str | decimal.Decimal):
                 raise TypeError
@@ -513,53 +529,117 @@ def to_stored(value: object, type_spec: TypeSpec, column: str) -> StatValue:
             if not number.is_finite():  # NaN and infinities fit no decimal column
                 raise ValueError
             return format(number, "f")
-        if kind in ("time32", "time64"):
-            return _time_value(value, type_spec)
     except (TypeError, ValueError, decimal.InvalidOperation):
         pass
-    raise InvalidFilterError(
+    raise _does_not_fit(value, column, kind)
+
+
+def _does_not_fit(value: object, column: str, kind: str, why: str = "") -> InvalidFilterError:
+    return InvalidFilterError(
         f"filter value {value!r} does not fit column '{column}' of type {kind}"
+        + (f": {why}" if why else "")
     )
 
 
-def _date_days(value: object) -> int:
-    if isinstance(value, dt.datetime):
-        value = value.date()
+_TEMPORAL_KINDS = frozenset({"timestamp", "date32", "date64", "time32", "time64"})
+_NANOS = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000, "ns": 1}
+_NANOS_PER_DAY = 86_400 * 1_000_000_000
+#: numpy datetime64 units of fixed length, in nanoseconds (years and months are converted to
+#: days first).
+_NUMPY_NANOS = {"W": 7 * _NANOS_PER_DAY, "D": _NANOS_PER_DAY, "h": 3_600 * 10**9, "m": 60 * 10**9}
+_NUMPY_NANOS.update(_NANOS)
+#: An ISO time's fraction of a second, to keep digits beyond microseconds that Python's
+#: ``datetime.fromisoformat`` drops.
+_ISO_FRACTION = re.compile(r"(?<=:\d\d)[.,](\d+)")
+
+
+def _step_nanos(type_spec: TypeSpec) -> int:
+    """Nanoseconds between two consecutive values of a temporal column."""
+    if type_spec.kind in ("date32", "date64"):
+        return _NANOS_PER_DAY
+    return _NANOS[type_spec.unit or "us"]
+
+
+def _temporal_nanos(value: object, type_spec: TypeSpec, column: str) -> int:
+    """A filter value for a timestamp, date or time column, exactly, in nanoseconds (since
+    the epoch, or since midnight for times). Timestamps and dates take ``datetime``, ``date``,
+    ISO text (any number of fractional digits up to nanoseconds), ``numpy.datetime64`` and
+    ``pandas.Timestamp`` (its nanoseconds too); a naive instant is UTC for a column with a
+    time zone. A date column is compared with an instant as the midnight starting the date
+    (a date has no time zone: an aware instant is refused). Times take ``datetime.time``."""
+    kind = type_spec.kind
+    if value is None:
+        raise InvalidFilterError(
+            f"filter on column '{column}' compares with None: use 'is null' / 'is not null'"
+        )
+    try:
+        if kind in ("time32", "time64"):
+            if not isinstance(value, dt.time):
+                raise TypeError
+            micros = ((value.hour * 60 + value.minute) * 60 + value.second) * 1_000_000
+            return (micros + value.microsecond) * 1_000
+        nanos, aware = _instant_nanos(value)
+    except (TypeError, ValueError, OverflowError):
+        raise _does_not_fit(value, column, kind) from None
+    if aware and kind in ("date32", "date64"):
+        raise _does_not_fit(
+            value,
+            column,
+            kind,
+            "a date has no time zone; compare with a date, or a datetime without a time zone "
+            "(taken as the date's midnight onwards)",
+        )
+    return nanos
+
+
+def _instant_nanos(value: object) -> tuple[int, bool]:
+    """Nanoseconds since 1970-01-01 (UTC for an aware value) of a date or instant, and
+    whether it was aware of a time zone. TypeError / ValueError for anything else."""
     if isinstance(value, str):
-        value = dt.date.fromisoformat(value)
+        return _iso_nanos(value)
+    if isinstance(value, np.datetime64):
+        return _datetime64_nanos(value), False
+    if isinstance(value, dt.datetime):
+        aware = value.tzinfo is not None
+        delta = (value if aware else value.replace(tzinfo=dt.UTC)) - _EPOCH
+        micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+        # pandas.Timestamp: a datetime holding nanoseconds below its microseconds
+        extra = getattr(value, "nanosecond", 0)
+        return micros * 1_000 + (extra if isinstance(extra, int) else 0), aware
     if isinstance(value, dt.date):
-        return (value - _EPOCH_DATE).days
+        return (value - _EPOCH_DATE).days * _NANOS_PER_DAY, False
     raise TypeError
 
 
-def _timestamp_value(value: object, type_spec: TypeSpec) -> int:
-    """In the column's unit, rounded down (see ``_placed``)."""
-    per_second = _UNIT_PER_SECOND[type_spec.unit or "us"]
-    return _timestamp_micros(value) * per_second // 1_000_000
+def _iso_nanos(text: str) -> tuple[int, bool]:
+    """An ISO date or date-time text as nanoseconds since 1970-01-01 (UTC when it has an
+    offset), exactly, and whether it had an offset. ValueError for anything else, or digits
+    finer than nanoseconds (Python's ``fromisoformat`` drops those beyond microseconds)."""
+    found = _ISO_FRACTION.search(text)
+    extra = 0
+    if found is not None and len(found.group(1)) > 6:
+        digits = found.group(1)
+        if len(digits) > 9 and digits[9:].strip("0"):
+            raise ValueError("finer than nanoseconds")
+        extra = int(digits[6:9].ljust(3, "0"))
+        text = text[: found.start(1)] + digits[:6] + text[found.end(1) :]
+    try:
+        parsed: dt.date = dt.datetime.fromisoformat(text)
+    except ValueError:
+        parsed = dt.date.fromisoformat(text)
+    nanos, aware = _instant_nanos(parsed)
+    return nanos + extra, aware
 
 
-def _timestamp_micros(value: object) -> int:
-    if isinstance(value, str):
-        value = dt.datetime.fromisoformat(value)
-    if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
-        value = dt.datetime(value.year, value.month, value.day)
-    if not isinstance(value, dt.datetime):
-        raise TypeError
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=dt.UTC)
-    delta = value - _EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-
-
-def _time_value(value: object, type_spec: TypeSpec) -> int:
-    """In the column's unit, rounded down (see ``_placed``)."""
-    return _time_micros(value) * _UNIT_PER_SECOND[type_spec.unit or "us"] // 1_000_000
-
-
-def _time_micros(value: object) -> int:
-    if not isinstance(value, dt.time):
-        raise TypeError
-    return ((value.hour * 60 + value.minute) * 60 + value.second) * 1_000_000 + value.microsecond
+def _datetime64_nanos(value: np.datetime64) -> int:
+    if np.isnat(value):
+        raise ValueError("NaT")
+    unit, count = np.datetime_data(value.dtype)
+    if unit in ("Y", "M"):
+        value, unit, count = value.astype("datetime64[D]"), "D", 1
+    if unit not in _NUMPY_NANOS:
+        raise TypeError  # finer than nanoseconds
+    return int(value.astype(np.int64)) * int(count) * _NUMPY_NANOS[unit]
 
 
 def _trusted(low: StatValue, high: StatValue, type_spec: TypeSpec, truncate: int | None) -> bool:

@@ -4,12 +4,23 @@ bounds and partition values, and the records of Iceberg manifests, manifest list
 metadata. ``commit.iceberg`` writes them.
 
 Type mapping (anything else is refused when the mirror is turned on, naming the column):
-bool -> boolean; int8/int16/int32/uint8/uint16 -> int; int64/uint32 -> long; float32 -> float;
+bool -> boolean; int8/int16/int32/uint8/uint16 -> int; int64 -> long; float32 -> float;
 float64 -> double; string/large_string -> string; binary/large_binary -> binary;
 fixed_size_binary(n) -> fixed[n]; date32/date64 -> date; timestamp (s, ms, us) -> timestamp,
-or timestamptz with a time zone; time32/time64 (s, ms, us) -> time; decimal(p, s) ->
-decimal(p, s); list/large_list/fixed_size_list -> list; struct -> struct; map -> map.
-Refused: float16, uint64, duration, and nanosecond timestamps and times (Iceberg v3 types).
+or timestamptz with a time zone; time64[us] -> time; decimal(p, s) -> decimal(p, s);
+list/large_list/fixed_size_list -> list; struct -> struct; map -> map.
+Refused: float16, uint64, duration, nanosecond timestamps and times (Iceberg v3 types), uint32
+(data files hold it as an unsigned 32-bit Parquet integer, which Iceberg readers read as a
+signed int: values from 2^31 on come out negative and filters miss them) and time32 (data files
+hold seconds or milliseconds as Parquet TIME(MILLIS), which Iceberg readers cannot read: an
+Iceberg time is microseconds). A table mirrored before these two were refused keeps its mirror
+publishing (uint32 as long, time32 as time) until the mirror is turned off or the column
+changed: its next schema change is refused until then.
+
+Timestamps in seconds or milliseconds reach beyond Iceberg's microseconds in 64 bits: with the
+mirror on, writes refuse such values (``datafiles``), turning the mirror on refuses a table
+whose live files hold them, and a bound beyond that range is left out (bounds are optional),
+so publishing never fails on a value.
 """
 
 from __future__ import annotations
@@ -26,7 +37,9 @@ from appendtable.metadata.values import unscaled
 
 __all__ = [
     "MANIFEST_LIST_SCHEMA",
+    "MICROS_RANGE",
     "PARTITION_FIELD_BASE",
+    "beyond_micros",
     "check_mirrorable",
     "data_file_record",
     "iceberg_schema",
@@ -40,11 +53,22 @@ __all__ = [
 
 PARTITION_FIELD_BASE = 1000
 _INT = {"int8", "int16", "int32", "uint8", "uint16"}
+#: uint32 only for tables mirrored before it was refused (their mirror keeps publishing).
 _LONG = {"int64", "uint32"}
 _MICROS = {"s": 1_000_000, "ms": 1_000, "us": 1}
+#: Iceberg's timestamps: microseconds in 64 bits.
+MICROS_RANGE = (-(2**63), 2**63 - 1)
 _REFUSED = {
     "float16": "float16 has no Iceberg type",
     "uint64": "uint64 does not fit Iceberg's long",
+    "uint32": (
+        "data files hold uint32 as an unsigned 32-bit Parquet integer, which Iceberg readers "
+        "read as a signed int; use int64"
+    ),
+    "time32": (
+        "data files hold time32 as Parquet milliseconds, which Iceberg readers cannot read "
+        "(an Iceberg time is microseconds); use time64[us]"
+    ),
     "duration": "durations have no Iceberg type",
 }
 
@@ -64,6 +88,14 @@ def _unsupported(spec: TypeSpec) -> str | None:
     return None
 
 
+def beyond_micros(value: object, spec: TypeSpec) -> bool:
+    """Whether a stored timestamp (in the column's unit) lies beyond Iceberg's range."""
+    if spec.kind != "timestamp" or not isinstance(value, int):
+        return False
+    micros = _micros(value, spec.unit)
+    return not MICROS_RANGE[0] <= micros <= MICROS_RANGE[1]
+
+
 def check_mirrorable(fields: Sequence[FieldSpec], option: str) -> None:
     """InvalidSchemaError naming the first column whose type has no Iceberg v2 type."""
     for field in fields:
@@ -71,7 +103,8 @@ def check_mirrorable(fields: Sequence[FieldSpec], option: str) -> None:
         if reason is not None:
             raise InvalidSchemaError(
                 f"column '{field.name}' cannot be mirrored as Iceberg ({reason}): turn "
-                f"'{option}' off or change the column"
+                f"'{option}' off or change the column",
+                column=field.name,
             )
 
 
@@ -88,7 +121,7 @@ _SIMPLE = {
     "large_binary": "binary",
     "date32": "date",
     "date64": "date",
-    "time32": "time",
+    "time32": "time",  # only for tables mirrored before it was refused
     "time64": "time",
 }
 
@@ -260,6 +293,8 @@ def encode_bound(value: object, spec: TypeSpec) -> bytes | None:
     if kind in ("binary", "large_binary"):
         return bytes(value) if isinstance(value, bytes) else None
     if kind in ("timestamp", "time32", "time64") and isinstance(value, int):
+        if beyond_micros(value, spec):
+            return None  # no bound (optional) rather than one Iceberg cannot hold
         return struct.pack("<q", _micros(value, spec.unit))
     if kind == "decimal":
         try:
@@ -307,6 +342,11 @@ def _partition_value(value: object, spec: TypeSpec) -> object:
     if kind == "date64" and isinstance(value, int):
         return value  # stored as days
     if kind in ("timestamp", "time32", "time64") and isinstance(value, int):
+        if beyond_micros(value, spec):  # writes and turning the mirror on refuse these
+            raise InvalidSchemaError(
+                f"partition value {value} of a timestamp[{spec.unit}] column is beyond "
+                "Iceberg's range (microseconds in 64 bits)"
+            )
         return _micros(value, spec.unit)
     if kind == "decimal":
         return _decimal_bytes(

@@ -13,8 +13,9 @@ appendtable), and reaches the edges of its type's domain, not only its middle:
   value the precision holds;
 * strings and binaries: empty, long (hundreds of characters), NUL, non-ASCII and astral
   characters, invalid UTF-8 for binaries;
-* temporal types: the ends of each unit's range (as stored integers), and Python values at the
-  ends of what Python's ``datetime`` can hold;
+* temporal types: the ends of each unit's range (as stored integers; ``date64`` any
+  millisecond of int64, not only whole days), and Python values at the ends of what Python's
+  ``datetime`` can hold;
 * nested types (lists, large lists, fixed-size lists, structs, maps) with nulls at every level.
 
 ``values(dtype)`` draws one Python value accepted exactly by ``pa.array([v], type=dtype)``;
@@ -273,7 +274,10 @@ def values(dtype: pa.DataType, *, python: bool = False) -> st.SearchStrategy[Any
         if python:
             return days.map(lambda d: _EPOCH_DATE + dt.timedelta(days=d))
         if pa.types.is_date64(dtype):
-            return days.map(lambda d: d * 86_400_000)  # whole days, as date64 must hold
+            # mostly whole days (what a date column stores); also any millisecond of int64,
+            # which a table refuses unless it is a whole day within ±2^31 days
+            millis = bounded_integers(*_INT_RANGES[64])
+            return st.one_of(days.map(lambda d: d * 86_400_000), millis)
         return days
     if pa.types.is_timestamp(dtype):
         if not python:
@@ -440,7 +444,10 @@ def edges(dtype: pa.DataType) -> list[Any]:
             }
         )
     if pa.types.is_date64(dtype):
-        return [d * 86_400_000 for d in edges(pa.date32())]
+        whole = [d * 86_400_000 for d in edges(pa.date32())]
+        # beyond ±2^31 days, and not whole days: values a date column cannot hold
+        odd = [(2**31) * 86_400_000, -(2**31 + 1) * 86_400_000, 1, -1, 86_400_000 + 5]
+        return sorted({*whole, *odd, *_edges(*_INT_RANGES[64])[:3], *_edges(*_INT_RANGES[64])[-3:]})
     if pa.types.is_time(dtype):
         low, high = _time_range(dtype.unit)
         return [low, low + 1, high // 2, high - 1, high]

@@ -175,3 +175,57 @@ def test_sizes_and_durations_parse(uri: str) -> None:
         options={"target-file-size": "128 MB", "snapshot.time-retained": "10 s", "bucket": -1},
     )
     assert table.options["target-file-size"] == "128 MB"
+
+
+BAD_DECIMALS = [pa.decimal128(2, 3), pa.decimal128(5, -2), pa.decimal256(40, 2)]
+
+
+@pytest.mark.parametrize("dtype", BAD_DECIMALS, ids=str)
+def test_decimals_parquet_cannot_store_are_refused_at_definition(
+    uri: str, dtype: pa.DataType
+) -> None:
+    """``decimal(2, 3)`` (scale above precision) and negative scales could be created, but no
+    row could ever be written (StorageError from the Parquet writer). Refused when defined,
+    at the top level or nested, naming the column; in a schema change as SchemaChangeError."""
+    for schema, column in (
+        (pa.schema([("d", dtype)]), "d"),
+        (pa.schema([("id", pa.int64()), ("s", pa.struct([("x", pa.list_(dtype))]))]), "s"),
+    ):
+        with pytest.raises(at.InvalidSchemaError, match=r"column '[sd][.x]*") as caught:
+            at.create_table(uri, schema)
+        assert caught.value.column == column
+    table = at.create_table(uri, pa.schema([("id", pa.int64())]))
+    with pytest.raises(at.SchemaChangeError, match="column 'd'") as change:
+        table.update_schema().add_column("d", dtype).commit()
+    assert change.value.column == "d"
+    values = pa.array([None], dtype)
+    with pytest.raises(at.SchemaChangeError, match="column 'd'") as merge:
+        table.append(pa.table({"id": [1], "d": values}), schema_mode="merge")
+    assert merge.value.column == "d"
+    assert table.latest_snapshot() is None  # nothing landed
+    assert table.scan().count() == 0
+
+
+@pytest.mark.parametrize(
+    ("column", "mirror"),
+    [
+        (pa.nulls(1), False),
+        (pa.array([1], pa.uint64()), True),
+        (pa.array([1], pa.duration("s")), True),
+        (pa.array([1.0], pa.float16()), True),
+        (pa.array([{"u": 1}], pa.struct([("u", pa.uint64())])), True),
+    ],
+    ids=["null", "uint64-mirrored", "duration-mirrored", "float16-mirrored", "nested-mirrored"],
+)
+def test_merge_mode_names_the_column_it_cannot_add(
+    uri: str, column: pa.Array, mirror: bool
+) -> None:
+    """A merge-mode append of a column the table cannot hold raised InvalidSchemaError with
+    ``.column`` None; docs/errors.md promises SchemaChangeError naming the column."""
+    options = {"metadata.iceberg.storage": "table-location"} if mirror else {}
+    table = at.create_table(uri, pa.schema([("id", pa.int64())]), options=options)
+    with pytest.raises(at.SchemaChangeError, match="column 'c'") as caught:
+        table.append(pa.table({"id": [1], "c": column}), schema_mode="merge")
+    assert caught.value.column == "c"
+    assert table.scan().count() == 0
+    assert table.schema.names == ["id"]

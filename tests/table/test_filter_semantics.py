@@ -15,11 +15,16 @@ import decimal
 import functools
 import math
 import tempfile
+from pathlib import Path
 from typing import Any
 
+import duckdb
 import hypothesis.strategies as st
+import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 
@@ -62,6 +67,11 @@ def _whole(dtype: pa.DataType) -> st.SearchStrategy[Any]:
 TIMES = st.datetimes(
     min_value=dt.datetime(1700, 1, 1), max_value=dt.datetime(2200, 1, 1), timezones=st.none()
 )
+#: pandas Timestamps to the nanosecond (what pandas users filter with), naive.
+NANOS = st.integers(-(2**63) + 1, 2**63 - 1).map(pd.Timestamp)
+#: One float and NaN, so files whose statistics show one value (min = max) while they also
+#: hold NaN are common: where row-group pruning once lost NaN rows for != and not in.
+FEW_FLOATS = st.sampled_from([2.5, math.nan])
 
 
 # (arrow type, values of the column, extra filter values a column cannot hold exactly)
@@ -89,6 +99,8 @@ KINDS: dict[str, tuple[pa.DataType, st.SearchStrategy[Any], st.SearchStrategy[An
     ),
     "float32": (pa.float32(), _whole(pa.float32()), st.sampled_from([0.1, 1e300, -1e-300])),
     "float64": (pa.float64(), _whole(pa.float64()), st.sampled_from([0.1, 5e-324])),
+    "float64 (one value and NaN)": (pa.float64(), FEW_FLOATS, st.sampled_from([2.5, 0.0])),
+    "float32 (one value and NaN)": (pa.float32(), FEW_FLOATS, st.sampled_from([2.5, -0.0])),
     "decimal(10,2)": (
         pa.decimal128(10, 2),
         _whole(pa.decimal128(10, 2)),
@@ -107,7 +119,9 @@ KINDS: dict[str, tuple[pa.DataType, st.SearchStrategy[Any], st.SearchStrategy[An
     "date32": (
         pa.date32(),
         _whole(pa.date32()),
-        st.sampled_from([dt.date(1, 1, 1)]),
+        # an instant between two days compares as the instant it is (as pyarrow, DuckDB and
+        # Spark compare a date with a timestamp)
+        st.one_of(st.sampled_from([dt.date(1, 1, 1)]), TIMES, TIMES.map(pd.Timestamp)),
     ),
     "timestamp[s]": (pa.timestamp("s"), _whole(pa.timestamp("s")), TIMES),
     "timestamp[ms,UTC]": (
@@ -115,11 +129,18 @@ KINDS: dict[str, tuple[pa.DataType, st.SearchStrategy[Any], st.SearchStrategy[An
         _whole(pa.timestamp("ms", tz="UTC")),
         TIMES.map(lambda t: t.replace(tzinfo=UTC)),
     ),
-    "timestamp[us]": (pa.timestamp("us"), _whole(pa.timestamp("us")), TIMES),
+    "timestamp[us]": (pa.timestamp("us"), _whole(pa.timestamp("us")), st.one_of(TIMES, NANOS)),
     "timestamp[ns,UTC]": (
         pa.timestamp("ns", tz="UTC"),
         _whole(pa.timestamp("ns", tz="UTC")),
-        TIMES.map(lambda t: t.replace(tzinfo=UTC)),
+        st.one_of(
+            TIMES.map(lambda t: t.replace(tzinfo=UTC)), NANOS.map(lambda t: t.tz_localize(UTC))
+        ),
+    ),
+    "timestamp[ns]": (
+        pa.timestamp("ns"),
+        st.one_of(_whole(pa.timestamp("ns")), NANOS),
+        st.one_of(NANOS, NANOS.map(lambda t: t.to_datetime64())),
     ),
     "time64[us]": (pa.time64("us"), _whole(pa.time64("us")), st.times()),
     "time32[s]": (
@@ -131,14 +152,18 @@ KINDS: dict[str, tuple[pa.DataType, st.SearchStrategy[Any], st.SearchStrategy[An
     "large_binary": (pa.large_binary(), _whole(pa.large_binary()), st.sampled_from([b"\xff"])),
     "int16": (pa.int16(), _whole(pa.int16()), st.sampled_from([2**15, -(2**15) - 1, 0.25])),
     "uint32": (pa.uint32(), _whole(pa.uint32()), st.sampled_from([-1, 2**32, 1.5])),
-    "date64": (pa.date64(), _whole(pa.date64()), st.sampled_from([dt.date(9999, 12, 31)])),
+    "date64": (
+        pa.date64(),
+        _whole(pa.date64()),
+        st.one_of(st.sampled_from([dt.date(9999, 12, 31)]), TIMES),
+    ),
     "time64[ns]": (pa.time64("ns"), _whole(pa.time64("ns")), st.times()),
     "fixed_size_binary[3]": (pa.binary(3), _whole(pa.binary(3)), st.sampled_from([b"", b"ab"])),
 }
 
 
 @st.composite
-def cases(draw: st.DrawFn) -> tuple[str, list[Any], list[int], Any, str, Any, bool]:
+def cases(draw: st.DrawFn) -> tuple[str, list[Any], list[int], Any, str, Any, bool, str | None]:
     kind = draw(st.sampled_from([*sorted(KINDS), "decimal(p,s)"]))
     if kind == "decimal(p,s)":  # every precision and scale
         dtype = draw(strategies.decimal_types())
@@ -159,13 +184,18 @@ def cases(draw: st.DrawFn) -> tuple[str, list[Any], list[int], Any, str, Any, bo
     else:
         value = draw(one)
     bucketed = draw(st.booleans())
-    return kind, column, cuts, dtype, op, value, bucketed
+    nested = draw(st.sampled_from([None, None, "plain", "nulls"]))
+    return kind, column, cuts, dtype, op, value, bucketed, nested
 
 
 def _exact_scalar(value: Any, dtype: pa.DataType) -> pa.Scalar | None:
     """``value`` as a scalar of ``dtype`` if the column type holds it exactly, else None."""
     if isinstance(value, float) and math.isnan(value):
         return pa.scalar(value, dtype) if pa.types.is_floating(dtype) else None
+    if isinstance(value, np.datetime64):
+        value = pd.Timestamp(value)
+    if pa.types.is_date(dtype) and isinstance(value, dt.datetime):
+        return None  # compared as instants (see _comparable)
     try:
         scalar = pa.scalar(value, dtype)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError, ValueError):
@@ -179,9 +209,14 @@ def _exact_scalar(value: Any, dtype: pa.DataType) -> pa.Scalar | None:
 
 
 def _comparable(value: Any) -> Any:
-    """Python values compared exactly (timestamps without their zone, which is always UTC)."""
+    """Python values compared exactly: timestamps without their zone (which is always UTC)
+    and as pandas Timestamps (to the nanosecond), dates as the instant of their midnight."""
+    if isinstance(value, np.datetime64):
+        value = pd.Timestamp(value)
     if isinstance(value, dt.datetime):
-        return value.replace(tzinfo=None)
+        return pd.Timestamp(value.replace(tzinfo=None))
+    if isinstance(value, dt.date):
+        return pd.Timestamp(dt.datetime.combine(value, dt.time()))
     return value
 
 
@@ -219,24 +254,46 @@ def _rows(ids: pa.Array | pa.ChunkedArray) -> list[int]:
 )
 @given(cases())
 def test_every_operator_agrees_with_arrow_compute(
-    case: tuple[str, list[Any], list[int], Any, str, Any, bool],
+    case: tuple[str, list[Any], list[int], Any, str, Any, bool, str | None],
 ) -> None:
-    kind, values, cuts, dtype, op, value, bucketed = case
+    """``nested``: the values are a field of a struct column (``s.c``), the struct itself
+    null in some rows (``nulls``: where the field reads as null). Float columns are also
+    written by pyarrow's own writer and adopted, as files of other engines and of older
+    versions are: their Parquet statistics hold float minimums and maximums (without NaN)."""
+    kind, values, cuts, dtype, op, value, bucketed, nested = case
     column = pa.array(values, dtype)
-    data = pa.table({"k": pa.array(range(len(values)), pa.int64()), "c": column})
+    keys = pa.array(range(len(values)), pa.int64())
+    name: str = "c"
+    if nested is None:
+        data = pa.table({"k": keys, "c": column})
+    else:
+        hidden = pa.array([nested == "nulls" and k % 3 == 1 for k in range(len(values))])
+        struct = pa.StructArray.from_arrays([column], names=["c"], mask=hidden)
+        data = pa.table({"k": keys, "s": struct})
+        column = pc.if_else(hidden, pa.scalar(None, dtype), column)  # the field reads null
+        name = "s.c"
     expected = _rows(data.filter(_mask(column, op, value)).column("k"))
-    term = ("c", op) if op in ("is null", "is not null") else ("c", op, value)
+    term = (name, op) if op in ("is null", "is not null") else (name, op, value)
+    adopted = not bucketed and pa.types.is_floating(dtype) and len(values) % 2 == 0
     with tempfile.TemporaryDirectory() as root:
         options: dict[str, object] = {"write-only": True}
         if bucketed:
-            hashable = unsupported_bucket_key_reason(dtype) is None
+            hashable = nested is None and unsupported_bucket_key_reason(dtype) is None
             options |= {"bucket": 3, "bucket-key": "c" if hashable else "k"}
         table = at.create_table(f"{root}/t", data.schema, options=options)
         for start, end in zip([0, *cuts], [*cuts, len(values)], strict=True):
-            if end > start:
-                table.append(data.slice(start, end - start))
+            if end <= start:
+                continue
+            part = data.slice(start, end - start)
+            if adopted:
+                with table.staging_area() as area:
+                    pq.write_table(part, f"{area.uri}/part.parquet")
+                    table.committer().commit(area.adopt(area.files()))
+            else:
+                table.append(part)
         scan = table.scan(filter=[term])
         assert _rows(scan.to_arrow().column("k")) == expected, (kind, op, value)
+        assert table.scan(filter=[term]).count() == len(expected), (kind, op, value)
         by_split = [
             k
             for split in scan.plan()
@@ -244,6 +301,9 @@ def test_every_operator_agrees_with_arrow_compute(
             for k in b.column("k").to_pylist()
         ]
         assert sorted(by_split) == expected, (kind, op, value)
+        if pa.types.is_floating(dtype):  # a dataset handed to DuckDB, filtered by Arrow
+            handed = table.scan(filter=[term]).to_duckdb(duckdb.connect()).to_arrow_table()
+            assert _rows(handed.column("k")) == expected, (kind, op, value)
         flush_hints()  # the LATEST hint is written in the background: before the removal
 
 
@@ -293,3 +353,145 @@ def test_decimal_statistics_are_complete_and_truncated_old_ones_prune_nothing() 
         assert predicate.may_match(low, high, 0, 2, 16)  # not trusted: kept
     scale_zero = parse_filter([("e", ">", 10**24)], state_type).clauses[0][0]  # type: ignore[union-attr]
     assert scale_zero.may_match("-100000000000000", "1000000000000001", 0, 2, 16)
+
+
+@pytest.mark.parametrize("origin", ["append", "adopted"])
+@pytest.mark.parametrize("name", ["x", "p.x"])
+def test_nan_rows_match_not_equal_and_not_in_however_the_files_were_written(
+    tmp_path: Path, origin: str, name: str
+) -> None:
+    """A file [1.0, NaN, 1.0] has min = max = 1.0 in its statistics (which leave NaN out):
+    ``x != 1.0`` and ``x not in (1.0)`` skipped it, losing the NaN row (NaN != 1.0 is true),
+    on a top-level column and on a struct field alike, for files of this writer and for files
+    of other engines (adopted, with Parquet float statistics)."""
+    values = [[1.0, math.nan, 1.0], [2.0, math.nan]]
+    schema = pa.schema(
+        [("k", pa.int64()), ("x", pa.float64()), ("p", pa.struct([("x", pa.float64())]))]
+    )
+    table = at.create_table(str(tmp_path / "t"), schema)
+    start = 0
+    for part in values:
+        keys = list(range(start, start + len(part)))
+        start += len(part)
+        batch = pa.table({"k": keys, "x": part, "p": [{"x": v} for v in part]}, schema=schema)
+        if origin == "adopted":
+            with table.staging_area() as area:
+                pq.write_table(batch, f"{area.uri}/part.parquet")
+                table.committer().commit(area.adopt(area.files()))
+        else:
+            table.append(batch)
+    whole = [v for part in values for v in part]
+    want = [k for k, v in enumerate(whole) if v != 1.0]  # NaN rows too
+    for term in ((name, "!=", 1.0), (name, "not in", [1.0]), (name, "not in", [1.0, math.nan])):
+        assert _rows(table.scan(filter=[term]).to_arrow().column("k")) == want, term
+        assert table.scan(filter=[term]).count() == len(want), term
+        assert (
+            sorted(
+                k
+                for s in table.scan(filter=[term]).plan()
+                for b in table.read(s, filter=[term])
+                for k in b.column("k").to_pylist()
+            )
+            == want
+        ), term
+        duck = table.scan(filter=[term]).to_duckdb(duckdb.connect()).to_arrow_table()
+        assert _rows(duck.column("k")) == want, term
+        flush_hints()
+
+
+def test_data_files_carry_no_float_statistics(tmp_path: Path) -> None:
+    """Other readers of the data files (pyiceberg through the mirror, DuckDB, Spark) prune
+    row groups by their statistics too: float columns get none, so a filter ``x != 1.0`` on a
+    file of [1.0, NaN] reads the group (pyarrow's own dataset scan is the witness)."""
+    table = at.create_table(
+        str(tmp_path / "t"), pa.schema([("x", pa.float64()), ("i", pa.int64())])
+    )
+    table.append(pa.table({"x": [1.0, math.nan, 1.0], "i": [1, 2, 3]}))
+    (path,) = [str(p) for p in (tmp_path / "t").rglob("*.parquet")]
+    metadata = pq.read_metadata(path)
+    stats = {
+        metadata.schema.column(i).path: metadata.row_group(0).column(i).is_stats_set
+        for i in range(2)
+    }
+    assert stats == {"x": False, "i": True}
+    found = pq.read_table(path, filters=[("x", "!=", 1.0)]).column("i").to_pylist()
+    assert found == [2]
+
+
+NS_VALUES = [1_700_000_000_123_456_789, 1_700_000_000_123_456_000, 1_700_000_000_123_457_000]
+
+
+@pytest.mark.parametrize("unit", ["ns", "us"])
+@pytest.mark.parametrize("tz", [None, "UTC"])
+@pytest.mark.parametrize(
+    "literal",
+    [
+        pd.Timestamp(NS_VALUES[0]),
+        np.datetime64(NS_VALUES[0], "ns"),
+        "2023-11-14T22:13:20.123456789",
+        "2023-11-14T22:13:20.123456789+00:00",
+    ],
+    ids=["pandas", "numpy", "iso", "iso-offset"],
+)
+def test_nanosecond_filter_values_compare_exactly(
+    tmp_path: Path, unit: str, tz: str | None, literal: Any
+) -> None:
+    """A nanosecond pandas Timestamp was truncated to microseconds: ``=`` matched the row at
+    ...456000 instead of ...456789, ``>=`` both. Every form of the value compares exactly,
+    on nanosecond columns and (as a value between two microseconds) on microsecond ones."""
+    dtype = pa.timestamp(unit, tz)
+    ticks = [v // (1000 if unit == "us" else 1) for v in NS_VALUES]
+    column = pa.array(ticks, pa.int64()).cast(dtype)
+    table = at.create_table(str(tmp_path / "t"), pa.schema([("k", pa.int64()), ("ts", dtype)]))
+    table.append(pa.table({"k": [0, 1, 2], "ts": column}))
+    for op, want in PY_ORACLE_NS.items():
+        expected = [
+            k for k, v in enumerate(NS_VALUES) if want(v if unit == "ns" else v // 1000 * 1000)
+        ]
+        got = _rows(table.scan(filter=[("ts", op, literal)]).to_arrow().column("k"))
+        assert got == expected, (op, literal)
+    got_in = table.scan(filter=[("ts", "in", [literal])]).to_arrow().column("k")
+    assert _rows(got_in) == ([0] if unit == "ns" else [])
+    flush_hints()
+
+
+PY_ORACLE_NS = {
+    "=": lambda v: v == NS_VALUES[0],
+    "!=": lambda v: v != NS_VALUES[0],
+    "<": lambda v: v < NS_VALUES[0],
+    "<=": lambda v: v <= NS_VALUES[0],
+    ">": lambda v: v > NS_VALUES[0],
+    ">=": lambda v: v >= NS_VALUES[0],
+}
+
+
+@pytest.mark.parametrize("dtype", [pa.date32(), pa.date64()], ids=str)
+def test_an_instant_on_a_date_column_compares_as_the_instant(
+    tmp_path: Path, dtype: pa.DataType
+) -> None:
+    """``day = datetime(2024, 5, 1, 12)`` matched 2024-05-01 (the value was cut to its date).
+    A naive instant compares exactly, as the date's midnight onwards (as pyarrow, DuckDB and
+    Spark compare a date with a timestamp); an instant with a time zone is refused, naming
+    the column (a date has none)."""
+    days = [dt.date(2024, 5, 1), dt.date(2024, 5, 2)]
+    table = at.create_table(str(tmp_path / "t"), pa.schema([("k", pa.int64()), ("day", dtype)]))
+    table.append(pa.table({"k": [0, 1], "day": pa.array(days, dtype)}))
+    noon = dt.datetime(2024, 5, 1, 12)
+    for literal in (noon, pd.Timestamp(noon), np.datetime64(noon), noon.isoformat()):
+        for op, want in (
+            ("=", []),
+            ("!=", [0, 1]),
+            ("<", [0]),
+            ("<=", [0]),
+            (">", [1]),
+            (">=", [1]),
+        ):
+            got = _rows(table.scan(filter=[("day", op, literal)]).to_arrow().column("k"))
+            assert got == want, (literal, op)
+        assert table.scan(filter=[("day", "in", [literal])]).count() == 0
+    midnight = dt.datetime(2024, 5, 2)
+    assert _rows(table.scan(filter=[("day", "=", midnight)]).to_arrow().column("k")) == [1]
+    for aware in (noon.replace(tzinfo=UTC), pd.Timestamp(noon, tz="UTC"), "2024-05-01T12:00Z"):
+        with pytest.raises(at.InvalidFilterError, match=r"column 'day'.*time zone"):
+            table.scan(filter=[("day", "=", aware)])
+    flush_hints()

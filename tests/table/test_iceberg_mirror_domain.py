@@ -6,6 +6,7 @@ over the appended data."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import decimal
 import functools
@@ -36,16 +37,24 @@ from pyiceberg.table import StaticTable
 
 import appendtable as at
 from appendtable.commit.snapshots import flush_hints
+from appendtable.metadata.types import TypeSpec
+from appendtable.planning.iceberg import encode_bound
 from tests.helpers import strategies
 
 MIRROR = {"metadata.iceberg.storage": "table-location", "write-only": True}
-#: Scalar types with an Iceberg v2 type (no uint64, no nanoseconds, no durations), but
-#: time32, which pyiceberg cannot read (Parquet TIME(MILLIS): Iceberg's time is microseconds).
-MIRRORED = [
-    t
-    for t in strategies.FILTER_TYPES
-    if not (pa.types.is_uint64(t) or pa.types.is_time32(t) or getattr(t, "unit", None) == "ns")
-]
+
+
+def _refused_by_docs(dtype: pa.DataType) -> bool:
+    """What docs/format.md §13 says the mirror refuses (naming the column): float16, uint64,
+    uint32, time32, durations, nanosecond timestamps and times."""
+    text = str(dtype)
+    return any(
+        name in text for name in ("halffloat", "uint64", "uint32", "time32", "duration")
+    ) or (getattr(dtype, "unit", None) == "ns")
+
+
+#: Scalar types the mirror holds (see ``_refused_by_docs``).
+MIRRORED = [t for t in strategies.FILTER_TYPES if not _refused_by_docs(t)]
 COMPARE = {
     "=": (EqualTo, pc.equal),
     "!=": (NotEqualTo, pc.not_equal),
@@ -221,7 +230,7 @@ def _fixed_list_of_structs(dtype: pa.DataType) -> bool:
 
 MIRRORED_NESTED = strategies.nested_types().filter(
     lambda t: (
-        not any(name in str(t) for name in ("uint64", "ns", "duration", "time32"))
+        not any(name in str(t) for name in ("uint64", "uint32", "ns", "duration", "time32"))
         and not _fixed_list_of_structs(t)
     )
 )
@@ -265,3 +274,185 @@ def _is_list(dtype: pa.DataType) -> bool:
         or pa.types.is_large_list(dtype)
         or pa.types.is_fixed_size_list(dtype)
     )
+
+
+# ---- every type, at the edges of its domain -------------------------------------------------
+
+_PER_MICRO = {"s": 1_000_000, "ms": 1_000, "us": 1}
+
+
+def _literal(value: Any, dtype: pa.DataType) -> Any:
+    """A stored value (as ``strategies.edges`` gives it) as a pyiceberg literal: temporal
+    values as integers in Iceberg's units (days, microseconds)."""
+    if pa.types.is_date64(dtype):
+        return value // 86_400_000
+    if pa.types.is_timestamp(dtype) or pa.types.is_time(dtype):
+        return value * _PER_MICRO[dtype.unit]
+    return value
+
+
+def _iceberg_values(array: pa.Array) -> list[Any]:
+    """Values in Iceberg's units, compared across readers: dates as days, timestamps and
+    times as microseconds (integers: the edges lie beyond Python's dates), NaN as text."""
+    dtype = array.type
+    if pa.types.is_date64(dtype):
+        array, dtype = array.cast(pa.date32()), pa.date32()
+    if pa.types.is_temporal(dtype):
+        ticks = array.view(pa.int64() if dtype.bit_width == 64 else pa.int32()).to_pylist()
+        per = _PER_MICRO.get(getattr(dtype, "unit", ""), 1)
+        return [None if t is None else t * per for t in ticks]
+    return [_normal(v, dtype) for v in array.to_pylist()]
+
+
+EDGE_TYPES = [*strategies.SCALAR_TYPES, pa.float16()]
+
+
+@pytest.mark.parametrize("dtype", EDGE_TYPES, ids=str)
+def test_every_type_is_mirrored_readably_or_refused(tmp_path: Path, dtype: pa.DataType) -> None:
+    """Every scalar type, with the edge values of its whole domain: either turning the mirror
+    on refuses the column (naming it), or each value is appended or refused naming the
+    column, the mirror stays current (one timestamp[ms] beyond Iceberg's microseconds once
+    stopped it for good), pyiceberg reads exactly the table's rows, and pyiceberg's ``=``
+    finds every value's rows (uint32 values from 2^31 on read as negative ints and were
+    never found; time32 made the mirror unreadable)."""
+    schema = pa.schema([("k", pa.int64()), ("c", dtype)])
+    try:
+        table = at.create_table(str(tmp_path / "t"), schema, options=MIRROR)
+    except at.InvalidSchemaError as exc:
+        assert exc.column == "c", exc
+        assert _refused_by_docs(dtype), (dtype, exc)
+        return
+    assert not _refused_by_docs(dtype), dtype
+    edges = strategies.edges(dtype)
+    values = pa.array(edges, dtype) if not pa.types.is_float16(dtype) else pa.array(edges)
+    data = pa.table({"k": pa.array(range(len(edges)), pa.int64()), "c": values}, schema=schema)
+    try:
+        table.append(data)
+    except at.SchemaMismatchError as exc:
+        assert exc.column == "c", exc
+        for row in range(data.num_rows):  # one at a time: the ones that fit are taken
+            with contextlib.suppress(at.SchemaMismatchError):
+                table.append(data.slice(row, 1))
+    ours = table.scan().to_arrow().sort_by("k")
+    assert ours.num_rows > 0
+    location = table.iceberg_metadata_location()
+    assert location is not None
+    iceberg = StaticTable.from_metadata(location)
+    assert iceberg.metadata.current_snapshot_id == table.latest_snapshot().id  # current
+    theirs = iceberg.scan().to_arrow().sort_by("k")
+    assert _iceberg_values(theirs.column("c").combine_chunks()) == _iceberg_values(
+        ours.column("c").combine_chunks()
+    )
+    stored = ours.column("c").combine_chunks()
+    raw = (
+        stored.view(pa.int64() if dtype.bit_width == 64 else pa.int32())
+        if pa.types.is_temporal(dtype)
+        else stored
+    )
+    for index, value in enumerate(raw.to_pylist()):
+        if value is None or _is_nan(value):
+            continue
+        if pa.types.is_float32(dtype) and math.isinf(value):
+            continue  # pyiceberg 0.12 makes float('inf') for a float column "above max"
+        want = sorted(ours.filter(pc.equal(stored, stored[index])).column("k").to_pylist())
+        found = iceberg.scan(row_filter=EqualTo("c", _literal(value, dtype))).to_arrow()
+        assert sorted(found.column("k").to_pylist()) == want, (dtype, value)
+    flush_hints()
+
+
+@pytest.mark.parametrize(
+    "dtype",
+    [
+        pa.timestamp("ms"),
+        pa.timestamp("s", tz="UTC"),
+        pa.struct([("t", pa.timestamp("ms"))]),
+        pa.list_(pa.timestamp("s")),
+        pa.map_(pa.string(), pa.timestamp("ms")),
+    ],
+    ids=str,
+)
+def test_timestamps_beyond_icebergs_range_never_stop_the_mirror(
+    tmp_path: Path, dtype: pa.DataType
+) -> None:
+    """One timestamp[ms] of 2**62 (valid: year 146,140,482) made every later publication fail
+    (struct.error encoding its bound): Iceberg readers stayed on the old snapshot for good,
+    and ``appendtable iceberg --repair`` printed a traceback. With the mirror on such values
+    are refused naming the column; a table that holds them cannot turn the mirror on."""
+    unit = dtype.unit if pa.types.is_timestamp(dtype) else "ms" if "ms" in str(dtype) else "s"
+    huge = 2**62 if unit == "ms" else 2**50  # beyond microseconds, within milliseconds
+    flat = pa.timestamp(unit, getattr(dtype, "tz", None))
+
+    def column(ticks: int) -> pa.Array:
+        scalar = pa.array([ticks], pa.int64()).cast(flat)
+        if pa.types.is_struct(dtype):
+            return pa.StructArray.from_arrays([scalar], names=["t"])
+        if pa.types.is_map(dtype):
+            return pa.MapArray.from_arrays([0, 1], pa.array(["k"]), scalar)
+        if pa.types.is_list(dtype):
+            return pa.ListArray.from_arrays([0, 1], scalar)
+        return scalar
+
+    schema = pa.schema([("k", pa.int64()), ("c", dtype)])
+    table = at.create_table(str(tmp_path / "t"), schema, options=MIRROR)
+    table.append(pa.table({"k": [1], "c": column(0)}, schema=schema))
+    with pytest.raises(at.SchemaMismatchError, match=r"column 'c[.\[]?.*Iceberg") as caught:
+        table.append(pa.table({"k": [2], "c": column(huge)}, schema=schema))
+    assert caught.value.column == "c"
+    table.append(pa.table({"k": [3], "c": column(5)}, schema=schema))
+    location = table.iceberg_metadata_location()
+    assert location is not None
+    iceberg = StaticTable.from_metadata(location)
+    assert iceberg.metadata.current_snapshot_id == table.latest_snapshot().id
+    assert sorted(iceberg.scan().to_arrow().column("k").to_pylist()) == [1, 3]
+    # without the mirror the value is taken; then the mirror cannot be turned on
+    plain = at.create_table(str(tmp_path / "u"), schema)
+    plain.append(pa.table({"k": [2], "c": column(huge)}, schema=schema))
+    with pytest.raises(at.SchemaChangeError, match=r"column 'c[.\[]?.*Iceberg") as refused:
+        plain.set_options({"metadata.iceberg.storage": "table-location"})
+    assert refused.value.column == "c"
+    assert plain.iceberg_metadata_location() is None
+    assert plain.option("metadata.iceberg.storage") == "disabled"
+    flush_hints()
+
+
+@pytest.mark.parametrize(
+    ("old", "path", "values"),
+    [
+        (pa.uint32(), "c", [0, 2**31, 2**32 - 1]),
+        (pa.struct([("u", pa.uint32())]), "c.u", [{"u": 2**32 - 1}, None, {"u": None}]),
+    ],
+    ids=str,
+)
+def test_files_of_a_widened_uint32_keep_the_mirror_off(
+    tmp_path: Path, old: pa.DataType, path: str, values: list[Any]
+) -> None:
+    """A uint32 column widened to int64 keeps its files' unsigned 32-bit Parquet integers,
+    which pyiceberg filters as a signed int (values from 2^31 on were never found): turning
+    the mirror on over them is refused naming the column, and allowed once they are
+    rewritten."""
+    table = at.create_table(str(tmp_path / "t"), pa.schema([("k", pa.int64()), ("c", old)]))
+    table.append(pa.table({"k": range(len(values)), "c": pa.array(values, old)}))
+    with table.update_schema() as update:
+        update.update_column(path.split("."), type=pa.int64())
+    with pytest.raises(at.SchemaChangeError, match=r"column 'c'.*uint32") as refused:
+        table.set_options({"metadata.iceberg.storage": "table-location"})
+    assert refused.value.column == "c"
+    table.overwrite(table.scan().to_arrow())
+    table.set_options({"metadata.iceberg.storage": "table-location"})
+    location = table.iceberg_metadata_location()
+    assert location is not None
+    iceberg = StaticTable.from_metadata(location)
+    assert iceberg.scan().to_arrow().sort_by("k").to_pylist() == (
+        table.scan().to_arrow().sort_by("k").to_pylist()
+    )
+    flush_hints()
+
+
+def test_a_bound_iceberg_cannot_hold_is_left_out() -> None:
+    """Bounds are optional: a statistic beyond Iceberg's microseconds (a table that holds one
+    from before the mirror refused them) is published without a bound, never failing."""
+    spec = TypeSpec(kind="timestamp", unit="ms")
+    assert encode_bound(2**62, spec) is None
+    assert encode_bound(-(2**62), spec) is None
+    assert encode_bound(2**53, spec) == (2**53 * 1000).to_bytes(8, "little", signed=True)
+    assert encode_bound((2**63 - 1) // 1000, spec) is not None

@@ -237,7 +237,6 @@ def test_malformed_filters_are_rejected(raw: object) -> None:
     [
         ("i", 5, 5),
         ("i", -(2**63), -(2**63)),
-        ("i", 2.5, 2.5),  # compared exactly; matches no integer
         ("f", 3, 3.0),
         ("f", -1.25, -1.25),
         ("f32", 0.5, 0.5),
@@ -274,12 +273,14 @@ def test_malformed_filters_are_rejected(raw: object) -> None:
         ("t_s", dt.time(10, 20, 30), 37_230),
         ("t_ms", dt.time(10, 20, 30, 500_000), 37_230_500),
         ("t_ns", dt.time(0, 0, 0, 1), 1_000),
-        ("d", Decimal("1.50"), "1.50"),
-        ("d", Decimal("-0.5"), "-0.5"),
-        ("d", 3, "3"),
+        ("d", Decimal("1.50"), "1.50"),  # decimals as their text at the column's scale
+        ("d", Decimal("-0.5"), "-0.50"),
+        ("d", 3, "3.00"),
         ("d", "2.25", "2.25"),
-        ("d", Decimal("1E+2"), "100"),
+        ("d", Decimal("1E+2"), "100.00"),
         ("d", "1e-2", "0.01"),
+        ("ts_ns", "2024-01-31T10:20:30.123456789", 1_706_696_430_123_456_789),
+        ("day", dt.datetime(2024, 1, 31), 19_753),  # a datetime at midnight is that date
     ],
 )
 def test_to_stored(column: str, value: object, stored: StatValue) -> None:
@@ -288,8 +289,23 @@ def test_to_stored(column: str, value: object, stored: StatValue) -> None:
     assert type(result) is type(stored)
 
 
-def test_datetime_for_a_date_column_uses_its_date() -> None:
-    assert to_stored(dt.datetime(2024, 1, 31, 23, 59), TYPES["day"], "day") == 19_753
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [
+        ("i", 2.5),  # a fraction: no integer equals it
+        ("i8", 128),
+        ("day", dt.datetime(2024, 1, 31, 23, 59)),  # once cut to its date
+        ("ts_s", dt.datetime(2024, 1, 31, 10, 20, 30, 1)),
+        ("d", Decimal("1.005")),
+    ],
+)
+def test_to_stored_refuses_a_value_the_column_cannot_hold_exactly(
+    column: str, value: object
+) -> None:
+    """What a partition spec names must be a value of the column: a value between two
+    stored values (or beyond them) would name no partition, or the wrong one."""
+    with pytest.raises(InvalidFilterError, match=f"column '{column}'"):
+        to_stored(value, TYPES[column], column)
 
 
 def test_to_stored_rejects_none_naming_the_column() -> None:
