@@ -281,7 +281,7 @@ def _query_id(
 
 def _query_user(query: str | None) -> str:
     if query is None:
-        raise at.InvalidOptionError(
+        raise at.InvalidArgumentError(
             "foreach_batch_sink needs commit_user= when it cannot see the streaming query id "
             "(under Spark Connect, or outside foreachBatch): without a stable commit user a "
             "replayed batch could be written twice"
