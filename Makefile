@@ -41,7 +41,7 @@ lint: $(VENV)/.dev-installed ## ruff
 	$(BIN)/ruff check appendtable appendtable_spark tests benchmarks
 	$(BIN)/ruff format --check appendtable appendtable_spark tests benchmarks
 
-typecheck: $(VENV)/.dev-installed ## mypy --strict on the core
+typecheck: $(VENV)/.dev-installed ## mypy --strict on the core and the Spark adapter
 	$(BIN)/mypy
 
 test: $(VENV)/.dev-installed .emulators/.azurite-$(AZURITE_VERSION) lint typecheck ## lint, type-check and run the whole test suite

@@ -35,7 +35,7 @@ from appendtable.commit.discard import DiscardResult
 from appendtable.commit.live_index import LiveIndex, Refresh
 from appendtable.datafiles.rewrite import read_tables, rewrite_files
 from appendtable.datafiles.writing import FileWriteSpec
-from appendtable.errors import CommitConflictError, InvalidOptionError
+from appendtable.errors import CommitConflictError, InvalidArgumentError, InvalidOptionError
 from appendtable.metadata import layout
 from appendtable.metadata import options as opt
 from appendtable.metadata.models import (
@@ -226,8 +226,8 @@ class Compactor:
         """One task per partition: rewrite all its files ordered by ``by``."""
         by = arguments.names(by, "by") or []
         if strategy not in SORT_STRATEGIES:
-            raise InvalidOptionError(
-                f"sort strategy {strategy!r} is not one of {', '.join(SORT_STRATEGIES)}"
+            raise InvalidArgumentError(
+                f"strategy: {strategy!r} is not one of {', '.join(SORT_STRATEGIES)}"
             )
         if self._ordered:
             raise InvalidOptionError(
@@ -239,8 +239,8 @@ class Compactor:
         names = self._state.schema.field_names()
         unknown = [column for column in by if column not in names]
         if not by or unknown:
-            raise InvalidOptionError(
-                f"sort compaction needs existing columns to sort by (unknown: {unknown or by})"
+            raise InvalidArgumentError(
+                f"by: sort compaction needs existing columns to sort by (unknown: {unknown or by})"
             )
         if snapshot is None:
             return CompactionPlan(None, [])

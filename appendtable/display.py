@@ -66,12 +66,14 @@ _TD = "text-align:left;padding:1px 8px 1px 0;vertical-align:top"
 
 def format_bytes(size: int) -> str:
     """``1536`` -> ``1.5 KiB``."""
-    value = float(size)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
+    if abs(size) < 1024:
+        return f"{int(size)} B"
+    value = size / 1024
+    for unit in ("KiB", "MiB", "GiB"):
+        if abs(value) < 1024:
+            return f"{value:.1f} {unit}"
         value /= 1024
-    raise AssertionError("unreachable")  # pragma: no cover
+    return f"{value:.1f} TiB"
 
 
 def format_ms(epoch_ms: int | None) -> str:

@@ -18,7 +18,7 @@ from appendtable.commit.expire import (
     tag_references,
 )
 from appendtable.commit.tags import TagStore
-from appendtable.errors import InvalidOptionError
+from appendtable.errors import InvalidArgumentError, InvalidOptionError
 from appendtable.metadata import options as opt
 from appendtable.planning.expiration import expire_until
 
@@ -76,7 +76,13 @@ def expire_snapshots(
     keep_min = retain_min if retain_min is not None else options.get(opt.SNAPSHOT_RETAINED_MIN)
     keep_max = retain_max if retain_max is not None else options.get(opt.SNAPSHOT_RETAINED_MAX)
     if keep_min < 1 or keep_max < keep_min:
-        raise InvalidOptionError(
+        # The arguments are at fault when one was given; otherwise the table's options are.
+        error = (
+            InvalidOptionError
+            if retain_min is None and retain_max is None
+            else InvalidArgumentError
+        )
+        raise error(
             f"snapshot retention needs 1 <= retain_min <= retain_max (got retain_min={keep_min}, "
             f"retain_max={keep_max}; defaults come from snapshot.num-retained.min/max)"
         )

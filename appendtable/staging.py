@@ -44,7 +44,7 @@ from appendtable.commit.discard import DiscardResult
 from appendtable.datafiles.bloom_filters import FileIndexSpec
 from appendtable.datafiles.foreign import ForeignFile, ForeignFileSpec, describe_foreign_file
 from appendtable.datafiles.table_write import TableWriter
-from appendtable.errors import InvalidOptionError, StorageError
+from appendtable.errors import InvalidArgumentError, StorageError
 from appendtable.metadata import layout
 from appendtable.metadata import options as opt
 from appendtable.metadata.models import CommitMessage, DataFileMeta, FileSource, PartitionValues
@@ -168,15 +168,15 @@ class StagingArea:
     def adopt_written(self, messages: Sequence[CommitMessage]) -> list[CommitMessage]:
         """Move the files of ``messages`` (from writers of this area) to the same place in the
         table's layout; the messages, naming the files there. All or nothing: if a move fails,
-        the files already moved are moved back. Raises InvalidOptionError for a file that is
+        the files already moved are moved back. Raises InvalidArgumentError for a file that is
         not in this area."""
         prefix = f"{self.path}/"
         targets: dict[str, str] = {}
         for message in messages:
             for file in (*message.new_files, *message.compact_after):
                 if not file.path.startswith(prefix) or path_problem(file.path) is not None:
-                    raise InvalidOptionError(
-                        f"{file.path} was not written into staging area {self.id}"
+                    raise InvalidArgumentError(
+                        f"messages: {file.path} was not written into staging area {self.id}"
                     )
                 targets[file.path] = file.path[len(prefix) :]
         with ThreadPoolExecutor(max_workers=_IO_THREADS) as pool:
@@ -204,18 +204,18 @@ class StagingArea:
     def _buckets(files: Sequence[str], buckets: Sequence[int] | None, total: int) -> list[int]:
         if total <= 0:
             if buckets is not None and any(b != 0 for b in buckets):
-                raise InvalidOptionError(
-                    f"this table is not bucketed (bucket = {total}): do not give buckets"
+                raise InvalidArgumentError(
+                    f"buckets: this table is not bucketed (bucket = {total}): do not give buckets"
                 )
             return [0] * len(files)
         if buckets is None or len(buckets) != len(files):
-            raise InvalidOptionError(
-                f"a bucketed table (bucket = {total}) needs the bucket of each staged file"
+            raise InvalidArgumentError(
+                f"buckets: a bucketed table (bucket = {total}) needs the bucket of each staged file"
             )
         for name, bucket in zip(files, buckets, strict=True):
             if not 0 <= bucket < total:
-                raise InvalidOptionError(
-                    f"staged file {name} is given bucket {bucket}, outside 0..{total - 1}"
+                raise InvalidArgumentError(
+                    f"buckets: staged file {name} is given bucket {bucket}, outside 0..{total - 1}"
                 )
         return list(buckets)
 

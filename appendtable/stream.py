@@ -45,7 +45,7 @@ from appendtable.datafiles.read_ahead import (
     shared_pool,
 )
 from appendtable.datafiles.reading import read_as
-from appendtable.errors import InvalidOptionError, SnapshotExpiredError
+from appendtable.errors import InvalidArgumentError, InvalidOptionError, SnapshotExpiredError
 from appendtable.index_pruning import index_probe, prune_with_index
 from appendtable.metadata import layout
 from appendtable.metadata import options as opt
@@ -93,9 +93,9 @@ class StreamPosition:
             data = msgspec.json.decode(text)
             snapshot, full = data["snapshot"], data.get("full", False)
         except (msgspec.DecodeError, KeyError, TypeError) as exc:
-            raise ValueError(f"not a stream position: {text!r}") from exc
+            raise InvalidArgumentError(f"text: not a stream position: {text!r}") from exc
         if snapshot is not None and (not isinstance(snapshot, int) or snapshot < 1):
-            raise ValueError(f"not a stream position: {text!r}")
+            raise InvalidArgumentError(f"text: not a stream position: {text!r}")
         return StreamPosition(snapshot, bool(full))
 
 
@@ -174,13 +174,13 @@ def stream_config(
     chosen_buckets: frozenset[int] | None = None
     if buckets is not None:
         if state.options.bucket <= 0:
-            raise InvalidOptionError(
+            raise InvalidArgumentError(
                 "buckets: only bucketed tables (bucket = N > 0) can be read by bucket subsets"
             )
         chosen_buckets = frozenset(int(b) for b in buckets)
         outside = sorted(b for b in chosen_buckets if not 0 <= b < state.options.bucket)
         if outside:
-            raise InvalidOptionError(
+            raise InvalidArgumentError(
                 f"buckets: {outside[0]} is not a bucket of this table "
                 f"(0..{state.options.bucket - 1})"
             )

@@ -55,7 +55,7 @@ class TableCommit:
         before_commit: BeforeCommit | None = None,
     ) -> None:
         if not commit_user:
-            raise ValueError("commit_user must be a non-empty string")
+            raise InvalidArgumentError("commit_user must be a non-empty string")
         self._state = state
         self.commit_user = commit_user
         self._after_commit = after_commit

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pyspark.errors import PySparkAttributeError, PySparkNotImplementedError
@@ -168,7 +168,11 @@ def _text(value: object) -> str:
 def _keyword_text(option: SparkOption[Any], value: object) -> str:
     """A helper keyword's value as its option's text."""
     if option is registry.PARTITION_BY:
-        keys = [value] if isinstance(value, str) else list(value)  # type: ignore[call-overload]
+        if not isinstance(value, str | Iterable):
+            raise at.InvalidArgumentError(
+                f"partition_by must be a column name or a list of them, got {value!r}"
+            )
+        keys = [value] if isinstance(value, str) else list(value)
         return ",".join(str(k) for k in keys)
     if option is registry.OVERWRITE_PARTITIONS:
         return json.dumps(value, default=str)
@@ -285,7 +289,7 @@ def _query_id(
 
 def _query_user(query: str | None) -> str:
     if query is None:
-        raise at.InvalidOptionError(
+        raise at.InvalidArgumentError(
             "foreach_batch_sink needs commit_user= when it cannot see the streaming query id "
             "(under Spark Connect, or outside foreachBatch): without a stable commit user a "
             "replayed batch could be written twice"

@@ -311,9 +311,19 @@ def unchecked_cast(data: StructType, schema: pa.Schema) -> str | None:
 
 
 #: Decimal digits of the Spark integral types' largest values.
-_INTEGRAL_DIGITS = {ByteType: 3, ShortType: 5, IntegerType: 10, LongType: 19}
+_INTEGRAL_DIGITS: dict[type[DataType], int] = {
+    ByteType: 3,
+    ShortType: 5,
+    IntegerType: 10,
+    LongType: 19,
+}
 #: Bits of the Spark integral types.
-_INTEGRAL_BITS = {ByteType: 8, ShortType: 16, IntegerType: 32, LongType: 64}
+_INTEGRAL_BITS: dict[type[DataType], int] = {
+    ByteType: 8,
+    ShortType: 16,
+    IntegerType: 32,
+    LongType: 64,
+}
 #: The widest Spark integral type a float of these bits holds exactly (mantissa bits).
 _EXACT_IN_FLOAT = {32: 16, 64: 32}
 
@@ -348,17 +358,16 @@ def _exact_cast(have: DataType, target: pa.DataType, path: str) -> bool:
         return False
     integral = type(have) if type(have) in _INTEGRAL_BITS else None
     if integral is not None and pa.types.is_signed_integer(target):
-        return _INTEGRAL_BITS[integral] <= target.bit_width
+        return _INTEGRAL_BITS[integral] <= int(target.bit_width)
     if integral is not None and pa.types.is_floating(target):
-        return _INTEGRAL_BITS[integral] <= _EXACT_IN_FLOAT.get(target.bit_width, 0)
+        return _INTEGRAL_BITS[integral] <= _EXACT_IN_FLOAT.get(int(target.bit_width), 0)
     if integral is not None and pa.types.is_decimal(target):
-        return _INTEGRAL_DIGITS[integral] <= target.precision - target.scale
+        return _INTEGRAL_DIGITS[integral] <= int(target.precision - target.scale)
     if isinstance(have, FloatType):
         return bool(pa.types.is_float64(target))
     if isinstance(have, DecimalType) and pa.types.is_decimal(target):
-        return have.scale <= target.scale and (
-            have.precision - have.scale <= target.precision - target.scale
-        )
+        digits, scale = int(target.precision), int(target.scale)
+        return have.scale <= scale and have.precision - have.scale <= digits - scale
     return False
 
 

@@ -17,7 +17,7 @@ import functools
 import json
 import math
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -37,7 +37,7 @@ def native_readable(schema: pa.Schema) -> bool:
 
     def ok(dtype: pa.DataType) -> bool:
         if pa.types.is_timestamp(dtype) or pa.types.is_time(dtype):
-            return dtype.unit != "ns"
+            return bool(dtype.unit != "ns")
         if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
             return ok(dtype.value_type)
         if pa.types.is_map(dtype):
@@ -125,14 +125,15 @@ def _condition(term: Sequence[object], schema: pa.Schema) -> Column:
     nan = F.isnan(column) if floating else F.lit(False)
     value = term[2]
     if op in ("in", "not in"):
-        values = [_literal(v) for v in value if not _is_nan(v)]  # type: ignore[attr-defined]
+        assert isinstance(value, Iterable)  # read_table's scan checked the filter first
+        values = [_literal(v) for v in value if not _is_nan(v)]
         inside = column.isin(values) & ~nan if values else F.lit(False)
         return inside if op == "in" else ~inside & column.isNotNull()
     if _is_nan(value):
         return column.isNotNull() if op == "!=" else F.lit(False)
     if op == "!=":
         return (column != _literal(value)) | nan
-    compare = {
+    compare: Callable[[Column, Column], Column] = {
         "=": operator.eq,
         "==": operator.eq,
         "<": operator.lt,
@@ -140,7 +141,7 @@ def _condition(term: Sequence[object], schema: pa.Schema) -> Column:
         ">": operator.gt,
         ">=": operator.ge,
     }[op]
-    return compare(column, _literal(value)) & ~nan  # type: ignore[no-any-return]
+    return compare(column, _literal(value)) & ~nan
 
 
 def _where(filter_terms: Sequence[Any], schema: pa.Schema) -> Column:

@@ -31,7 +31,7 @@ _MIN_TASK_BYTES = 16 * 1024 * 1024
 
 
 @dataclass
-class SplitsPartition(InputPartition):  # type: ignore[misc]
+class SplitsPartition(InputPartition):
     """One Spark task: splits to read in order, and what reading them needs."""
 
     uri: str
@@ -63,7 +63,7 @@ def default_target(splits: Sequence[at.Split]) -> int:
     return min(_DEFAULT_TARGET, max(_MIN_TASK_BYTES, -(-total // _SPREAD_TASKS)))
 
 
-class BatchReader(DataSourceReader):  # type: ignore[misc]
+class BatchReader(DataSourceReader):
     """A batch read of one pinned snapshot, whole, in the DataFrame's schema version (the
     snapshot's own for time travel): every split is read as that version, by field id.
 
@@ -93,7 +93,7 @@ class BatchReader(DataSourceReader):  # type: ignore[misc]
             for group in pack(splits, target)
         ]
 
-    def read(self, partition: SplitsPartition) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, SplitsPartition):
             return  # no split to read: Spark runs one task with its own empty partition
         table = cached_table(Settings(partition.uri, partition.storage_options))

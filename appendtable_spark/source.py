@@ -63,7 +63,7 @@ def _settings(options: Mapping[str, str], use: Use, schema: StructType) -> Setti
     return Settings.parse(options, use)
 
 
-class AppendTableDataSource(DataSource):  # type: ignore[misc]
+class AppendTableDataSource(DataSource):
     """``spark.read/readStream/write/writeStream.format("appendtable")``, and catalog tables
     (``CREATE TABLE t USING appendtable LOCATION '<uri>'``)."""
 

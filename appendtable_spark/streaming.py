@@ -127,7 +127,7 @@ def check_start(table: at.Table, options: Mapping[str, str]) -> None:
 
 
 @dataclass
-class BucketPartition(InputPartition):  # type: ignore[misc]
+class BucketPartition(InputPartition):
     """The splits of one (partition, bucket) in a micro-batch, in read order."""
 
     uri: str
@@ -156,7 +156,7 @@ def _files(unit: at.StreamUnit, floor: int | None, overwrite: bool) -> list[_Fil
     return files
 
 
-class StreamSource(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
+class StreamSource(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """A stream in the schema the query started with (``schema_id``, the version of the
     DataFrame's schema; None: the core stream's, the current one when it opens): rows of files
     written after a schema change are read as that version by field id (columns added later
@@ -349,7 +349,9 @@ class StreamSource(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type
                 return
             position = Position(unit.next_position.next_snapshot, False)
 
-    def read(self, partition: BucketPartition) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, BucketPartition):
+            return  # not one of ours (partitions() returns only BucketPartition): nothing to read
         table = cached_table(Settings(partition.uri, partition.storage_options))
         target = spark_arrow_schema(self._schema)
         for payload in partition.splits:
@@ -381,7 +383,7 @@ def _end_of(offset: Offset) -> Position:
     return batch.end if batch is not None else Position.from_json(offset)
 
 
-class RefusedStream(DataSourceStreamReader):  # type: ignore[misc]
+class RefusedStream(DataSourceStreamReader):
     """A stream whose options were refused when Spark asked for its reader: the refusal is
     raised at Spark's first call (before any micro-batch is planned). PySpark 4.3's streaming
     worker hides an exception raised while the reader is made behind an ``UnboundLocalError``

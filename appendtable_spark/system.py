@@ -41,13 +41,13 @@ def system_schema(name: str, columns: list[str] | None) -> StructType:
 
 
 @dataclass
-class ArrowPartition(InputPartition):  # type: ignore[misc]
+class ArrowPartition(InputPartition):
     """Rows computed on the driver, as an Arrow IPC stream."""
 
     payload: bytes
 
 
-class SystemTableReader(DataSourceReader):  # type: ignore[misc]
+class SystemTableReader(DataSourceReader):
     """A read of one system table, planned whole (no query's filters shape it)."""
 
     def __init__(self, settings: Settings, schema: StructType, name: str) -> None:
@@ -66,7 +66,9 @@ class SystemTableReader(DataSourceReader):  # type: ignore[misc]
             writer.write_table(rows)
         return [ArrowPartition(sink.getvalue().to_pybytes())]
 
-    def read(self, partition: ArrowPartition) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, ArrowPartition):
+            return  # not one of ours (partitions() always returns one): nothing to read
         target = spark_arrow_schema(self._schema)
         for batch in pa.ipc.open_stream(partition.payload):
             yield cast_batch(batch, target)

@@ -9,6 +9,8 @@ duration to a day-time interval. Anything else is rejected with the column named
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.pandas.types import to_arrow_schema
@@ -42,7 +44,7 @@ __all__ = ["cast_batch", "spark_arrow_schema", "spark_schema"]
 
 def spark_type(dtype: pa.DataType, column: str) -> DataType:
     types = pa.types
-    simple: list[tuple[object, DataType]] = [
+    simple: list[tuple[Callable[[pa.DataType], bool], DataType]] = [
         (types.is_boolean, BooleanType()),
         (types.is_int8, ByteType()),
         (types.is_int16, ShortType()),
@@ -58,7 +60,7 @@ def spark_type(dtype: pa.DataType, column: str) -> DataType:
         (types.is_duration, DayTimeIntervalType()),
     ]
     for predicate, result in simple:
-        if predicate(dtype):  # type: ignore[operator]
+        if predicate(dtype):
             return result
     if types.is_uint64(dtype):
         return DecimalType(20, 0)

@@ -40,7 +40,7 @@ __all__ = ["BatchWriter", "FilesMessage", "StreamWriter"]
 
 
 @dataclass
-class FilesMessage(WriterCommitMessage):  # type: ignore[misc]
+class FilesMessage(WriterCommitMessage):
     """What one task wrote: serialized commit messages (and, when streaming, the query id)."""
 
     messages: list[bytes] = field(default_factory=list)
@@ -62,6 +62,12 @@ def write_task(settings: Settings, area_id: str, batches: Iterator[pa.RecordBatc
         for batch in batches:
             writer.write(batch if schema is None else pad_batch(batch, schema))
         return [message.to_bytes() for message in writer.prepare_commit()]
+
+
+def _ours(messages: list[WriterCommitMessage | None]) -> list[FilesMessage | None]:
+    """The tasks' messages as Spark hands them to ``commit`` / ``abort`` (None for a task that
+    sent none), typed as the ones ``write`` returns."""
+    return [message if isinstance(message, FilesMessage) else None for message in messages]
 
 
 def _decode(messages: list[FilesMessage | None]) -> list[at.CommitMessage]:
@@ -119,7 +125,7 @@ def commit_staged(
         table.close()
 
 
-class BatchWriter(DataSourceArrowWriter):  # type: ignore[misc]
+class BatchWriter(DataSourceArrowWriter):
     """A write of one DataFrame as one snapshot (OVERWRITE when ``overwrite``)."""
 
     def __init__(
@@ -153,14 +159,14 @@ class BatchWriter(DataSourceArrowWriter):  # type: ignore[misc]
             return FilesMessage()
         return FilesMessage(write_task(self._settings, self._area, iterator))
 
-    def commit(self, messages: list[FilesMessage | None]) -> None:
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         if self._skip:
             return
         table = self._settings.open()
         commit_staged(
             table,
             self._staging(table),
-            _decode(messages),
+            _decode(_ours(messages)),
             commit_user=self._commit_user,
             identifier=self._identifier,
             overwrite=self._overwrite,
@@ -170,7 +176,7 @@ class BatchWriter(DataSourceArrowWriter):  # type: ignore[misc]
             owner=self._owner,
         )
 
-    def abort(self, messages: list[FilesMessage | None]) -> None:
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         if not self._skip:
             self._staging(self._settings.open()).remove()
 
@@ -182,7 +188,7 @@ def stream_staging_id(key: str, batch_id: int | str) -> str:
     return f"stream-{digest}-{batch_id}"
 
 
-class StreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
+class StreamWriter(DataSourceStreamArrowWriter):
     """A streaming sink: one snapshot per micro-batch, exactly once per query.
 
     The commit user is the ``commitUser`` option, or else derived from the query id, which is
@@ -252,11 +258,12 @@ class StreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
         since = latest.id if latest is not None else None
         return [table.staging_area(name, since_snapshot_id=since) for name in sorted(names)]
 
-    def commit(self, messages: list[FilesMessage | None], batchId: int) -> None:
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        ours = _ours(messages)
         table = self._settings.open()
-        areas = self._areas(table, messages, batchId)
+        areas = self._areas(table, ours, batchId)
         try:
-            self._commit(table, areas, messages, batchId)
+            self._commit(table, areas, ours, batchId)
         finally:
             for area in areas:
                 area.remove()
@@ -301,6 +308,6 @@ class StreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
             owner=decision.owner.text(),
         )
 
-    def abort(self, messages: list[FilesMessage | None], batchId: int) -> None:
-        for area in self._areas(self._settings.open(), messages, batchId):
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        for area in self._areas(self._settings.open(), _ours(messages), batchId):
             area.remove()

@@ -1,4 +1,4 @@
-"""The benchmarks of DESIGN.md §12. Each takes the workspace and returns result rows."""
+"""The benchmark cases. Each takes the workspace and returns result rows."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Compaction benchmarks (issue 4): throughput against plain Parquet, 500 one-row files, and
+"""Compaction benchmarks: throughput against plain Parquet, 500 one-row files, and
 file counts after many small commits with automatic and with dedicated compaction."""
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ __all__ = ["KEY_CARDINALITY", "NUMERIC_SCHEMA", "SCHEMA", "make_numeric", "make_
 
 KEY_CARDINALITY = 100_000
 SCHEMA = pa.schema([("key", pa.int64()), ("value", pa.float64()), ("text", pa.string())])
-#: The narrow all-numeric rows of the seeds' example (issue 16, target 1).
+#: Narrow all-numeric rows (an integer key, a price and a count).
 NUMERIC_SCHEMA = pa.schema([("key", pa.int64()), ("price", pa.float64()), ("sales", pa.int64())])
 _MIN_CHARS, _MAX_CHARS = 8, 12  # about 10 characters per string
 

@@ -1,4 +1,4 @@
-"""Point lookups on a column that is neither partition nor bucket key (issue 16, target 8).
+"""Point lookups on a column that is neither partition nor bucket key.
 
 One table history of ``FILES`` one-file appends of ``ROWS_PER_FILE`` rows (random ~10
 character strings in ``text``: about one distinct value per row, and every file's min/max

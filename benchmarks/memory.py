@@ -1,4 +1,4 @@
-"""Peak memory of the writer (issue 5 of the brief): one large append and one append into many
+"""Peak memory of the writer: one large append and one append into many
 partitions and buckets, each in a fresh subprocess, next to plain pyarrow on the same data."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ __all__ = ["bench_memory"]
 GROUP = "memory"
 REPO = Path(__file__).resolve().parent.parent
 PARTITIONS = 100
-#: Target 4 of issue 16: the write's own peak RSS at most the write buffer plus 25 %.
+#: The target: the write's own peak RSS at most the write buffer plus 25 %.
 BUFFER_SLACK = 1.25
 
 

@@ -1,4 +1,4 @@
-"""Peers side by side (issue 8): the same workloads on the same data for appendtable, pypaimon,
+"""Peers side by side: the same workloads on the same data for appendtable, pypaimon,
 delta-rs and plain pyarrow, each system in a subprocess, the peers in virtualenvs of their own
 (under ``.bench/venvs``, created on first use) because they pin other pyarrow/pandas versions."""
 

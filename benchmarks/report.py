@@ -232,7 +232,8 @@ def write_readme(
     sections = "".join(_section(section, results, plots) for section in SECTIONS)
     text = f"""# appendtable benchmarks
 
-Performance against the targets of DESIGN.md §12, measured side by side with plain Parquet.
+Performance against each case's target (its Target column), measured side by side with plain
+Parquet.
 
 * **date:** {meta["date"]}
 * **mode:** {meta["mode"]}

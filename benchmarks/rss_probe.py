@@ -21,7 +21,7 @@ import appendtable as at
 __all__ = ["CASES", "main"]
 
 BUCKETED = {"bucket": 8, "bucket-key": "key"}
-#: The many-writers case (issue 16, target 4): 1,600 (partition, bucket) groups, the default
+#: The many-writers case: 1,600 (partition, bucket) groups, the default
 #: buffer (256 MiB) and spilling, stated so the target's limit follows them.
 PARTITIONED_BUFFER_MB = 256
 PARTITIONED = {

@@ -1,4 +1,4 @@
-"""Scaling curves (issue 8): commit latency, scan planning and an idle streaming poll against
+"""Scaling curves: commit latency, scan planning and an idle streaming poll against
 the number of snapshots; write throughput against partitions x buckets; compaction time against
 the number of small files. The series go into the rows' details; ``plots.py`` draws them."""
 
@@ -24,7 +24,7 @@ from benchmarks.workspace import Workspace, commit_samples, grow_history, remove
 __all__ = ["bench_scaling"]
 
 GROUP = "scaling"
-#: Target 4 of issue 16: the largest grid point (1,600 open (partition, bucket) groups) at
+#: The target: the largest grid point (1,600 open (partition, bucket) groups) at
 #: least this share of pyarrow's ``write_to_dataset`` rows per second.
 GRID_TARGET = 0.8
 PLAN_REPS = 10

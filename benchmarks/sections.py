@@ -207,7 +207,7 @@ def _memory(results: Sequence[Result], _plots: Sequence[Plot]) -> str:
 
 # ---- where the time goes (profiles) ----------------------------------------------------------
 
-#: Profile summaries of the performance targets of issue 16, from cProfile and A/B runs in one
+#: Profile summaries of the performance targets, from cProfile and A/B runs in one
 #: process on this 2-CPU machine (2026-11-24). The figures in the tables above are the
 #: measurements; these say what bounds them.
 WHERE_THE_TIME_GOES = """\
@@ -252,7 +252,7 @@ WHERE_THE_TIME_GOES = """\
   plain single file, so about 1.1x is the ceiling even with perfect overlap. Routing is already
   one stable radix sort and one `take`; what could shrink is the hash (numpy, several passes
   over the key; pyarrow has no Murmur3 kernel) and the int64 copies of the code folding.
-- **Many partitions x buckets** (target 4: ≥ 0.8x `write_to_dataset`, peak RSS above the loaded
+- **Many partitions x buckets** (target: ≥ 0.8x `write_to_dataset`, peak RSS above the loaded
   data ≤ write buffer + 25 %; rows "100 partitions x 16 buckets" in Scaling and Memory). Memory
   (10 M rows, 256 MB buffer, spilling): 928 -> 305-313 MB above the loaded data (limit 336 MB;
   before and after measured by the same probe in one session). Before, the accounting summed
@@ -276,10 +276,10 @@ WHERE_THE_TIME_GOES = """\
   (single-thread profile, fsync off: 1.2 ms a file: `write_table` 0.30 ms, file and
   `ParquetWriter` set-up 0.23 ms, statistics by Arrow compute 0.13 ms, footer read-back and close
   0.08 ms, Python glue ~0.3 ms) and routing on the calling thread (0.2-0.3 s per 1 M rows).
-- **Spark against a measured floor** (target 7): see "Spark, performance round two" in the
-  analysis below (the floor is a pyarrow-only Python data source; what is left is the JVM's
-  row/Arrow conversion that every Python data source pays).
-- **Point lookups on other columns** (target 8: files opened ≤ 2 %, ≥ 10x faster than without
+- **Spark against a measured floor** (target: within 10 % of the floor): see "Spark,
+  performance round two" in the analysis below (the floor is a pyarrow-only Python data
+  source; what is left is the JVM's row/Arrow conversion that every Python data source pays).
+- **Point lookups on other columns** (target: files opened ≤ 2 %, ≥ 10x faster than without
   an index, ≤ 10 % write cost; group "file-index"). `file-index.bloom-filter.columns` makes the
   writer ask pyarrow for Parquet's own split-block bloom filters (one per column and row group,
   built in C++), and the manifest entry describes them: bitsets copied when a file's filters

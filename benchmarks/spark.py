@@ -1,7 +1,7 @@
-"""Spark benchmarks (issue 5), all in one local[2] session: batch reads through the format and
+"""Spark benchmarks, all in one local[2] session: batch reads through the format and
 through ``read_table`` against ``spark.read.parquet``, batch writes against ``df.write.parquet``,
 the format's reads and writes against the measured floor of the Python Data Source API (a
-pyarrow-only data source, ``benchmarks.spark_floor``; issue 16, target 7), and the end-to-end
+pyarrow-only data source, ``benchmarks.spark_floor``), and the end-to-end
 latency of a streaming query from one table to another.
 
 Skipped, with the reason in the report, when PySpark or Java is missing."""
@@ -31,7 +31,7 @@ from benchmarks.workspace import Workspace, remove, write_plain
 __all__ = ["bench_spark"]
 
 GROUP = "spark"
-#: The format within 10 % of the floor (issue 16, target 7).
+#: The target: the format within 10 % of the floor.
 FLOOR_RATIO = 0.9
 TRIGGER = "500 milliseconds"
 STREAM_ROWS = 100  # rows per streamed append

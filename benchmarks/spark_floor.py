@@ -1,4 +1,4 @@
-"""The measured floor of the Python Data Source API (issue 16, target 7): a data source that
+"""The measured floor of the Python Data Source API: a data source that
 reads and writes plain Parquet files with pyarrow and does nothing else.
 
 It is what any Python data source pays on this machine to move the same rows between the JVM

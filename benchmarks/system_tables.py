@@ -1,5 +1,5 @@
-"""System tables over a long history (issue 23: "listing 10,000 snapshots takes under a
-second"): ``system_table("snapshots")`` of the history table (``history_sizes[-1]`` one-row
+"""System tables over a long history (the target: listing 10,000 snapshots takes under a
+second): ``system_table("snapshots")`` of the history table (``history_sizes[-1]`` one-row
 snapshots, 10,000 in full mode) on a new handle with empty caches (a fresh process) and on a
 warm handle, next to the floor of reading every snapshot file's bytes; the per-snapshot tables
 (``files``, ``partitions``) of its latest snapshot, which has as many live files; and the

@@ -106,7 +106,7 @@ def run_expire(args: argparse.Namespace, ctx: Context) -> int:
             older_than_ms=older_than_ms,
             dry_run=args.dry_run,
         )
-    except at.InvalidOptionError as exc:  # retain_min <= retain_max, with table defaults
+    except (at.InvalidArgumentError, at.InvalidOptionError) as exc:  # retain_min <= retain_max
         raise UsageError(f"expire: {exc}") from None
     verb = "would expire" if args.dry_run else "expired"
     deleted = "would delete" if args.dry_run else "deleted"

@@ -37,11 +37,14 @@ MEASURE_ROWS = 500
 
 
 def format_bytes(size: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(size) < 1024 or unit == "TiB":
-            return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
+    if abs(size) < 1024:
+        return f"{int(size)} B"
+    size /= 1024
+    for unit in ("KiB", "MiB", "GiB"):
+        if abs(size) < 1024:
+            return f"{size:.1f} {unit}"
         size /= 1024
-    raise AssertionError("unreachable")  # pragma: no cover
+    return f"{size:.1f} TiB"
 
 
 def _iso(moment: dt.datetime, sep: str) -> str:

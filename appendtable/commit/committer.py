@@ -42,6 +42,7 @@ from appendtable.errors import (
     AtomicCreateUnsupportedError,
     CommitConflictError,
     CommitStateUnknownError,
+    InvalidArgumentError,
     ObjectNotFoundError,
     SchemaChangeError,
     SnapshotNotFoundError,
@@ -102,7 +103,9 @@ class Committer:
         self._check_buckets(request)
         self._check_overwrite_scope(request)
         if request.identifier is not None and request.identifier < 0:
-            raise ValueError(f"commit identifiers must be >= 0, got {request.identifier}")
+            raise InvalidArgumentError(
+                f"identifier: commit identifiers must be >= 0, got {request.identifier}"
+            )
         if request.is_empty and request.watermark is None:
             return None
         max_retries = self._options.get(opt.COMMIT_MAX_RETRIES)

@@ -18,7 +18,7 @@ import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from appendtable.errors import CorruptMetadataError
+from appendtable.errors import CorruptMetadataError, InvalidArgumentError
 
 __all__ = ["read_container", "read_header", "write_container"]
 
@@ -77,7 +77,9 @@ class _Encoder:
             elif kind == "fixed":
                 self.named.setdefault(schema["name"], schema)
                 if len(value) != schema["size"]:
-                    raise ValueError(f"fixed {schema['name']} needs {schema['size']} bytes")
+                    raise InvalidArgumentError(
+                        f"records: fixed {schema['name']} needs {schema['size']} bytes"
+                    )
                 out += value
             else:
                 self._primitive(kind, value, out)
@@ -91,7 +93,7 @@ class _Encoder:
                 _zigzag(index, out)
                 self.encode(branch, value, out)
                 return
-        raise ValueError("a union without a non-null branch holds a value")
+        raise InvalidArgumentError("records: a union without a non-null branch holds a value")
 
     def _primitive(self, kind: str, value: Any, out: bytearray) -> None:
         if kind == "null":
@@ -111,7 +113,7 @@ class _Encoder:
         elif kind in self.named:
             self.encode(self.named[kind], value, out)
         else:
-            raise ValueError(f"unsupported Avro type {kind!r}")
+            raise InvalidArgumentError(f"schema: unsupported Avro type {kind!r}")
 
 
 def write_container(
@@ -125,9 +127,9 @@ def write_container(
     """An Avro object container file of ``records`` (dicts by field name) of ``schema``, with
     ``metadata`` (string values) in its header."""
     if len(sync) != 16:
-        raise ValueError("the sync marker is 16 bytes")
+        raise InvalidArgumentError("sync: the sync marker is 16 bytes")
     if codec not in ("null", "deflate"):
-        raise ValueError(f"unsupported codec {codec!r}")
+        raise InvalidArgumentError(f"codec: unsupported codec {codec!r}")
     header = bytearray(MAGIC)
     entries = {
         "avro.schema": json.dumps(schema, separators=(",", ":")).encode(),

@@ -466,9 +466,9 @@ POLL_INTERVAL = _define(
     "continuous.discovery-interval", parse_duration_ms, 1000, "stream poll interval"
 )
 
-#: Options that define the table's physical layout: fixed at creation.
-#: Options that define the layout of the files already written: fixed at creation.
-#: ``metadata.stats-mode``: readers prune with the truncation the files were written with.
+#: Options fixed at creation because the files already written depend on them: the layout
+#: (``bucket``, ``bucket-key``, ``partition.default-name``) and ``metadata.stats-mode`` (readers
+#: prune with the truncation the files were written with).
 IMMUTABLE_OPTIONS = frozenset(
     {BUCKET.key, BUCKET_KEY.key, PARTITION_DEFAULT_NAME.key, STATS_MODE.key}
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 
+from appendtable.errors import InvalidArgumentError
 from appendtable.metadata.types import TypeSpec
 
 __all__ = ["to_python", "unscaled"]
@@ -45,10 +46,10 @@ def _to_python(value: object, type_spec: TypeSpec) -> object:
 def unscaled(number: decimal.Decimal, scale: int) -> int:
     """The unscaled integer of ``number`` at ``scale`` (``1.25`` at scale 2 is 125), computed
     from its digits: exact for every precision, where ``Decimal.scaleb`` would round to the
-    context's 28 digits. Raises ValueError for NaN, infinities and a number with more
-    fractional digits than ``scale``."""
+    context's 28 digits. Raises InvalidArgumentError (a ValueError) for NaN, infinities and a
+    number with more fractional digits than ``scale``."""
     if not number.is_finite():
-        raise ValueError(f"{number} has no unscaled value")
+        raise InvalidArgumentError(f"number: {number} has no unscaled value")
     sign, digits, exponent = number.as_tuple()
     assert isinstance(exponent, int)  # finite
     coefficient = int("".join(map(str, digits)) or "0")
@@ -59,5 +60,5 @@ def unscaled(number: decimal.Decimal, scale: int) -> int:
     else:
         value, remainder = divmod(coefficient, 10**-shift)
         if remainder:
-            raise ValueError(f"{number} has more than {scale} fractional digits")
+            raise InvalidArgumentError(f"number: {number} has more than {scale} fractional digits")
     return -value if sign else value

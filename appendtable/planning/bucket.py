@@ -63,6 +63,8 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from appendtable.errors import InvalidArgumentError
+
 __all__ = [
     "bucket_ids",
     "bucket_of_values",
@@ -372,7 +374,7 @@ def _hash_chunk(arr: pa.Array, seed: _U32) -> _U32:
         starts = (np.arange(n, dtype=np.int64) + arr.offset) * width
         out = _hash_bytes(data, starts, np.full(n, width, dtype=np.int64), seed)
     else:
-        raise ValueError(_reason(t) or f"cannot hash Arrow type {t}")
+        raise InvalidArgumentError(f"columns: {_reason(t) or f'cannot hash Arrow type {t}'}")
 
     if arr.null_count:
         valid = _bits(arr.buffers()[0], arr.offset, n)
@@ -448,17 +450,18 @@ def spark_hash(
 
     Columns are chained left to right (each column's hash seeds the next); a null leaves the
     running hash unchanged. All columns must have the same length; chunk layouts may differ.
-    Raises ``ValueError`` for an empty column list, unequal lengths or unsupported types.
+    Raises ``InvalidArgumentError`` (a ``ValueError``) for an empty column list, unequal
+    lengths or unsupported types.
     """
     if not columns:
-        raise ValueError("hash needs at least one column")
+        raise InvalidArgumentError("columns: hash needs at least one column")
     n = len(columns[0])
     for col in columns:
         if len(col) != n:
-            raise ValueError(f"columns have different lengths: {len(col)} != {n}")
+            raise InvalidArgumentError(f"columns have different lengths: {len(col)} != {n}")
         reason = _reason(col.type)
         if reason is not None:
-            raise ValueError(reason)
+            raise InvalidArgumentError(f"columns: {reason}")
     h = np.full(n, seed & 0xFFFFFFFF, dtype=np.uint32)
     for col in columns:
         chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
@@ -476,7 +479,9 @@ def bucket_ids(
 ) -> npt.NDArray[np.int32]:
     """int32 array in ``[0, num_buckets)``: ``pmod(spark_hash(columns), num_buckets)``."""
     if isinstance(num_buckets, bool) or not 1 <= num_buckets <= _MAX_BUCKETS:
-        raise ValueError(f"num_buckets must be in [1, {_MAX_BUCKETS}], got {num_buckets!r}")
+        raise InvalidArgumentError(
+            f"num_buckets must be in [1, {_MAX_BUCKETS}], got {num_buckets!r}"
+        )
     return _pmod(spark_hash(columns), num_buckets)
 
 
@@ -504,15 +509,17 @@ def bucket_of_values(
     floats, bools, str, bytes, ``decimal.Decimal``, ``datetime.date``, ``datetime.datetime``
     (pyarrow reads a naive datetime given for a zoned timestamp type as UTC) or the raw integer
     encoding of dates and timestamps. For a dictionary type the value is of the value type.
-    Raises ``ValueError`` if a value does not fit its type.
+    Raises ``InvalidArgumentError`` (a ``ValueError``) if a value does not fit its type.
     """
     if len(values) != len(types):
-        raise ValueError(f"{len(values)} values for {len(types)} types")
+        raise InvalidArgumentError(f"values: {len(values)} values for {len(types)} types")
     arrays: list[pa.Array] = []
     for value, data_type in zip(values, types, strict=True):
         target = data_type.value_type if pa.types.is_dictionary(data_type) else data_type
         try:
             arrays.append(pa.array([value], type=target))
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as exc:
-            raise ValueError(f"cannot use {value!r} as a {data_type} key: {exc}") from exc
+            raise InvalidArgumentError(
+                f"values: cannot use {value!r} as a {data_type} key: {exc}"
+            ) from exc
     return int(bucket_ids(arrays, num_buckets)[0])

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from appendtable.errors import InvalidArgumentError
 from appendtable.metadata.models import ManifestFileMeta
 
 __all__ = ["MergeChoice", "choose_merge", "tier_of"]
@@ -46,7 +47,7 @@ def tier_of(size: int, fan_out: int) -> int:
     Integer arithmetic: a float logarithm puts exact powers of ``F`` in the tier below (for
     example ``math.log(1000, 10)`` is ``2.9999999999999996``)."""
     if fan_out < 2:
-        raise ValueError(f"fan-out must be at least 2, got {fan_out}")
+        raise InvalidArgumentError(f"fan_out must be at least 2, got {fan_out}")
     tier, bound = 0, TIER_BASE_BYTES
     while size >= bound:
         tier += 1

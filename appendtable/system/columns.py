@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from appendtable.errors import InvalidArgumentError
+
 __all__ = [
     "INT32",
     "INT64",
@@ -65,11 +67,11 @@ class SystemTableInfo:
 
     def assemble(self, values: Mapping[str, pa.Array | Sequence[object]]) -> pa.Table:
         """The table of these column values, in declared order and types (Python sequences are
-        converted to the declared type; arrays must already have it). Raises KeyError or
-        ValueError when ``values`` does not match the declaration: a bug of the builder."""
+        converted to the declared type; arrays must already have it). Raises
+        InvalidArgumentError when ``values`` does not match the declaration."""
         if set(values) != {column.name for column in self.columns}:
-            raise ValueError(
-                f"system table {self.name}: built columns {sorted(values)} differ from the "
+            raise InvalidArgumentError(
+                f"values: system table {self.name}: built columns {sorted(values)} differ from the "
                 f"declared {[c.name for c in self.columns]}"
             )
         arrays = [_as_array(values[column.name], column.type) for column in self.columns]
@@ -79,6 +81,8 @@ class SystemTableInfo:
 def _as_array(values: pa.Array | pa.ChunkedArray | Sequence[object], dtype: pa.DataType) -> object:
     if isinstance(values, pa.Array | pa.ChunkedArray):
         if values.type != dtype:
-            raise ValueError(f"built column of type {values.type}, declared {dtype}")
+            raise InvalidArgumentError(
+                f"values: built column of type {values.type}, declared {dtype}"
+            )
         return values
     return pa.array(values, type=dtype)

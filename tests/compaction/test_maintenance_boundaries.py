@@ -1,4 +1,4 @@
-"""Boundary cases of the deletion paths (issue 30): the age rule of expiration one snapshot
+"""Boundary cases of the deletion paths: the age rule of expiration one snapshot
 either side, the compaction window sliding, tag-held files in results and dry runs, a rollback
 to a tag of an expired snapshot followed by releasing the tag, expiring and removing orphans,
 and the metadata an expiration deletes against what the kept snapshot still uses."""

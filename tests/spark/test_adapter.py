@@ -280,7 +280,7 @@ def test_stream_sink_and_foreach_batch_are_idempotent(spark_at: Any, tmp_path: P
         users = {s.commit_user for s in table.snapshots()}
         assert len(users) == 1 and next(iter(users)).startswith("spark-query-")
     # outside foreachBatch (no query id) and without commit_user it refuses to guess
-    with pytest.raises(at.InvalidOptionError, match="commit_user"):
+    with pytest.raises(at.InvalidArgumentError, match="commit_user"):
         appendtable_spark.foreach_batch_sink(fb_uri)(
             spark_at.createDataFrame(_events(0, 1).to_pandas()), 9
         )

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 pytest.importorskip("pyspark")
 
 import appendtable as at
+from appendtable_spark.api import write_table
 from appendtable_spark.options import MAX_FILES_PER_TRIGGER, Use
 from appendtable_spark.reader import default_target, pack
 from appendtable_spark.settings import Settings
@@ -66,3 +70,19 @@ def test_settings_split_storage_table_and_adapter_options() -> None:
     assert settings.columns() == ["a", "b"]
     with pytest.raises(at.InvalidOptionError, match="no table location"):
         Settings.parse({}, Use.READ)
+
+
+@pytest.mark.parametrize(
+    ("keywords", "name"),
+    [
+        ({"mode": "upsert"}, "mode"),
+        ({"partitions": [{"day": "2024-05-01"}]}, "partitions="),
+        ({"partition_by": 5}, "partition_by"),
+    ],
+)
+def test_write_table_refuses_bad_arguments_naming_them_before_touching_data(
+    tmp_path: Path, keywords: dict[str, Any], name: str
+) -> None:
+    with pytest.raises(at.InvalidArgumentError, match=name):
+        write_table(None, str(tmp_path / "t"), **keywords)  # type: ignore[arg-type]
+    assert not (tmp_path / "t").exists()

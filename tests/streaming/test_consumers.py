@@ -109,5 +109,5 @@ def test_positions_round_trip_for_engines(uri: str) -> None:
     table.append(events(3, 3))
     again = table.stream(position=saved)
     assert sorted(seqs(rows_of(again, drain(again)))) == list(range(6))
-    with pytest.raises(ValueError, match="not a stream position"):
+    with pytest.raises(at.InvalidArgumentError, match="text: not a stream position"):
         at.StreamPosition.from_json("{}")

@@ -68,6 +68,14 @@ def test_instants_take_datetimes(table: at.Table) -> None:
         (lambda t: t.stream(bounded_watermark="end"), "bounded_watermark"),
         (lambda t: t.scan(columns=[1]), "columns"),
         (lambda t: t.scan(snapshot_id=1, timestamp_ms=1), "not both"),
+        (lambda t: t.committer("u").commit([], identifier=-1), "identifier"),
+        (lambda t: t.expire_snapshots(retain_min=0), "retain_min"),
+        (lambda t: t.expire_snapshots(retain_min=5, retain_max=2), "retain_max"),
+        (lambda t: t.stream(buckets=[0]), "buckets"),
+        (lambda t: t.sort_compact(["v"], strategy="peano"), "strategy"),
+        (lambda t: t.sort_compact(["nope"]), "by"),
+        (lambda t: at.bucket_ids([pa.array([1])], 0), "num_buckets"),
+        (lambda t: at.StreamPosition.from_json("{}"), "text"),
     ],
 )  # fmt: skip
 def test_wrong_types_give_one_line_errors_naming_the_argument(

@@ -62,8 +62,8 @@ def _newest_metadata(table: at.Table) -> str:
 
 
 def test_rollback_keeps_the_options_set_after_the_target(tmp_path: Path) -> None:
-    """The issue's reproduction: retention raised and the mirror turned on after the tag
-    survive a rollback to it, and the mirror follows the rollback at once."""
+    """Retention raised and the mirror turned on after the tag survive a rollback to it, and
+    the mirror follows the rollback at once."""
     table = at.create_table(str(tmp_path / "t"), SCHEMA)
     table.append(_rows(0, 5))
     table.create_tag("before")

@@ -21,6 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from appendtable.errors import InvalidArgumentError
 from appendtable.planning.bucket import (
     bucket_ids,
     bucket_of_values,
@@ -558,11 +559,11 @@ def test_bucket_of_values_python_scalars() -> None:
         assert bucket_of_values(values, types, n) == int(bucket_ids(arrays, n)[0])
     dict_type = pa.dictionary(pa.int32(), pa.string())
     assert bucket_of_values(["abc"], [dict_type], 7) == 6  # golden: pmod(hash('abc'), 7)
-    with pytest.raises(ValueError, match="values for"):
+    with pytest.raises(InvalidArgumentError, match="values for"):
         bucket_of_values([1, 2], [pa.int32()], 7)
-    with pytest.raises(ValueError, match="cannot use"):
+    with pytest.raises(InvalidArgumentError, match="cannot use"):
         bucket_of_values([300], [pa.int8()], 7)
-    with pytest.raises(ValueError, match="cannot use"):
+    with pytest.raises(InvalidArgumentError, match="cannot use"):
         bucket_of_values(["x"], [pa.int64()], 7)
 
 
@@ -630,19 +631,19 @@ def test_unsupported_types(data_type: pa.DataType) -> None:
     reason = unsupported_bucket_key_reason(data_type)
     assert isinstance(reason, str)
     assert reason
-    with pytest.raises(ValueError):
+    with pytest.raises(InvalidArgumentError):
         spark_hash([pa.nulls(1, data_type)])
-    with pytest.raises(ValueError):
+    with pytest.raises(InvalidArgumentError):
         bucket_ids([pa.array([1], pa.int32()), pa.nulls(1, data_type)], 4)
 
 
 def test_argument_errors() -> None:
-    with pytest.raises(ValueError, match="at least one column"):
+    with pytest.raises(InvalidArgumentError, match="at least one column"):
         spark_hash([])
-    with pytest.raises(ValueError, match="different lengths"):
+    with pytest.raises(InvalidArgumentError, match="different lengths"):
         spark_hash([pa.array([1, 2]), pa.array([1])])
     for bad in (0, -3, 2**31, True):
-        with pytest.raises(ValueError, match="num_buckets"):
+        with pytest.raises(InvalidArgumentError, match="num_buckets"):
             bucket_ids([pa.array([1])], bad)
     assert bucket_ids([pa.array([1, 2, 3])], 2**31 - 1).tolist() == [
         h % (2**31 - 1) for h in spark_hash([pa.array([1, 2, 3])]).tolist()

@@ -8,6 +8,7 @@ import hypothesis.strategies as st
 import pytest
 from hypothesis import given
 
+from appendtable.errors import InvalidArgumentError
 from appendtable.metadata.values import unscaled
 from tests.helpers import strategies
 
@@ -27,5 +28,5 @@ def test_unscaled_is_the_exact_integer_of_the_digits(case: tuple[int, decimal.De
 
 @pytest.mark.parametrize("text", ["1.25", "NaN", "Infinity", "-1E-3"])
 def test_values_without_an_unscaled_integer_at_the_scale_are_refused(text: str) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(InvalidArgumentError):
         unscaled(decimal.Decimal(text), 1 if text != "-1E-3" else 2)

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from appendtable.errors import InvalidArgumentError
 from appendtable.metadata.models import ManifestFileMeta
 from appendtable.planning.manifest_merge import (
     TIER_BASE_BYTES,
@@ -55,7 +56,7 @@ def test_tier_is_monotonic_and_matches_its_definition(a: int, b: int, fan_out: i
 
 def test_tier_needs_a_fan_out_of_two() -> None:
     for fan_out in (0, 1):
-        with pytest.raises(ValueError):
+        with pytest.raises(InvalidArgumentError, match="fan_out"):
             tier_of(BASE * 10, fan_out)
 
 

@@ -267,7 +267,7 @@ def test_defaults_of_the_design() -> None:
     assert options.target_file_size == 256 * MiB
     assert options.get(opt.FILE_COMPRESSION) == "zstd"
     assert options.get(opt.WRITE_BUFFER_SPILLABLE) is True
-    # a time budget, not a count: appends never fail from contention alone (issue 17)
+    # a time budget, not a count: appends never fail from contention alone
     assert options.get(opt.COMMIT_MAX_RETRIES) == -1
     assert options.get(opt.COMMIT_TIMEOUT) == 300_000
     assert options.get(opt.COMMIT_MIN_RETRY_WAIT) == 10
