@@ -228,6 +228,8 @@ BUILTIN_RAISES_ALLOWED = {
     "appendtable.metadata.options:_parse_columns",
     "appendtable.metadata.options:_choice.parse",
     "appendtable.metadata.options:_parse_stats_mode",
+    "appendtable.metadata.options:_parse_snapshot_id",
+    "appendtable.metadata.options:_parse_consumer_id",
     # The Spark adapter's option value parsers: each is the ``parse`` of a SparkOption, which
     # only SparkOption.value calls, catching ValueError and raising InvalidOptionError naming
     # the option.
@@ -240,13 +242,13 @@ BUILTIN_RAISES_ALLOWED = {
     "appendtable_spark.options:_json_columns",
     "appendtable_spark.options:_partitions",
     "appendtable_spark.options:_choice.parse",
-    # Literal coercion of filter values: called inside to_stored's try, which catches TypeError
-    # and ValueError and raises InvalidFilterError naming the column; the other calls (in
-    # _placed) come after to_stored accepted the same value for the same column type, so they
-    # cannot raise.
-    "appendtable.planning.filters:_date_days",
-    "appendtable.planning.filters:_timestamp_micros",
-    "appendtable.planning.filters:_time_micros",
+    # Literal coercion of temporal filter values: _instant_nanos is called only inside
+    # _temporal_nanos's try, which catches TypeError and ValueError and raises
+    # InvalidFilterError naming the column; _iso_nanos and _datetime64_nanos are called only
+    # by _instant_nanos.
+    "appendtable.planning.filters:_instant_nanos",
+    "appendtable.planning.filters:_iso_nanos",
+    "appendtable.planning.filters:_datetime64_nanos",
     # Not errors: the command line exits with its status (argparse's convention for usage
     # errors, the module's entry point, the demo's check).
     "appendtable.cli:_Parser.error",
