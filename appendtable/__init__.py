@@ -20,6 +20,7 @@ from appendtable.errors import (
     CommitConflictError,
     CommitError,
     CommitStateUnknownError,
+    ConsumerFencedError,
     CorruptDataFileError,
     CorruptMetadataError,
     InvalidArgumentError,
@@ -41,6 +42,8 @@ from appendtable.errors import (
     UnsupportedFormatVersionError,
 )
 from appendtable.evolution import UpdateSchema
+from appendtable.group import ConsumerGroup, GroupReader
+from appendtable.lag import LAG_SCHEMA
 from appendtable.maintenance import ExpireResult, OrphanResult
 from appendtable.metadata.models import (
     CommitKind,
@@ -79,12 +82,16 @@ __all__ = [
     "CompactionProgress",
     "CompactionTask",
     "Compactor",
+    "ConsumerFencedError",
+    "ConsumerGroup",
     "CorruptDataFileError",
     "CorruptMetadataError",
     "DataFileMeta",
     "DiscardResult",
     "END_OF_STREAM",
     "ExpireResult",
+    "GroupReader",
+    "LAG_SCHEMA",
     "InvalidArgumentError",
     "InvalidFilterError",
     "InvalidOptionError",

@@ -27,7 +27,9 @@ at the boundary where they occur and chained with ``raise ... from``::
     │   └── TransientStorageError     throttling, timeouts: safe to retry
     └── CommitError
         ├── CommitConflictError       definitely NOT applied: safe to re-plan and retry
-        └── CommitStateUnknownError   the outcome is unknown: never delete its files
+        ├── CommitStateUnknownError   the outcome is unknown: never delete its files
+        └── ConsumerFencedError       a consumer group member's progress was refused: another
+                                      member holds those buckets now (names group and buckets)
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ __all__ = [
     "CommitConflictError",
     "CommitError",
     "CommitStateUnknownError",
+    "ConsumerFencedError",
     "CorruptDataFileError",
     "CorruptMetadataError",
     "InvalidArgumentError",
@@ -187,3 +190,27 @@ class CommitConflictError(CommitError):
 class CommitStateUnknownError(CommitError):
     """The outcome of the commit is unknown (for example the publish request failed after it may
     have reached the store). Never delete the commit's files: they may be referenced."""
+
+
+class ConsumerFencedError(CommitError):
+    """A member of a consumer group could not commit the progress of some buckets: a newer
+    generation of the group gave them to another member (or to this member again, after it
+    lost them for a while), which has claimed them. Nothing was committed for ``fenced``; the
+    rows read from them since their last commit will be delivered again to their owner.
+    ``committed`` lists the buckets whose progress this same commit did save. The member has
+    stopped reading the fenced buckets."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        group: str,
+        member: str,
+        fenced: tuple[int, ...] = (),
+        committed: tuple[int, ...] = (),
+    ) -> None:
+        super().__init__(message)
+        self.group = group
+        self.member = member
+        self.fenced = fenced
+        self.committed = committed

@@ -117,6 +117,8 @@ def run_expire(args: argparse.Namespace, ctx: Context) -> int:
     )
     if result.expired_consumers:
         ctx.say(f"{verb} consumers: {', '.join(result.expired_consumers)}")
+    if result.expired_groups:
+        ctx.say(f"{verb} consumer groups: {', '.join(result.expired_groups)}")
     ctx.say(f"earliest retained snapshot: {result.earliest_snapshot}")
     if args.dry_run:
         ctx.say("dry run: nothing was deleted")
