@@ -133,6 +133,7 @@ class GroupReader:
         self._draining: dict[int, _Held] = {}
         self._resync = False
         self._closed = False
+        self._synced = 0
         self._membership.join()
         self._sync()
 
@@ -207,10 +208,12 @@ class GroupReader:
         one more ``commit`` attempt), and claim the ones it gave to this member."""
         generation = self._current()
         mine = self._membership.units()
-        for unit in [u for u in self._held if u not in mine]:
+        kept = mine - self._lost_meanwhile(generation)
+        for unit in [u for u in self._held if u not in kept]:
             held = self._held.pop(unit)
             if held.position != held.committed:
                 self._draining[unit] = held
+        self._synced = generation.generation
         wanted = sorted(mine - self._held.keys())
         if not wanted:
             return
@@ -239,6 +242,23 @@ class GroupReader:
                     failure = outcome
         if failure is not None:
             raise failure
+
+    def _lost_meanwhile(self, generation: GroupGeneration) -> set[int]:
+        """Units held since the last sync that a generation in between (which this member
+        did not see) gave to someone else: claimed by them, so to be claimed again. All of
+        them when those generations were pruned already."""
+        lost: set[int] = set()
+        if not self._held:
+            return lost
+        session = self._membership.session
+        for number in range(self._synced + 1, generation.generation):
+            between = self._store.generation(number)
+            if between is None:
+                return set(self._held)
+            entry = between.members.get(self.member)
+            still = set(entry.units) if entry is not None and entry.session == session else set()
+            lost |= set(self._held) - still
+        return lost
 
     # ---- reading -------------------------------------------------------------------------------
 
