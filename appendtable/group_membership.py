@@ -122,7 +122,14 @@ class Membership:
         before = self.generation
         assert before is not None
         relist = time.monotonic() - self._relisted_at >= self._renew_every_s
-        if relist or self.store.has_generation(before.generation + 1):
+        # Nothing new: the next number is free and this one is still there (had it been
+        # pruned, newer generations than the next would exist: list them).
+        relist = (
+            relist
+            or self.store.has_generation(before.generation + 1)
+            or not self.store.has_generation(before.generation)
+        )
+        if relist:
             self._relisted_at = time.monotonic()
             latest = self.store.latest()
             if latest is not None and latest.generation > before.generation:

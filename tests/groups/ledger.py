@@ -111,7 +111,9 @@ class Ledger:
                 assert interval.start == at_position, (bucket, interval, at_position)
                 at_position = interval.end
                 seqs.extend(interval.seqs)
-            assert seqs == rows, f"bucket {bucket}: committed {len(seqs)} rows, table has {len(rows)}"
+            assert seqs == rows, (
+                f"bucket {bucket}: committed {len(seqs)} rows, table has {len(rows)}"
+            )
 
 
 def expected_rows(keys: np.ndarray, seqs: np.ndarray, buckets: int) -> dict[int, list[int]]:

@@ -135,7 +135,7 @@ class GroupChurn(RuleBasedStateMachine):
         previous = self.assignment
         result = assign_units(self.units, previous, members)
         # sticky: a survivor gives up units only when it holds more than the larger share
-        share, extra = divmod(self.units, max(1, len(members)))
+        share = self.units // max(1, len(members))
         for name in members:
             if name in previous:
                 kept = set(previous[name]) & set(result[name])

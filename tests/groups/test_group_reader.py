@@ -99,7 +99,7 @@ def test_a_join_moves_buckets_and_fences_their_uncommitted_progress(tmp_path: Pa
     assert sorted(set(first) | set(again)) == list(range(100))
     assert _buckets_of(again, table) == {2, 3}
     positions = {u: position(p) for u, p in {**a.committed, **b.committed}.items()}
-    assert positions == {u: (2, False) for u in range(4)}
+    assert positions == dict.fromkeys(range(4), (2, False))
 
 
 def test_a_member_that_stops_renewing_loses_its_buckets(tmp_path: Path) -> None:
@@ -168,7 +168,7 @@ def test_exactly_once_commits_under_churn(tmp_path: Path) -> None:
 
     join("m0")
     start = position(next(iter(readers["m0"][0].committed.values())))
-    for step in range(160):
+    for _ in range(160):
         action = rng.random()
         if action < 0.25:
             table.append(_rows(written, rng.randrange(1, 40), rng))
@@ -292,7 +292,7 @@ def test_arguments_that_do_not_go_with_a_group(tmp_path: Path) -> None:
                 "scan.watermark.alignment.max-drift": "1 s",
             },
         )
-    with pytest.raises(at.InvalidOptionError, match="consumer.group.file-slots"):
+    with pytest.raises(at.InvalidOptionError, match=r"consumer\.group\.file-slots"):
         at.create_table(str(tmp_path / "u"), SCHEMA, options={"consumer.group.file-slots": 0})
     assert not table.consumer_groups()  # nothing was created by the refused calls
 
