@@ -121,15 +121,11 @@ class Membership:
         self.keep_alive()
         before = self.generation
         assert before is not None
+        # One existence check per poll: generations are numbered without gaps, so while the
+        # next number is free nothing changed. A listing every third of the lease also finds a
+        # group that was deleted and created again (numbered from 1 again).
         relist = time.monotonic() - self._relisted_at >= self._renew_every_s
-        # Nothing new: the next number is free and this one is still there (had it been
-        # pruned, newer generations than the next would exist: list them).
-        relist = (
-            relist
-            or self.store.has_generation(before.generation + 1)
-            or not self.store.has_generation(before.generation)
-        )
-        if relist:
+        if relist or self.store.has_generation(before.generation + 1):
             self._relisted_at = time.monotonic()
             latest = self.store.latest()
             if latest is not None and latest.generation > before.generation:

@@ -5,7 +5,7 @@ a writer appends, on local disk and on object stores (S3, GCS, Azure emulators).
 Each run lasts ``APPENDTABLE_GROUP_SECONDS`` seconds of chaos (default 12) plus the time the
 group needs to catch up; ``APPENDTABLE_GROUP_SEED`` replays a run (the seed is in every failure
 message). Takeover times are asserted with a slack for a loaded host (the figures without it
-are measured in benchmarks/groups.py)."""
+are measured in benchmarks/)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from appendtable.commit.groups import GroupStore
 from appendtable.storage import LocalStorage
 from tests.cloud.conftest import CloudStore, cloud  # noqa: F401 - the fixture
 from tests.groups.chaos import (
+    TAKEOVER_SLACK_S,
     Chaos,
     _member_config,
     _spawn,
@@ -34,8 +35,6 @@ from tests.groups.chaos import (
 from tests.groups.ledger import expected_rows
 
 SECONDS = float(os.environ.get("APPENDTABLE_GROUP_SECONDS", "12"))
-#: Scheduling delays of 6-8 busy processes on 2 shared cores, added to lease + poll.
-SLACK_S = 2.0
 
 
 def _seed() -> int:
@@ -51,10 +50,9 @@ def _run(chaos: Chaos) -> dict[str, object]:
     assert report["kills"] and report["processes"] >= 4
     takeovers = report["takeovers"]
     assert isinstance(takeovers, list) and takeovers, "no outage was measured"
-    bound = chaos.lease_s + chaos.poll_s + SLACK_S
-    assert max(takeovers) <= bound, (
-        f"seed {chaos.seed}: takeover {max(takeovers):.2f} s > {bound} s"
-    )
+    # Only takeovers while another member was running: the others waited for one to start.
+    bound = chaos.lease_s + chaos.poll_s + TAKEOVER_SLACK_S
+    assert max(takeovers) <= bound, f"seed {chaos.seed}: takeover {max(takeovers)} s > {bound} s"
     return report
 
 
