@@ -22,12 +22,15 @@ import signal
 import subprocess
 import sys
 import time
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import fsspec
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 import appendtable as at
 from tests.groups.ledger import expected_rows
@@ -297,11 +300,15 @@ class Chaos:
     seconds: float
     lease_s: float
     poll_s: float
+    #: Buckets of the table; -1: an unbucketed table whose group shares ``file_slots``.
     buckets: int = 8
+    file_slots: int = 6
     seed: int = 0
     min_members: int = 3
     max_members: int = 6
     stop_members: bool = True
+    #: Added to lease + poll for the takeovers asserted (scheduling delays of a loaded host).
+    slack_s: float = TAKEOVER_SLACK_S
     outages: list[Outage] = field(default_factory=list)
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     members: dict[str, str] = field(default_factory=dict)  # process -> member name
@@ -343,12 +350,16 @@ def _member_config(chaos: Chaos, process: str, member: str, **extra: Any) -> dic
 
 
 def create_table(chaos: Chaos) -> at.Table:
+    layout: dict[str, object] = {"bucket": chaos.buckets, "bucket-key": "key"}
+    if chaos.buckets <= 0:
+        # The files as appended stay (compaction would move rows to files of other slots,
+        # and the checker maps rows to slots by the files they are in).
+        layout = {"consumer.group.file-slots": chaos.file_slots, "write-only": True}
     return at.create_table(
         chaos.uri,
         pa.schema([("key", pa.int64()), ("seq", pa.int64())]),
         options={
-            "bucket": chaos.buckets,
-            "bucket-key": "key",
+            **layout,
             "consumer.group.lease-time": f"{int(chaos.lease_s * 1000)} ms",
             # expire eagerly: the group's positions must keep what it still needs
             "snapshot.time-retained": "1 s",
@@ -357,6 +368,39 @@ def create_table(chaos: Chaos) -> at.Table:
         },
         storage_options=chaos.storage_options,
     )
+
+
+def rows_by_slot(
+    table: at.Table, slots: int, storage_options: dict[str, Any]
+) -> dict[int, list[int]]:
+    """The ``seq`` of each row of an unbucketed table by file slot, in write order: read from
+    each data file with pyarrow, slot by the CRC-32 of the file's name (the documented rule,
+    computed here rather than by the group code)."""
+    found: dict[int, list[int]] = {slot: [] for slot in range(slots)}
+    files = table.files()
+    for path, uri in zip(files["path"].to_pylist(), files["uri"].to_pylist(), strict=True):
+        slot = zlib.crc32(path.rsplit("/", 1)[-1].encode()) % slots
+        with fsspec.open(uri, "rb", **storage_options) as handle:
+            found[slot].extend(pq.read_table(handle, columns=["seq"])["seq"].to_pylist())
+    return {slot: sorted(seqs) for slot, seqs in found.items()}
+
+
+def _by_slot(
+    logs: dict[str, list[dict[str, Any]]], expected: dict[int, list[int]]
+) -> dict[str, list[dict[str, Any]]]:
+    """The logs with the rows of each unit event (all under ``-1``) split by file slot."""
+    slot_of = {seq: slot for slot, seqs in expected.items() for seq in seqs}
+    split: dict[str, list[dict[str, Any]]] = {}
+    for process, events in logs.items():
+        split[process] = []
+        for event in events:
+            if event["e"] == "unit":
+                rows: dict[str, list[int]] = {str(u): [] for u in event["units"]}
+                for seq in event["rows"].get("-1", []):
+                    rows.setdefault(str(slot_of[seq]), []).append(seq)
+                event = {**event, "rows": rows}
+            split[process].append(event)
+    return split
 
 
 def _last_assignment(path: Path) -> tuple[list[int], float]:
@@ -508,11 +552,15 @@ def verify(chaos: Chaos, table: at.Table) -> dict[str, Any]:
     written = [e for e in read_log(chaos.workdir / "writer.log") if e["e"] == "append"]
     data = table.scan().to_arrow()
     assert data.num_rows == sum(e["count"] for e in written)
-    expected = expected_rows(data["key"].to_numpy(), data["seq"].to_numpy(), chaos.buckets)
+    if chaos.buckets > 0:
+        expected = expected_rows(data["key"].to_numpy(), data["seq"].to_numpy(), chaos.buckets)
+    else:
+        expected = rows_by_slot(table, chaos.file_slots, chaos.storage_options)
+        logs = _by_slot(logs, expected)
     attempts = [a for process, events in logs.items() for a in attempts_of(process, events)]
     check_exactly_once(attempts, expected, (1, True))
     check_ownership(logs)
-    window = chaos.lease_s + chaos.poll_s + TAKEOVER_SLACK_S
+    window = chaos.lease_s + chaos.poll_s + chaos.slack_s
     timeline = [*chaos.timeline, *_exits(logs)]
     takeovers = takeover_times(chaos.outages, logs, timeline, window)
     # for a post-mortem of a failed run

@@ -5,8 +5,9 @@ Each writes a JSON-lines log (one line per event, flushed at once, so a process 
 moment leaves complete lines and at most one torn last line):
 
 * the member: ``start``, ``assign`` (its generation and buckets whenever they change, with the
-  time its poll started and returned), ``unit`` (the rows it delivered per bucket, with the
-  committed position of each bucket then), ``pending`` (the positions a commit is about to
+  time its poll started and returned), ``unit`` (the rows it delivered per bucket, or all of
+  them under ``-1`` for the file slots of an unbucketed table, with the committed position of
+  each bucket then), ``pending`` (the positions a commit is about to
   save, before it tries), ``commit`` (which buckets landed and which were fenced), ``end``;
 * the writer: ``append`` (the snapshot and the seq range of each append), ``end``.
 """
@@ -68,6 +69,9 @@ def member(config: dict[str, Any]) -> None:
             rows: dict[int, list[int]] = {b: [] for b in unit.group_units}
             for batch in reader.read(unit):
                 seqs = batch.column("seq").to_numpy()
+                if config["buckets"] <= 0:  # file slots: the checker knows each row's file
+                    rows.setdefault(-1, []).extend(seqs.tolist())
+                    continue
                 buckets = at.bucket_ids([batch.column("key")], config["buckets"])
                 for bucket in np.unique(buckets):
                     rows.setdefault(int(bucket), []).extend(seqs[buckets == bucket].tolist())
