@@ -26,7 +26,7 @@ from appendtable.commit.consumers import ConsumerStore
 from appendtable.commit.groups import GroupStore, list_groups
 from appendtable.errors import SnapshotNotFoundError
 from appendtable.metadata import options as opt
-from appendtable.metadata.groups import GroupGeneration, MemberLease
+from appendtable.metadata.groups import GroupGeneration, MemberLease, UnitProgress
 from appendtable.metadata.models import ManifestEntry, Snapshot
 from appendtable.planning.groups import lease_expired, slot_of
 from appendtable.planning.streaming import emits_rows
@@ -214,7 +214,7 @@ def _holder_status(
     generation: GroupGeneration,
     owner: str | None,
     lease: MemberLease | None,
-    record: object,
+    record: UnitProgress | None,
     now: int,
 ) -> str:
     if owner is None:
@@ -222,7 +222,7 @@ def _holder_status(
     if lease is None or lease_expired(lease.renewed_ms, lease.lease_ms, now):
         return "expired"
     session = generation.members[owner].session
-    if getattr(record, "session", None) != session:
+    if record is None or record.session != session:
         return "rebalancing"
     return ""
 
