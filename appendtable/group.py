@@ -39,7 +39,13 @@ import pyarrow as pa
 
 from appendtable._state import TableState
 from appendtable.commit.groups import GroupStore, list_groups, wall_ms
-from appendtable.errors import ConsumerFencedError, InvalidArgumentError, StorageError
+from appendtable.errors import (
+    ConsumerFencedError,
+    InvalidArgumentError,
+    ObjectNotFoundError,
+    SnapshotNotFoundError,
+    StorageError,
+)
 from appendtable.group_membership import GroupTemplate, Membership
 from appendtable.metadata import layout
 from appendtable.metadata import options as opt
@@ -278,7 +284,14 @@ class GroupReader:
             selection = UnitSelection(
                 frozenset(units), by_file=self._current().by_file, slots=self._current().units
             )
-            unit = self._reader.next_unit(position, select=selection)
+            try:
+                unit = self._reader.next_unit(position, select=selection)
+            except (ObjectNotFoundError, SnapshotNotFoundError):
+                # Expired under it: only if someone else took these buckets over meanwhile
+                # (this member was paused past its lease) and moved the group's floor on.
+                if not self._drop_claimed(units):
+                    raise
+                continue
             if unit is None:
                 return None
             if unit is END_OF_STREAM:
@@ -290,6 +303,22 @@ class GroupReader:
                 self._held[u].position = unit.next_position
             if unit.splits:
                 return dataclasses.replace(unit, group_units=tuple(units))
+
+    def _drop_claimed(self, units: Sequence[int]) -> bool:
+        """Stop reading those of ``units`` another member claimed after this one's newest
+        record (their progress will be refused); True if there was any."""
+        claimed = []
+        for unit in units:
+            tail = self._store.tail(unit)
+            held = self._held[unit]
+            if tail is not None and tail.seq > held.seq:
+                claimed.append(unit)
+        for unit in claimed:
+            held = self._held.pop(unit)
+            if held.position != held.committed:
+                self._draining[unit] = held  # its commit is refused: the caller learns of it
+            self._resync = True  # claim them again if the generation still says they are ours
+        return bool(claimed)
 
     def _next_active(self) -> tuple[StreamPosition, list[int]] | None:
         """The earliest position among the held buckets and the buckets at it (a full read

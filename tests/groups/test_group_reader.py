@@ -326,3 +326,39 @@ def test_the_oracle_buckets_agree_with_the_files(tmp_path: Path) -> None:
         assert set(rows) <= set(expected[split.bucket])
     assert sorted(s for v in expected.values() for s in v) == list(range(400))
     assert all(np.all(np.diff(v) > 0) for v in expected.values())
+
+
+def test_a_member_paused_mid_poll_past_its_lease_drops_what_expired_under_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A member stopped inside ``poll`` (after following the group, before planning) wakes up
+    after another member took its buckets over, read on, committed, and expiration removed the
+    snapshots the stopped one was about to plan: it drops those buckets instead of failing."""
+    table = _table(tmp_path, buckets=2)
+    table.append(_rows(0, 20))
+    a = table.stream(group="g", member="a", mode="from-snapshot-full", snapshot_id=1)
+    first = a.poll()
+    assert first is not None
+    delivered_a = _seqs(a, first)
+    a.commit()  # a is at snapshot 2 for both buckets
+    for i in range(1, 6):
+        table.append(_rows(i * 20, 20))
+    plan = a._reader.next_unit
+    others: list[int] = []
+
+    def paused(*args: object, **kwargs: object) -> object:
+        if not others:  # the pause: b takes over, reads on, commits; snapshots expire
+            time.sleep(0.4)
+            b = table.stream(group="g", member="b")
+            others.extend(_drain(b))
+            b.commit()
+            expired = table.expire_snapshots(retain_min=1, retain_max=1, older_than_ms=2**62)
+            assert expired.expired_snapshots
+        return plan(*args, **kwargs)
+
+    monkeypatch.setattr(a._reader, "next_unit", paused)
+    again = a.poll()  # before: SnapshotExpiredError / ObjectNotFoundError
+    later = _drain(a) if again is None else [*_seqs(a, again), *_drain(a)]
+    assert sorted(delivered_a + others) == list(range(120))
+    assert later == []  # nothing new: b read everything a had not committed
+    assert not a.positions or all(p.next_snapshot == 7 for p in a.committed.values())
