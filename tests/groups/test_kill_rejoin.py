@@ -49,10 +49,15 @@ def _run(chaos: Chaos) -> dict[str, object]:
     print(f"seed {chaos.seed}: {report}")
     assert report["kills"] and report["processes"] >= 4
     takeovers = report["takeovers"]
-    assert isinstance(takeovers, list) and takeovers, "no outage was measured"
-    # Only takeovers while another member was running: the others waited for one to start.
+    waited = report["takeovers_waiting_for_a_member"]
+    assert isinstance(takeovers, list) and isinstance(waited, list)
+    assert takeovers or waited, "no outage was measured"
+    # Only takeovers while another member was running: the others waited for one to start
+    # (with few members, every outage of a run may have overlapped another one).
     bound = chaos.lease_s + chaos.poll_s + chaos.slack_s
-    assert max(takeovers) <= bound, f"seed {chaos.seed}: takeover {max(takeovers)} s > {bound} s"
+    assert max(takeovers, default=0) <= bound, (
+        f"seed {chaos.seed}: takeover {max(takeovers)} s > {bound} s"
+    )
     return report
 
 
