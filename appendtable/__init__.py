@@ -21,6 +21,7 @@ from appendtable.errors import (
     CommitError,
     CommitStateUnknownError,
     CommitUserReusedError,
+    ConsumerFencedError,
     CorruptDataFileError,
     CorruptMetadataError,
     InvalidArgumentError,
@@ -43,6 +44,8 @@ from appendtable.errors import (
     UnsupportedFormatVersionError,
 )
 from appendtable.evolution import UpdateSchema
+from appendtable.group import ConsumerGroup, GroupReader
+from appendtable.lag import LAG_SCHEMA
 from appendtable.maintenance import ExpireResult, OrphanResult
 from appendtable.metadata.models import (
     CommitKind,
@@ -84,12 +87,16 @@ __all__ = [
     "CompactionProgress",
     "CompactionTask",
     "Compactor",
+    "ConsumerFencedError",
+    "ConsumerGroup",
     "CorruptDataFileError",
     "CorruptMetadataError",
     "DataFileMeta",
     "DiscardResult",
     "END_OF_STREAM",
     "ExpireResult",
+    "GroupReader",
+    "LAG_SCHEMA",
     "InvalidArgumentError",
     "InvalidFilterError",
     "InvalidOptionError",

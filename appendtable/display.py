@@ -254,8 +254,9 @@ def expire_repr(result: ExpireResult) -> str:
         f"ExpireResult({verb} snapshots {_range(result.expired_snapshots)}, "
         f"{_plural(len(result.deleted_data_files), 'data file')}, "
         f"{_plural(len(result.deleted_metadata_files), 'metadata file')}, "
-        f"{_plural(len(result.expired_consumers), 'consumer')}; "
-        f"earliest={result.earliest_snapshot})"
+        f"{_plural(len(result.expired_consumers), 'consumer')}"
+        + (f", {_plural(len(result.expired_groups), 'group')}" if result.expired_groups else "")
+        + f"; earliest={result.earliest_snapshot})"
     )
 
 
@@ -434,6 +435,7 @@ def expire_html(result: ExpireResult) -> str:
         ("data files", _listing(result.deleted_data_files)),
         ("metadata files", _listing(result.deleted_metadata_files)),
         ("consumers", _listing(result.expired_consumers)),
+        ("consumer groups", _listing(result.expired_groups)),
         ("earliest retained", _e(result.earliest_snapshot)),
     ]
     return _card("ExpireResult", "dry run" if result.dry_run else "done", rows)

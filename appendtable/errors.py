@@ -29,7 +29,9 @@ at the boundary where they occur and chained with ``raise ... from``::
     └── CommitError
         ├── CommitConflictError       definitely NOT applied: safe to re-plan and retry
         ├── CommitStateUnknownError   the outcome is unknown: never delete its files
-        └── CommitUserReusedError     another writer numbers this commit user's identifiers
+        ├── CommitUserReusedError     another writer numbers this commit user's identifiers
+        └── ConsumerFencedError       a consumer group member's progress was refused: another
+                                      member holds those buckets now (names group and buckets)
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ __all__ = [
     "CommitError",
     "CommitStateUnknownError",
     "CommitUserReusedError",
+    "ConsumerFencedError",
     "CorruptDataFileError",
     "CorruptMetadataError",
     "InvalidArgumentError",
@@ -208,3 +211,27 @@ class CommitUserReusedError(CommitError):
     """Not applied: the commit user's identifiers are numbered by another writer (for example
     another streaming query, with its own checkpoint, whose batch ids the new one repeats), so
     this commit could be taken for one of theirs and skipped. Nothing was committed."""
+
+
+class ConsumerFencedError(CommitError):
+    """A member of a consumer group could not commit the progress of some buckets: a newer
+    generation of the group gave them to another member (or to this member again, after it
+    lost them for a while), which has claimed them. Nothing was committed for ``fenced``; the
+    rows read from them since their last commit will be delivered again to their owner.
+    ``committed`` lists the buckets whose progress this same commit did save. The member has
+    stopped reading the fenced buckets."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        group: str,
+        member: str,
+        fenced: tuple[int, ...] = (),
+        committed: tuple[int, ...] = (),
+    ) -> None:
+        super().__init__(message)
+        self.group = group
+        self.member = member
+        self.fenced = fenced
+        self.committed = committed

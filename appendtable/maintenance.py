@@ -17,6 +17,7 @@ from appendtable.commit.expire import (
     plan_releases,
     tag_references,
 )
+from appendtable.commit.groups import expire_groups, groups_floor
 from appendtable.commit.tags import TagStore
 from appendtable.errors import InvalidArgumentError, InvalidOptionError
 from appendtable.metadata import options as opt
@@ -39,6 +40,8 @@ class ExpireResult:
     expired_consumers: list[str] = field(default_factory=list)
     earliest_snapshot: int | None = None
     dry_run: bool = False
+    #: Abandoned consumer groups (``<group>``) and former members' leases (``<group>/<member>``).
+    expired_groups: list[str] = field(default_factory=list)
 
     def __repr__(self) -> str:
         return display.expire_repr(self)
@@ -108,8 +111,10 @@ def expire_snapshots(
     consumers = ConsumerStore(state.storage)
     ttl = options.get(opt.CONSUMER_EXPIRATION_TIME)
     expired_consumers = consumers.expire(now - ttl, dry_run=dry_run) if ttl > 0 else []
-    live = [s for cid, s in consumers.all().items() if cid not in expired_consumers]
-    end = window(min((s.next_snapshot for s in live), default=None))
+    expired_groups = expire_groups(state.storage, now - ttl, dry_run=dry_run) if ttl > 0 else []
+    live = [s.next_snapshot for cid, s in consumers.all().items() if cid not in expired_consumers]
+    group_floor = groups_floor(state.storage, skip=expired_groups)
+    end = window(min([*live, *([] if group_floor is None else [group_floor])], default=None))
     if end <= earliest:
         if release_tags:
             released = _release_only(state, earliest, dry_run=dry_run)
@@ -117,11 +122,15 @@ def expire_snapshots(
                 deleted_data_files=released.deleted_data_files,
                 deleted_metadata_files=released.deleted_metadata_files,
                 expired_consumers=expired_consumers,
+                expired_groups=expired_groups,
                 earliest_snapshot=earliest,
                 dry_run=dry_run,
             )
         return ExpireResult(
-            expired_consumers=expired_consumers, earliest_snapshot=earliest, dry_run=dry_run
+            expired_consumers=expired_consumers,
+            expired_groups=expired_groups,
+            earliest_snapshot=earliest,
+            dry_run=dry_run,
         )
     tag_store = TagStore(state.storage)
     tags = tag_references(state.manifests, tag_store.all().values())
@@ -141,6 +150,7 @@ def expire_snapshots(
         deleted_data_files=deleted[0],
         deleted_metadata_files=deleted[1],
         expired_consumers=expired_consumers,
+        expired_groups=expired_groups,
         earliest_snapshot=end,
         dry_run=dry_run,
     )

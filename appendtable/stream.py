@@ -58,6 +58,7 @@ from appendtable.metadata.models import (
     Split,
 )
 from appendtable.planning.filters import Filter, parse_filter
+from appendtable.planning.groups import UnitSelection
 from appendtable.planning.streaming import (
     StartRequest,
     emits_rows,
@@ -109,6 +110,9 @@ class StreamUnit:
     splits: list[Split]
     watermark: int | None
     next_position: StreamPosition
+    #: For a member of a consumer group: the buckets (file slots for ``bucket = -1``) whose
+    #: position this unit advances; empty otherwise.
+    group_units: tuple[int, ...] = ()
 
     @property
     def row_count(self) -> int:
@@ -326,10 +330,12 @@ class StreamReader:
 
     # ---- planning --------------------------------------------------------------------------
 
-    def next_unit(self, position: StreamPosition | None = None) -> StreamUnit | _EndOfStream | None:
+    def next_unit(
+        self, position: StreamPosition | None = None, *, select: UnitSelection | None = None
+    ) -> StreamUnit | _EndOfStream | None:
         """The unit at ``position`` (default: the current one), without moving: a unit (maybe
         with no splits, for a skipped snapshot), END_OF_STREAM, or None if it does not exist
-        yet."""
+        yet. ``select`` narrows it to some buckets or file slots (a consumer group member's)."""
         position = self._position if position is None else position
         snapshots = self._state.snapshots
         snapshot_id = position.next_snapshot
@@ -354,20 +360,29 @@ class StreamReader:
                 self._filter,
                 projection=self._projection,
                 view=self.view,
-                buckets=self._buckets(),
+                buckets=self._buckets(select),
             )
             if self._creation_floor is not None:
                 floor = self._creation_floor
                 entries = [e for e in entries if e.file.creation_time_ms >= floor]
+            if select is not None:
+                entries = [e for e in entries if select.selects(e.bucket, e.file.path)]
             return self._unit(snapshot, entries, full=True, following=following)
         if not emits_rows(snapshot.kind, read_overwrite=self._config.read_overwrite):
             return self._unit(snapshot, [], full=False, following=following)
-        return self._unit(snapshot, self._delta_entries(snapshot), full=False, following=following)
+        entries = self._delta_entries(snapshot, select)
+        return self._unit(snapshot, entries, full=False, following=following)
 
-    def _buckets(self) -> set[int] | None:
-        return set(self._config.buckets) if self._config.buckets is not None else None
+    def _buckets(self, select: UnitSelection | None = None) -> set[int] | None:
+        configured = set(self._config.buckets) if self._config.buckets is not None else None
+        chosen = select.buckets() if select is not None else None
+        if configured is None or chosen is None:
+            return chosen if configured is None else configured
+        return configured & chosen
 
-    def _delta_entries(self, snapshot: Snapshot) -> list[ManifestEntry]:
+    def _delta_entries(
+        self, snapshot: Snapshot, select: UnitSelection | None = None
+    ) -> list[ManifestEntry]:
         keys = self.view.schema.partition_keys
         truncate = self.view.options.stats_truncate
         buckets = self._config.buckets
@@ -377,6 +392,8 @@ class StreamReader:
             if entry.kind != 0:
                 continue
             if buckets is not None and entry.bucket not in buckets:
+                continue
+            if select is not None and not select.selects(entry.bucket, entry.file.path):
                 continue
             layout = self._projection.layout(entry.file.schema_id)
             if row_filter is not None and not (

@@ -7,7 +7,7 @@ import logging
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, overload
 
 import pyarrow as pa
 
@@ -15,6 +15,7 @@ from appendtable import arguments, display
 from appendtable._state import TableState
 from appendtable.commit.changes import CommitRequest
 from appendtable.commit.consumers import ConsumerStore
+from appendtable.commit.groups import delete_group
 from appendtable.commit.iceberg import MAIN_BRANCH
 from appendtable.commit.schemas import SchemaStore
 from appendtable.commit.snapshots import SnapshotStore
@@ -39,7 +40,9 @@ from appendtable.errors import (
     TableNotFoundError,
 )
 from appendtable.evolution import UpdateSchema, check_table_schema, commit_schema_change
+from appendtable.group import ConsumerGroup, GroupReader, describe_groups, open_member
 from appendtable.interop import publish_mirror_quietly
+from appendtable.lag import consumer_lag
 from appendtable.locations import check_not_nested
 from appendtable.maintenance import (
     ExpireResult,
@@ -588,6 +591,7 @@ class Table:
 
     # ---- streaming --------------------------------------------------------------------------
 
+    @overload
     def stream(
         self,
         *,
@@ -604,13 +608,58 @@ class Table:
         poll_interval: float | None = None,
         position: StreamPosition | None = None,
         options: Mapping[str, object] | None = None,
-    ) -> StreamReader:
+        group: None = None,
+        member: None = None,
+    ) -> StreamReader: ...
+
+    @overload
+    def stream(
+        self,
+        *,
+        mode: str | None = None,
+        snapshot_id: int | None = None,
+        tag: str | None = None,
+        timestamp_ms: int | None = None,
+        file_creation_time_ms: int | None = None,
+        bounded_watermark: int | None = None,
+        columns: Sequence[str] | None = None,
+        filter: object = None,
+        poll_interval: float | None = None,
+        options: Mapping[str, object] | None = None,
+        group: str,
+        member: str | None = None,
+    ) -> GroupReader: ...
+
+    def stream(
+        self,
+        *,
+        mode: str | None = None,
+        snapshot_id: int | None = None,
+        tag: str | None = None,
+        timestamp_ms: int | None = None,
+        file_creation_time_ms: int | None = None,
+        consumer_id: str | None = None,
+        bounded_watermark: int | None = None,
+        buckets: Sequence[int] | None = None,
+        columns: Sequence[str] | None = None,
+        filter: object = None,
+        poll_interval: float | None = None,
+        position: StreamPosition | None = None,
+        options: Mapping[str, object] | None = None,
+        group: str | None = None,
+        member: str | None = None,
+    ) -> StreamReader | GroupReader:
         """Tail the table like a queue (see ``appendtable.stream``). Keyword arguments win over
         read ``options``, which win over table options (Paimon keys: ``scan.mode``,
         ``scan.snapshot-id``, ``consumer-id``, ``scan.bounded.watermark``, ...). A saved
         ``position`` (or a consumer's committed progress) overrides the start mode. ``tag``:
         start at the tagged snapshot (``from-snapshot`` unless ``mode`` says otherwise, e.g.
-        ``from-snapshot-full``); the snapshot must still be in the log."""
+        ``from-snapshot-full``); the snapshot must still be in the log.
+
+        ``group``: join that consumer group as ``member`` (default: a fresh name) and read
+        the buckets the group gives this member, with fenced exactly-once progress per bucket
+        (a ``GroupReader``, see ``appendtable.group``). The start mode applies only when the
+        group is created."""
         if tag is None and options and options.get(opt.SCAN_TAG_NAME.key):
             tag = str(options[opt.SCAN_TAG_NAME.key])
         if tag is not None:
@@ -620,6 +669,19 @@ class Table:
                 TagStore(self._state.storage).get(layout.validate_tag_name(tag)).snapshot.id
             )
             mode = mode or "from-snapshot"
+        if group is None and member is not None:
+            raise InvalidArgumentError("member= needs group=: the consumer group to join")
+        if group is not None:
+            for name, given in (
+                ("consumer_id", consumer_id),
+                ("buckets", buckets),
+                ("position", position),
+            ):
+                if given is not None:
+                    raise InvalidArgumentError(
+                        f"{name}= cannot be combined with group=: a consumer group assigns the "
+                        "buckets and keeps the progress"
+                    )
         config = stream_config(
             self._state,
             options,
@@ -634,6 +696,16 @@ class Table:
             buckets=buckets,
             poll_interval=poll_interval,
         )
+        if group is not None:
+            return open_member(
+                self._state,
+                config,
+                options,
+                group=group,
+                member=member,
+                columns=columns,
+                filter=filter,
+            )
         return StreamReader(self._state, config, columns=columns, filter=filter, position=position)
 
     def consumers(self) -> dict[str, int]:
@@ -644,6 +716,28 @@ class Table:
     def delete_consumer(self, consumer_id: str) -> None:
         """Forget a consumer (its snapshots are no longer protected from expiration)."""
         ConsumerStore(self._state.storage).delete(consumer_id)
+
+    def consumer_groups(self) -> dict[str, ConsumerGroup]:
+        """The consumer groups reading the table, by name: members and their buckets."""
+        return describe_groups(self._state)
+
+    def delete_consumer_group(self, group: str) -> None:
+        """Forget a consumer group and all its progress (its snapshots are no longer
+        protected from expiration; members still running start it again from their mode)."""
+        delete_group(self._state.storage, layout.validate_consumer_id(group))
+
+    def consumer_lag(self, *, group: str | None = None, stalled_after: float = 30.0) -> pa.Table:
+        """How far behind the latest snapshot each consumer is, and each bucket of each
+        consumer group with the member holding it (only ``group``'s with ``group``): snapshots,
+        rows, bytes and time behind, the last commit and a status (``caught-up``, ``behind``,
+        ``stalled``: rows waiting and no commit for ``stalled_after`` seconds; for group
+        buckets also ``expired``: the holder's lease ran out, ``rebalancing``, ``unassigned``).
+        Columns: ``appendtable.lag.LAG_SCHEMA``; see docs/queue.md."""
+        if group is not None:
+            layout.validate_consumer_id(group)
+        return consumer_lag(
+            self._state, group=group, stalled_after_ms=int(float(stalled_after) * 1000)
+        )
 
     # ---- maintenance ------------------------------------------------------------------------
 

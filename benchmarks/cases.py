@@ -19,6 +19,7 @@ import appendtable as at
 from benchmarks.compaction import bench_compaction
 from benchmarks.data import SCHEMA, make_table
 from benchmarks.file_index import bench_file_index
+from benchmarks.groups import bench_groups
 from benchmarks.harness import Case, Result, Timing, cycle_setup, measure, sync_then, timed
 from benchmarks.integrity import bench_integrity
 from benchmarks.interop import bench_iceberg
@@ -554,6 +555,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "iceberg": bench_iceberg,
     "file-index": bench_file_index,
     "compaction": bench_compaction,
+    "groups": bench_groups,
     "scaling": bench_scaling,
     "memory": bench_memory,
     "peers": bench_peers,

@@ -134,12 +134,17 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
         "follow new rows like tail -f",
         "Print rows as new snapshots land, each bucket in write order. With --consumer-id the "
         "progress is saved after each printed snapshot, and a restarted tail continues there "
-        "(a snapshot cut off half-way is printed again). --from: latest-full (default: the "
-        "current rows, then new ones), latest (only new ones), earliest (everything retained). "
-        "Ctrl-C stops it (exit code 0).",
+        "(a snapshot cut off half-way is printed again). With --group the tail joins that "
+        "consumer group (as --member, default a fresh name) and prints the buckets the group "
+        "gives it, committing each bucket's progress after each printed unit; run several to "
+        "share the work, and a killed one's buckets move to the others once its lease runs "
+        "out. --from: latest-full (default: the current rows, then new ones), latest (only new "
+        "ones), earliest (everything retained); for a group it applies when the group is "
+        "created. Ctrl-C stops it (exit code 0) and leaves the group.",
         """\
   appendtable tail /data/events
   appendtable tail /data/events --consumer-id billing --buckets 0,1 --format jsonl
+  appendtable tail /data/events --group billing --member worker-1 --format jsonl
   appendtable tail /data/events --from latest --poll 200ms --idle-exit 30s""",
     ),
     "compact": (
@@ -172,11 +177,18 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
   appendtable remove-orphans /data/events --older-than 3d --force""",
     ),
     "consumers": (
-        "list the named stream consumers and their progress",
+        "list the stream consumers and consumer groups, and how far behind each one is",
         "List the consumers that tail the table (tail --consumer-id, or streams with a consumer "
-        "id) with the next snapshot each one needs. Snapshots a consumer still needs are never "
-        "expired, so delete consumers that are gone.",
-        "  appendtable consumers /data/events",
+        "id), one row each, and the buckets of each consumer group (tail --group, or streams "
+        "with a group), one row each with the member that holds it: the next snapshot it "
+        "needs, how many snapshots, rows and bytes it is behind the latest snapshot and for how "
+        "many seconds, its last commit, and a status: caught-up, behind, stalled (rows waiting "
+        "and no commit for --stalled-after), and for group buckets expired (the member's lease "
+        "ran out: dead or hung), rebalancing or unassigned. Snapshots a consumer or group "
+        "still needs are never expired, so delete consumers that are gone.",
+        """\
+  appendtable consumers /data/events
+  appendtable consumers /data/events --group billing --stalled-after 5m --format jsonl""",
     ),
     "delete-consumer": (
         "forget a consumer (its snapshots may then expire)",
@@ -390,7 +402,10 @@ def build_parser() -> argparse.ArgumentParser:
     _formats(scan)
 
     tail = _command(commands, "tail", run_tail)
-    tail.add_argument("--consumer-id", metavar="ID", help="save and resume progress under ID")
+    who = tail.add_mutually_exclusive_group()
+    who.add_argument("--consumer-id", metavar="ID", help="save and resume progress under ID")
+    who.add_argument("--group", metavar="GROUP", help="join consumer group GROUP")
+    tail.add_argument("--member", metavar="NAME", help="the member name in --group")
     tail.add_argument("--buckets", metavar="0,1", help="read only these buckets")
     tail.add_argument(
         "--from",
@@ -436,7 +451,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     orphans.add_argument("--force", action="store_true", help="delete (default: a dry run)")
 
-    _formats(_command(commands, "consumers", run_consumers))
+    consumers = _command(commands, "consumers", run_consumers)
+    consumers.add_argument("--group", metavar="GROUP", help="only this consumer group")
+    consumers.add_argument(
+        "--stalled-after",
+        default="30s",
+        metavar="DURATION",
+        help="rows waiting this long without a commit: stalled (30s)",
+    )
+    _formats(consumers)
     delete_consumer = _command(commands, "delete-consumer", run_delete_consumer)
     delete_consumer.add_argument("consumer_id", metavar="CONSUMER_ID")
 

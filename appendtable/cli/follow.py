@@ -2,7 +2,9 @@
 
 With ``--consumer-id`` the reader's progress is committed after each printed unit (one
 snapshot's rows), so a restarted ``tail`` continues after the last unit it printed completely;
-a unit interrupted half-way is printed again (at-least-once). Ctrl-C ends it cleanly.
+a unit interrupted half-way is printed again (at-least-once). With ``--group`` it is a member of
+a consumer group and the same holds per bucket it is given; a unit whose buckets were taken
+over meanwhile is printed again by their new holder. Ctrl-C ends it cleanly.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ from appendtable.cli.output import make_writer, plural
 __all__ = ["run_tail"]
 
 
-def _reader(args: argparse.Namespace, table: at.Table, poll: float) -> at.StreamReader:
+def _reader(
+    args: argparse.Namespace, table: at.Table, poll: float
+) -> at.StreamReader | at.GroupReader:
     mode: str | None = None
     snapshot_id: int | None = None
     if args.start == "earliest":
@@ -33,15 +37,41 @@ def _reader(args: argparse.Namespace, table: at.Table, poll: float) -> at.Stream
     elif args.start is not None:
         mode = args.start
     filters = parse_filters(args.filter, table.schema)
+    columns = parse_columns(args.columns, "--columns") if args.columns else None
+    group: str | None = args.group
+    if group is not None:
+        if args.buckets:
+            raise UsageError("--buckets cannot be combined with --group: the group assigns them")
+        return table.stream(
+            mode=mode,
+            snapshot_id=snapshot_id,
+            group=group,
+            member=args.member,
+            columns=columns,
+            filter=filters,
+            poll_interval=poll,
+        )
+    if args.member is not None:
+        raise UsageError("--member needs --group: the consumer group to join")
     return table.stream(
         mode=mode,
         snapshot_id=snapshot_id,
         consumer_id=args.consumer_id,
         buckets=parse_buckets(args.buckets) if args.buckets else None,
-        columns=parse_columns(args.columns, "--columns") if args.columns else None,
+        columns=columns,
         filter=filters,
         poll_interval=poll,
     )
+
+
+def _commit(reader: at.StreamReader | at.GroupReader, ctx: Context) -> None:
+    try:
+        reader.commit()
+    except at.ConsumerFencedError as exc:
+        # Another member took these buckets over: it prints their rows again from the last
+        # commit. This member goes on with the buckets it still holds.
+        ctx.err.write(f"appendtable tail: {exc}\n")
+        ctx.err.flush()
 
 
 def run_tail(args: argparse.Namespace, ctx: Context) -> int:
@@ -78,8 +108,8 @@ def run_tail(args: argparse.Namespace, ctx: Context) -> int:
                     writer.write(batch)
                 writer.close()
                 ctx.out.flush()
-                if args.consumer_id:
-                    reader.commit()  # only after the whole unit was printed
+                if args.consumer_id or args.group:
+                    _commit(reader, ctx)  # only after the whole unit was printed
                 units += 1
                 last_activity = time.monotonic()
     except KeyboardInterrupt:

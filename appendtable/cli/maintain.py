@@ -1,4 +1,4 @@
-"""Maintenance commands: compact, expire, remove-orphans, rollback, consumers."""
+"""Maintenance commands: compact, expire, remove-orphans, rollback, consumers (and their lag)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import datetime as dt
 import time
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 import appendtable as at
 from appendtable.cli.arguments import parse_columns, parse_duration, parse_partition
@@ -117,6 +118,8 @@ def run_expire(args: argparse.Namespace, ctx: Context) -> int:
     )
     if result.expired_consumers:
         ctx.say(f"{verb} consumers: {', '.join(result.expired_consumers)}")
+    if result.expired_groups:
+        ctx.say(f"{verb} consumer groups: {', '.join(result.expired_groups)}")
     ctx.say(f"earliest retained snapshot: {result.earliest_snapshot}")
     if args.dry_run:
         ctx.say("dry run: nothing was deleted")
@@ -166,14 +169,16 @@ def run_rollback(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def run_consumers(args: argparse.Namespace, ctx: Context) -> int:
-    consumers = ctx.open(args.uri).consumers()
-    rows = pa.table(
-        {
-            "consumer": pa.array(list(consumers), pa.string()),
-            "next_snapshot": pa.array(list(consumers.values()), pa.int64()),
-        }
-    )
-    write_rows(args.format, ctx.out, rows.schema, [rows])
+    table = ctx.open(args.uri)
+    stalled_after = parse_duration(args.stalled_after, "--stalled-after")
+    if args.group is not None and args.group not in table.consumer_groups():
+        raise InputError(f"{args.uri} has no consumer group {args.group!r}")
+    lag = table.consumer_lag(group=args.group, stalled_after=stalled_after)
+    # Seconds print the same in every format (a duration would print as H:MM:SS text).
+    seconds = pc.divide(lag["time_behind"].cast(pa.int64()), 1000.0)
+    at_column = lag.schema.get_field_index("time_behind")
+    rows = lag.set_column(at_column, pa.field("seconds_behind", pa.float64(), False), seconds)
+    write_rows(args.format, ctx.out, rows.schema, rows.to_batches())
     return 0
 
 

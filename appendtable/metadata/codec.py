@@ -64,6 +64,9 @@ class Kind(enum.IntEnum):
     WATERMARK_GROUP = 9
     COMPACTION_TASK = 10
     TAG = 11
+    GROUP_GENERATION = 12
+    GROUP_LEASE = 13
+    GROUP_PROGRESS = 14
 
 
 #: Human-readable files use JSON; bulky ones MessagePack.
@@ -73,6 +76,9 @@ _ENCODING = {
     Kind.CONSUMER: _JSON,
     Kind.WATERMARK_GROUP: _JSON,
     Kind.TAG: _JSON,
+    Kind.GROUP_GENERATION: _JSON,
+    Kind.GROUP_LEASE: _JSON,
+    Kind.GROUP_PROGRESS: _JSON,
     Kind.MANIFEST_LIST: _MSGPACK,
     Kind.MANIFEST: _MSGPACK,
     Kind.COMMIT_USERS: _MSGPACK,

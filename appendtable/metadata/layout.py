@@ -6,6 +6,7 @@
     snapshot/snapshot-<id>, snapshot/LATEST, snapshot/EARLIEST
     manifest/manifest-<uuid>-<n>, manifest/manifest-list-<uuid>-<n>, manifest/commit-users-<uuid>
     consumer/consumer-<id>
+    consumer/groups/<group>/...   (consumer groups: see ``metadata.groups``)
     tag/tag-<name>, tag/released-<name>-<uuid>   (tags; a deleted tag until expiration frees it)
     _staging/<uuid>/...   (files written by other engines, until adopted or removed)
     <k1>=<v1>/<k2>=<v2>/bucket-<b>/data-<uuid>-<n>.parquet

@@ -372,6 +372,18 @@ CONSUMER_EXPIRATION_TIME = _define(
     0,
     "consumers idle longer than this are removed (0: never)",
 )
+GROUP_LEASE_TIME = _define(
+    "consumer.group.lease-time",
+    parse_duration_ms,
+    5000,
+    "a consumer group member that does not renew its lease for this long loses its buckets",
+)
+GROUP_FILE_SLOTS = _define(
+    "consumer.group.file-slots",
+    _parse_int,
+    16,
+    "units a consumer group shares of a bucket = -1 table (each file is in one slot)",
+)
 # ---- compaction ---------------------------------------------------------------------------------
 COMPACTION_MIN_FILE_NUM = _define(
     "compaction.min.file-num", _parse_int, 5, "fewest files worth compacting together"
@@ -612,6 +624,8 @@ def validate_table_options(
         WRITE_BUFFER_SIZE,
         MANIFEST_TARGET_SIZE,
         SPLIT_TARGET_SIZE,
+        GROUP_LEASE_TIME,
+        GROUP_FILE_SLOTS,
     ):
         if options.get(option) <= 0:
             raise InvalidOptionError(f"option '{option.key}' must be positive")

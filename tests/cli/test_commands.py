@@ -521,13 +521,85 @@ def test_consumers_and_delete_consumer(cli: Any, queue: tuple[str, at.Table]) ->
     uri, table = queue
     assert "(0 rows)" in cli("consumers", uri).out
     table.stream(consumer_id="billing").commit(table.stream().checkpoint())
-    listed = cli("consumers", uri, "--format", "jsonl")
+    listed = json.loads(cli("consumers", uri, "--format", "jsonl").out)
     expected = at.open_table(uri).consumers()["billing"]
-    assert json.loads(listed.out) == {"consumer": "billing", "next_snapshot": expected}
+    assert (listed["consumer"], listed["kind"], listed["bucket"]) == ("billing", "consumer", None)
+    # the position of a reader that read nothing yet: snapshot 2 in full
+    assert (listed["next_snapshot"], listed["rows_behind"]) == (expected, table.scan().count())
+    assert listed["status"] == "behind"
     assert cli("delete-consumer", uri, "billing").out == "deleted consumer billing\n"
     assert at.open_table(uri).consumers() == {}
     again = cli("delete-consumer", uri, "billing")
     assert again.code == 1 and "has no consumer 'billing'" in again.err
+
+
+def _bucket_counts(table: at.Table) -> dict[int, int]:
+    """Rows per bucket, from the bucket hash of the rows (not from the group code)."""
+    data = table.scan().to_arrow()
+    buckets = at.bucket_ids([data["user_id"]], 2).tolist()
+    return {b: buckets.count(b) for b in (0, 1)}
+
+
+def test_consumers_shows_the_lag_of_each_member_and_bucket(
+    cli: Any, queue: tuple[str, at.Table]
+) -> None:
+    uri, table = queue
+    options = {"consumer.group.lease-time": "300 ms"}
+    a = table.stream(group="billing", member="a", options=options)
+    b = table.stream(group="billing", member="b", options=options)
+    a.heartbeat()  # follows b's join: one bucket each
+    assert {frozenset(a.assignment), frozenset(b.assignment)} == {frozenset({0}), frozenset({1})}
+    unit = b.poll()
+    assert unit is not None
+    b.commit()  # b is caught up; a has read nothing yet
+
+    def lag(*args: str) -> dict[int, dict[str, Any]]:
+        result = cli("consumers", uri, "--group", "billing", "--format", "jsonl", *args)
+        assert result.code == 0, result.err
+        rows = [json.loads(line) for line in result.out.splitlines()]
+        return {row["bucket"]: row for row in rows}
+
+    counts = _bucket_counts(table)
+    (mine,) = a.assignment
+    (theirs,) = b.assignment
+    rows = lag()
+    assert sorted(rows) == [0, 1]
+    assert (rows[mine]["member"], rows[theirs]["member"]) == ("a", "b")
+    assert rows[mine]["rows_behind"] == counts[mine] and rows[mine]["status"] == "behind"
+    assert rows[mine]["snapshots_behind"] == 1  # the group started at snapshot 2, in full
+    assert rows[theirs]["rows_behind"] == 0 and rows[theirs]["status"] == "caught-up"
+    waiting = time.time() - table.latest_snapshot().time_ms / 1000  # since snapshot 2 landed
+    assert 0 < rows[mine]["seconds_behind"] <= waiting + 0.01
+    assert lag("--stalled-after", "0s")[mine]["status"] == "stalled"
+    time.sleep(0.5)  # neither member renews its lease: both are dead or hung, as far as it shows
+    assert {row["status"] for row in lag().values()} == {"expired"}
+    a.close()
+    b.close()
+    assert {row["status"] for row in lag().values()} == {"unassigned"}
+    text = cli("consumers", uri).out
+    assert "billing" in text and "unassigned" in text
+    missing = cli("consumers", uri, "--group", "nobody")
+    assert missing.code == 1 and "has no consumer group 'nobody'" in missing.err
+
+
+def test_tail_joins_a_consumer_group(cli: Any, queue: tuple[str, at.Table]) -> None:
+    uri, table = queue
+    common = ("--format", "jsonl", "--idle-exit", "0.2", "--poll", "10ms", "--group", "g")
+
+    def seqs(*args: str) -> list[int]:
+        result = cli("tail", uri, *common, *args)
+        assert result.code == 0, result.err
+        return [json.loads(line)["seq"] for line in result.out.splitlines()]
+
+    assert sorted(seqs("--member", "t1")) == list(range(16))
+    assert seqs("--member", "t1") == []  # committed per bucket after each printed unit
+    table.append(pa.table({"user_id": [1, 2], "seq": [16, 17]}))
+    assert sorted(seqs()) == [16, 17]  # a fresh member name: the same group's progress
+    lag = table.consumer_lag(group="g")
+    assert lag["rows_behind"].to_pylist() == [0, 0]
+    assert cli("tail", uri, *common, "--buckets", "0").code == 2
+    assert cli("tail", uri, "--member", "t1").code == 2
+    assert cli("tail", uri, *common, "--consumer-id", "c").code == 2
 
 
 def test_result_type_is_used() -> None:
