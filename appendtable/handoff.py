@@ -29,6 +29,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+import pyarrow.fs as pafs
 
 from appendtable.datafiles.arrow_schema import arrow_type
 from appendtable.datafiles.expressions import needs_exact_pass
@@ -185,6 +186,13 @@ def dataset_of(
 def quoted(name: str) -> str:
     """A column name as a SQL identifier."""
     return '"' + name.replace('"', '""') + '"'
+
+
+def bridged_filesystem(storage: Storage) -> bool:
+    """Whether pyarrow reaches the table's files through a Python file system (fsspec bridged:
+    ``memory://``, Azure, GCS with other credentials), where every read needs the GIL."""
+    filesystem, _ = arrow_filesystem(storage)
+    return isinstance(filesystem, pafs.PyFileSystem)
 
 
 def duckdb_relation(connection: Any, dataset: ds.Dataset, columns: Sequence[str]) -> Any:

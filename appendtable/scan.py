@@ -316,11 +316,19 @@ class Scan:
         default connection; needs ``appendtable[duckdb]``). The relation reads the scan's
         snapshot lazily, every time it runs, through a dataset of its files with the scan's
         filter applied (see ``to_dataset()``), so DuckDB pushes its own filters and
-        projections down too."""
+        projections down too. On stores pyarrow reaches through a Python file system
+        (``memory://``, Azure, GCS with other than default credentials) it reads the scan's
+        own Arrow stream instead, a new one each run (DuckDB's dataset scan deadlocks on
+        those); DuckDB then filters and projects after reading."""
         duckdb = handoff.optional_module("duckdb", "duckdb", "Scan.to_duckdb()")
         if connection is None:
             default = duckdb.default_connection  # a function since DuckDB 1.1, once an object
             connection = default() if callable(default) else default
+        if handoff.bridged_filesystem(self._state.storage):
+            # DuckDB 2 starts pyarrow's dataset scan holding the GIL, and pyarrow's reads through
+            # a Python file system wait for it: they deadlock. The scan's own stream (a new
+            # one each time the relation runs, through __arrow_c_stream__) does not.
+            return connection.from_arrow(self)
         columns = self.output_schema.names
         needed = set(columns) | (self.filter.columns if self.filter is not None else set())
         names = [name for name in self.view.arrow_schema.names if name in needed]
