@@ -45,7 +45,9 @@ typecheck: $(VENV)/.dev-installed ## mypy --strict on the core and the Spark ada
 	$(BIN)/mypy
 
 test: $(VENV)/.dev-installed .emulators/.azurite-$(AZURITE_VERSION) lint typecheck ## lint, type-check and run the whole test suite
-	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m pytest $(PYTEST_ARGS)
+	@start=$$(date +%s); \
+	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m pytest $(PYTEST_ARGS); status=$$?; \
+	echo "make test: pytest took $$(( $$(date +%s) - start )) s"; exit $$status
 
 unit: $(VENV)/.dev-installed ## the fast tests only (no spark, s3, slow)
 	$(BIN)/python -m pytest -m "not spark and not s3 and not slow" $(PYTEST_ARGS)
