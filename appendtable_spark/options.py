@@ -128,6 +128,11 @@ def _columns(text: str) -> tuple[str, ...]:
     columns = tuple(c.strip() for c in text.split(",") if c.strip())
     if not columns:
         raise ValueError("no column named")
+    seen: set[str] = set()
+    for column in columns:  # Spark resolves names ignoring case
+        if column.lower() in seen:
+            raise ValueError(f"column '{column}' is named twice")
+        seen.add(column.lower())
     return columns
 
 
