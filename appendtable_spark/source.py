@@ -35,7 +35,7 @@ from appendtable_spark.evolution import check_write, merge_schema
 from appendtable_spark.options import Use
 from appendtable_spark.pinning import ReadPin, pin
 from appendtable_spark.reader import BatchReader
-from appendtable_spark.settings import Settings
+from appendtable_spark.settings import Settings, check_append
 from appendtable_spark.streaming import StreamSource, check_start
 from appendtable_spark.system import SystemTableReader, system_schema
 from appendtable_spark.types import spark_arrow_schema, spark_schema
@@ -137,6 +137,8 @@ class AppendTableDataSource(DataSource):  # type: ignore[misc]
         return settings, table
 
     def writer(self, schema: StructType, overwrite: bool) -> BatchWriter:
+        if not overwrite:  # the write's own options (not those stored with a catalog table)
+            check_append(self.options)
         settings, table = self._write_table(schema, Use.WRITE)
         user, identifier = settings.commit_identity()
         latest = table.latest_snapshot()
