@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -15,7 +16,7 @@ import appendtable as at
 from appendtable_spark import evolution, identity
 from appendtable_spark import options as registry
 from appendtable_spark.options import SparkOption, Use
-from appendtable_spark.settings import Settings
+from appendtable_spark.settings import Settings, check_append
 from appendtable_spark.source import FORMAT, AppendTableDataSource, open_or_create
 from appendtable_spark.staged import (
     bucket_partitioning,
@@ -34,10 +35,35 @@ __all__ = [
 ]
 
 
+log = logging.getLogger("appendtable_spark")
+
+#: Spark's session setting for what an overwrite of a partitioned table replaces.
+SESSION_OVERWRITE_MODE = "spark.sql.sources.partitionOverwriteMode"
+
+
+def _session_dynamic(spark: SparkSession) -> bool:
+    """The session's ``spark.sql.sources.partitionOverwriteMode`` is ``dynamic``."""
+    return str(spark.conf.get(SESSION_OVERWRITE_MODE, "static")).strip().lower() == "dynamic"
+
+
 def register(spark: SparkSession) -> None:
     """Register the ``appendtable`` format (and its SQL tables: ``CREATE TABLE ... USING
-    appendtable``). Spark's session configuration is left as it is."""
+    appendtable``). Spark's session configuration is left as it is. Spark hands a Python data
+    source only a write's own options, never the session's configuration: if the session's
+    ``spark.sql.sources.partitionOverwriteMode`` is ``dynamic``, a WARNING says that the
+    format's overwrites do not see it (``write_table`` does)."""
     spark.dataSource.register(AppendTableDataSource)
+    if _session_dynamic(spark):
+        log.warning(
+            "this session sets %s=dynamic, which df.write.format('appendtable') cannot see "
+            "(Spark passes a Python data source only the write's options): "
+            "mode('overwrite') there replaces the whole table. Give "
+            ".option('%s', 'dynamic') to replace only the partitions written, or use "
+            "appendtable_spark.write_table(df, uri, mode='overwrite'), which honours the "
+            "session setting",
+            SESSION_OVERWRITE_MODE,
+            registry.PARTITION_OVERWRITE_MODE.name,
+        )
 
 
 def _storage(options: Mapping[str, object] | None) -> dict[str, str]:
@@ -79,7 +105,11 @@ def write_table(
 ) -> None:
     """Write ``df`` as one snapshot (``mode="overwrite"``: an OVERWRITE of the whole table, or
     with ``partitions=[{"day": date(2024, 5, 1)}]`` of those static partitions only: a row of
-    any other partition fails the write with SchemaMismatchError naming it, and nothing lands).
+    any other partition fails the write with SchemaMismatchError naming it, and nothing lands;
+    with option ``partitionOverwriteMode`` = ``dynamic`` of the partitions ``df`` has rows in).
+    When the write names neither, the session's ``spark.sql.sources.partitionOverwriteMode``
+    decides, as for Spark's own tables: ``dynamic`` overwrites a partitioned table
+    dynamically. Partition-overwrite options with ``mode="append"`` are refused.
     A table that does not exist is created from ``df``'s schema with ``options``.
 
     ``native`` picks the data path. Spark's own Parquet writer (True) writes the files into a
@@ -120,8 +150,19 @@ def write_table(
             )
         writer_options[option.name] = _keyword_text(option, value)
     settings = Settings.parse({**writer_options, "path": uri}, Use.WRITE)
+    if mode == "append":
+        check_append(writer_options)
     merge = settings.merge_schema()
     table = open_or_create(settings, df.schema)
+    if (
+        mode == "overwrite"
+        and table.partition_by
+        and not settings.given(registry.OVERWRITE_PARTITIONS)
+        and not settings.given(registry.PARTITION_OVERWRITE_MODE)
+        and _session_dynamic(df.sparkSession)
+    ):
+        writer_options[registry.PARTITION_OVERWRITE_MODE.name] = "dynamic"
+        settings = Settings.parse({**writer_options, "path": uri}, Use.WRITE)
     data = spark_arrow_schema(df.schema)
     if merge:
         evolution.merge_schema(table, data)

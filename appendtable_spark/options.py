@@ -128,6 +128,11 @@ def _columns(text: str) -> tuple[str, ...]:
     columns = tuple(c.strip() for c in text.split(",") if c.strip())
     if not columns:
         raise ValueError("no column named")
+    seen: set[str] = set()
+    for column in columns:  # Spark resolves names ignoring case
+        if column.lower() in seen:
+            raise ValueError(f"column '{column}' is named twice")
+        seen.add(column.lower())
     return columns
 
 
@@ -315,7 +320,7 @@ OVERWRITE_PARTITIONS = _define(
         _NO_PARTITIONS,
         Use.WRITE,
         'the static partitions an overwrite replaces, as JSON: `[{"day": "2024-05-01"}]` '
-        "(a row of any other partition fails the write)",
+        "(a row of any other partition fails the write; refused with an append)",
         keyword="partitions",
     )
 )
@@ -326,7 +331,9 @@ PARTITION_OVERWRITE_MODE = _define(
         "static",
         Use.WRITE | Use.CREATE,
         "`dynamic`: an overwrite replaces only the partitions it writes rows into (Spark's "
-        "`partitionOverwriteMode`; how SQL `INSERT OVERWRITE` replaces partitions)",
+        "`partitionOverwriteMode`; how SQL `INSERT OVERWRITE` replaces partitions; refused "
+        "with an append). The session's `spark.sql.sources.partitionOverwriteMode` does not "
+        "reach the format: give this option (`write_table` honours the session setting)",
     )
 )
 CHECKPOINT_LOCATION = _define(

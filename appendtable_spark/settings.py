@@ -22,7 +22,7 @@ import appendtable as at
 from appendtable_spark import options as registry
 from appendtable_spark.options import SparkOption, Use
 
-__all__ = ["Settings"]
+__all__ = ["Settings", "check_append"]
 
 T = TypeVar("T")
 
@@ -179,6 +179,23 @@ class Settings:
             int(timestamp) if timestamp is not None else None,
             tag,
         )
+
+
+def check_append(options: Mapping[str, str]) -> None:
+    """Refuse, in a write that appends (not an overwrite), the options of that write saying
+    what an overwrite replaces (``overwritePartitions``, ``partitionOverwriteMode`` =
+    ``dynamic``): appending with them would silently add the rows beside those they were
+    meant to replace."""
+    for key, value in options.items():
+        option = registry.lookup(str(key).lower())
+        if option is registry.OVERWRITE_PARTITIONS or (
+            option is registry.PARTITION_OVERWRITE_MODE and option.value(str(value)) == "dynamic"
+        ):
+            raise at.InvalidOptionError(
+                f"option '{option.name}' says which partitions an overwrite replaces, but this "
+                'write appends: use mode("overwrite") (SQL: INSERT OVERWRITE), or drop the '
+                "option to append"
+            )
 
 
 def _take(adapter: dict[str, str], option: SparkOption[Any], value: str, use: Use) -> None:

@@ -35,13 +35,13 @@ from appendtable_spark.evolution import check_write, merge_schema
 from appendtable_spark.options import Use
 from appendtable_spark.pinning import ReadPin, pin
 from appendtable_spark.reader import BatchReader
-from appendtable_spark.settings import Settings
+from appendtable_spark.settings import Settings, check_append
 from appendtable_spark.streaming import RefusedStream, StreamSource, check_start
 from appendtable_spark.system import SystemTableReader, system_schema
 from appendtable_spark.types import spark_arrow_schema, spark_schema
 from appendtable_spark.writer import BatchWriter, StreamWriter
 
-__all__ = ["FORMAT", "AppendTableDataSource", "open_or_create"]
+__all__ = ["FORMAT", "AppendTableDataSource", "check_user_schema", "open_or_create"]
 
 FORMAT = "appendtable"
 
@@ -111,13 +111,15 @@ class AppendTableDataSource(DataSource):
         pinned: ReadPin | None = getattr(self, "_pinned", None) if entry is None else None
         if pinned is None:  # a catalog table, or a user-specified schema: schema() not called
             pinned, arrow = pin(settings.open(), settings)
+            what = (
+                "the current schema"
+                if settings.read_target() == (None, None, None)
+                else f"snapshot {pinned.snapshot_id}"
+            )
             if entry is not None:
-                what = (
-                    "the current schema"
-                    if settings.read_target() == (None, None, None)
-                    else f"snapshot {pinned.snapshot_id}"
-                )
                 check_columns(schema, spark_schema(arrow), uri=settings.uri, what=what)
+            else:
+                check_user_schema(schema, spark_schema(arrow), uri=settings.uri, what=what)
         return BatchReader(settings, schema, pinned)
 
     def _write_table(self, schema: StructType, use: Use) -> tuple[Settings, at.Table]:
@@ -137,6 +139,8 @@ class AppendTableDataSource(DataSource):
         return settings, table
 
     def writer(self, schema: StructType, overwrite: bool) -> BatchWriter:
+        if not overwrite:  # the write's own options (not those stored with a catalog table)
+            check_append(self.options)
         settings, table = self._write_table(schema, Use.WRITE)
         user, identifier = settings.commit_identity()
         latest = table.latest_snapshot()
@@ -168,6 +172,44 @@ class AppendTableDataSource(DataSource):
             overwrite=overwrite,
             reuse=settings.get(registry.COMMIT_USER_REUSE),
         )
+
+
+def check_user_schema(given: StructType, table: StructType, *, uri: str, what: str) -> None:
+    """A schema given with ``spark.read.schema(...)`` must name columns of the table (``what``:
+    the schema version read), each once, in the table's case and with the table's type; a
+    subset in any order is fine (columns are read by name). A read never casts: Spark would
+    cast silently (a double into FLOAT overflows to inf, strings would be parsed as numbers)
+    or fail at query time, so anything else is refused here, naming the column."""
+    fields = {f.name: f for f in table.fields}
+    lowered = {name.lower(): name for name in fields}
+    seen: set[str] = set()
+    for field in given.fields:
+        if field.name.lower() in seen:
+            raise at.SchemaMismatchError(
+                f"the schema given with .schema(...) names column '{field.name}' twice"
+            )
+        seen.add(field.name.lower())
+        column = fields.get(field.name)
+        if column is None:
+            near = lowered.get(field.name.lower())
+            hint = f" (did you mean '{near}'? names match in the table's case)" if near else ""
+            raise at.SchemaMismatchError(
+                f"the schema given with .schema(...) names column '{field.name}', which "
+                f"{what} of the table at {uri} does not have{hint}; its columns: "
+                f"{', '.join(fields)}"
+            )
+        want, have = field.dataType.simpleString(), column.dataType.simpleString()
+        if want != have:
+            raise at.SchemaMismatchError(
+                f"the schema given with .schema(...) declares column '{field.name}' as {want}, "
+                f"but it is {have} in {what} of the table at {uri}: a read does not cast "
+                f"(give {have}, and cast in Spark)"
+            )
+        if column.nullable and not field.nullable:
+            raise at.SchemaMismatchError(
+                f"the schema given with .schema(...) declares column '{field.name}' NOT NULL, "
+                f"but it may hold nulls in {what} of the table at {uri}"
+            )
 
 
 def open_or_create(settings: Settings, schema: StructType) -> at.Table:

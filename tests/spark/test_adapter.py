@@ -627,3 +627,42 @@ def test_overwrite_of_given_partitions_refuses_rows_of_other_partitions(
     after = at.open_table(uri).scan().to_arrow()
     kept = [r for r in before if r["day"] == day2]
     assert sorted_rows(after) == sorted(kept + right.to_pylist(), key=lambda r: r["seq"])
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "python-writer"])
+def test_a_table_a_spark_write_creates_keeps_not_null_until_relaxed(
+    spark_at: Any, tmp_path: Path, native: bool
+) -> None:
+    """docs/spark.md (Table creation): the created table takes the DataFrame's NOT NULL flags;
+    a table created first (Python API, or SQL with a 'schema' property) is nullable, and
+    ``update_column(nullable=True)`` relaxes one."""
+    uri = str(tmp_path / "created")
+    appendtable_spark.write_table(spark_at.range(3), uri, native=native)  # id: NOT NULL
+    assert at.open_table(uri).schema.field("id").nullable is False
+    nulls = spark_at.createDataFrame([(None,)], "id BIGINT")
+    with pytest.raises(Exception, match=r"(?i)null"):
+        nulls.write.format("appendtable").mode("append").save(uri)
+    assert at.open_table(uri).scan().count() == 3
+    with at.open_table(uri).update_schema() as update:
+        update.update_column("id", nullable=True)
+    nulls.write.format("appendtable").mode("append").save(uri)
+    assert sorted(at.open_table(uri).scan().to_arrow()["id"].to_pylist(), key=str) == [
+        0,
+        1,
+        2,
+        None,
+    ]
+    first = str(tmp_path / "first")
+    at.create_table(first, pa.schema([("id", pa.int64())]))
+    spark_at.range(2).write.format("appendtable").mode("append").save(first)
+    nulls.write.format("appendtable").mode("append").save(first)
+    assert at.open_table(first).schema.field("id").nullable is True
+    assert at.open_table(first).scan().count() == 3
+    sql_uri = str(tmp_path / "sql")
+    spark_at.sql(
+        f"CREATE TABLE created_nullable USING appendtable LOCATION '{sql_uri}' "
+        "TBLPROPERTIES ('schema' = 'id BIGINT')"
+    )
+    spark_at.range(2).write.format("appendtable").mode("append").save(sql_uri)
+    spark_at.sql("INSERT INTO created_nullable VALUES (NULL)")
+    assert at.open_table(sql_uri).scan().count() == 3
