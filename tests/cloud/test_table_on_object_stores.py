@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import appendtable as at
+from appendtable.handoff import bridged_filesystem
 from tests.cloud.conftest import CloudStore
 from tests.helpers.clock import past_every_file_ms
 from tests.helpers.data import EVENTS, events
@@ -219,7 +220,10 @@ def test_arrow_engines_read_a_pinned_snapshot(cloud: CloudStore) -> None:
     assert sorted(pa.table(scan).column("seq").to_pylist()) == expected
     assert sorted(polars.DataFrame(scan)["seq"].to_list()) == expected
     dataset = scan.to_dataset()
-    got = duckdb.connect().from_arrow(dataset).select("seq").fetchall()
+    # (on a store bridged through a Python file system DuckDB 2 deadlocks scanning a dataset:
+    # docs/python.md says to hand it the scan there)
+    source = scan if bridged_filesystem(scan._state.storage) else dataset
+    got = duckdb.connect().from_arrow(source).select("seq").fetchall()
     assert sorted(row[0] for row in got) == expected
     lazy = polars.scan_pyarrow_dataset(dataset).filter(polars.col("seq") < 10).collect()
     assert sorted(lazy["seq"].to_list()) == list(range(10))

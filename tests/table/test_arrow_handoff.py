@@ -25,6 +25,7 @@ import pytest
 
 import appendtable as at
 from appendtable import scan as scan_module
+from appendtable.handoff import bridged_filesystem
 
 DAYS = [dt.date(2024, 5, 1), dt.date(2024, 5, 2), dt.date(2024, 5, 3)]
 SCHEMA = pa.schema(
@@ -112,11 +113,16 @@ def _duckdb_reads(connection: duckdb.DuckDBPyConnection, scan: at.Scan) -> Any:
 def dataset_handoffs(scan: at.Scan) -> dict[str, Callable[[], Any]]:
     """Every reader of ``scan.to_dataset()``."""
     connection = duckdb.connect()
-    return {
+    handoffs = {
         "dataset.to_table": lambda: scan.to_dataset().to_table(),
         "duckdb(dataset)": lambda: connection.from_arrow(scan.to_dataset()),
         "polars.scan_pyarrow_dataset": lambda: pl.scan_pyarrow_dataset(scan.to_dataset()).collect(),
     }
+    if bridged_filesystem(scan._state.storage):
+        # DuckDB 2 deadlocks scanning a dataset on a Python file system (docs/python.md):
+        # there the docs say to hand it the scan, which stream_handoffs covers
+        del handoffs["duckdb(dataset)"]
+    return handoffs
 
 
 def assert_same_rows(scan: at.Scan, *, dataset: bool = True) -> Rows:
