@@ -5,7 +5,6 @@ dry run changes nothing, with or without the Iceberg mirror."""
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import os
 import shutil
 from collections.abc import Callable
@@ -22,26 +21,12 @@ from appendtable.table import Table
 from tests.helpers.clock import age, past_every_file_ms
 from tests.helpers.data import EVENTS, events
 from tests.helpers.integrity import assert_table_intact
+from tests.security.hostile import tree
 
 FUTURE = 10**15
 MIRROR = {"metadata.iceberg.storage": "table-location"}
 
 pytestmark = pytest.mark.usefixtures("tables_stay_intact")
-
-
-def _tree(root: Path) -> dict[str, str]:
-    """Every file below ``root`` (links as their target) with a hash of its bytes."""
-    flush_hints()
-    found = {}
-    for directory, dirs, names in os.walk(root):
-        for name in dirs + names:
-            path = Path(directory, name)
-            relative = str(path.relative_to(root))
-            if path.is_symlink():
-                found[relative] = "-> " + os.readlink(path)
-            elif path.is_file():
-                found[relative] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return found
 
 
 def _age_everything(root: Path) -> None:
@@ -66,16 +51,16 @@ def test_a_table_nested_in_another_is_never_touched(tmp_path: Path) -> None:
     _age_everything(tmp_path)
     before = {
         p: h
-        for p, h in _tree(outer_root).items()
+        for p, h in tree(outer_root).items()
         if not p.startswith(("schema", "snapshot", "manifest")) or "/" in p
     }
     nested = {
         p: h
-        for p, h in _tree(outer_root).items()
+        for p, h in tree(outer_root).items()
         if p.startswith(("inner/", "day=2030-01-01/", "bucket-0/"))
     }
     result = outer.remove_orphan_files(older_than=dt.timedelta(days=1), dry_run=False)
-    after = _tree(outer_root)
+    after = tree(outer_root)
     assert result.files == []
     assert {p: after.get(p) for p in nested} == nested
     assert after["README.md"] == before["README.md"]
@@ -138,9 +123,9 @@ def test_symbolic_links_are_listed_and_never_followed(tmp_path: Path) -> None:
     os.symlink(outside / "bucket-0", root / "bucket-7")
     os.symlink(outside / "data-1-0.parquet", root / "bucket-0" / "data-1-0.parquet")
     _age_everything(tmp_path)
-    before = _tree(outside)
+    before = tree(outside)
     result = table.remove_orphan_files(older_than=past_every_file_ms(), dry_run=False)
-    assert _tree(outside) == before
+    assert tree(outside) == before
     assert {"_staging/abandoned", "bucket-7", "bucket-0/data-1-0.parquet"} <= set(
         result.not_table_files
     )
@@ -150,7 +135,7 @@ def test_symbolic_links_are_listed_and_never_followed(tmp_path: Path) -> None:
     os.rmdir(root / area.path)
     os.symlink(outside, root / area.path)  # swapped for a link after it was made
     result = area.remove()
-    assert result.deleted == () and _tree(outside) == before
+    assert result.deleted == () and tree(outside) == before
     assert table.scan().count() == 10
 
 
@@ -171,18 +156,18 @@ def test_dry_runs_change_nothing_in_the_api_and_the_cli(
     writer.write(events(100, 10))
     writer.prepare_commit()  # an abandoned write: orphans to list
     _age_everything(root)
-    before = _tree(root)
+    before = tree(root)
     listed = table.remove_orphan_files(older_than=past_every_file_ms(), dry_run=True)
     expired = table.expire_snapshots(retain_min=1, older_than_ms=FUTURE, dry_run=True)
     assert listed.files and expired.expired_snapshots and expired.deleted_data_files
-    assert _tree(root) == before
+    assert tree(root) == before
     for argv in (
         ["remove-orphans", str(root), "--older-than", "0s"],
         ["expire", str(root), "--older-than", "0s", "--retain-min", "1", "--dry-run"],
     ):
         assert main(argv) == 0
         assert "nothing was deleted" in capsys.readouterr().out
-        assert _tree(root) == before
+        assert tree(root) == before
     removed = table.remove_orphan_files(older_than=past_every_file_ms(), dry_run=False)
     assert set(listed.files) <= set(removed.files)
     assert table.scan().count() == 60
@@ -209,7 +194,7 @@ def test_the_mirror_prune_deletes_nothing_outside_metadata(tmp_path: Path) -> No
     ]
     old.write_text(json.dumps(metadata))
     _age_everything(tmp_path)
-    existing = set(_tree(root))
+    existing = set(tree(root))
     result = table.remove_orphan_files(older_than=past_every_file_ms(), dry_run=False)
     assert set(result.files) <= existing  # it reports only files that were there
     assert (tmp_path / "victims" / "v1.txt").read_text() == "canary"
@@ -398,12 +383,12 @@ def test_a_dry_run_does_not_even_repair_a_missing_hint(tmp_path: Path) -> None:
     table.expire_snapshots(retain_min=2, older_than_ms=FUTURE)
     flush_hints()
     (root / "snapshot" / "EARLIEST").unlink()
-    before = _tree(root)
+    before = tree(root)
     fresh = at.open_table(str(root))
     assert fresh.expire_snapshots(
         retain_min=1, older_than_ms=FUTURE, dry_run=True
     ).expired_snapshots
     fresh.remove_orphan_files(older_than=FUTURE, dry_run=True)
-    assert _tree(root) == before
+    assert tree(root) == before
     fresh.expire_snapshots(retain_min=1, older_than_ms=FUTURE)
     assert (root / "snapshot" / "EARLIEST").read_text() == "5"
