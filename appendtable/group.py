@@ -333,10 +333,24 @@ class GroupReader:
         return position, sorted(u for u, p in live if p == position)
 
     def read(self, unit: StreamUnit) -> Iterator[pa.RecordBatch]:
-        """The rows of a unit, in order; the lease is renewed between batches."""
-        for batch in self._reader.read(unit):
-            self._membership.keep_alive()
-            yield batch
+        """The rows of a unit, in order; the lease is renewed between batches. Raises
+        ConsumerFencedError when the unit's files are gone because its buckets were taken over
+        meanwhile (this member stalled past its lease, and the new holder's progress let
+        expiration delete them): the rows it was given of them will be delivered again to
+        their new holder, and its own progress for them is discarded."""
+        try:
+            for batch in self._reader.read(unit):
+                self._membership.keep_alive()
+                yield batch
+        except (ObjectNotFoundError, SnapshotNotFoundError) as exc:
+            units = unit.group_units
+            self._drop_claimed([u for u in units if u in self._held])
+            taken = sorted(u for u in units if u not in self._held)
+            if not taken:
+                raise
+            for u in taken:
+                self._draining.pop(u, None)  # its commit would be refused: told here instead
+            raise self._fenced(taken, committed=[]) from exc
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
         """Record batches of this member's buckets, blocking while there is nothing new; ends
@@ -428,18 +442,21 @@ class GroupReader:
         if committed:
             self._membership.committed_ms = now
         if fenced:
-            raise ConsumerFencedError(
-                f"consumer group '{self.group}': member '{self.member}' can no longer commit "
-                f"bucket{'s' if len(fenced) > 1 else ''} {', '.join(map(str, sorted(fenced)))}: "
-                "another member claimed them; their rows since the last commit will be "
-                "delivered again",
-                group=self.group,
-                member=self.member,
-                fenced=tuple(sorted(fenced)),
-                committed=tuple(sorted(committed)),
-            )
+            raise self._fenced(fenced, committed=committed)
         if failure is not None:
             raise failure
+
+    def _fenced(self, fenced: Sequence[int], *, committed: Sequence[int]) -> ConsumerFencedError:
+        return ConsumerFencedError(
+            f"consumer group '{self.group}': member '{self.member}' can no longer commit "
+            f"bucket{'s' if len(fenced) > 1 else ''} {', '.join(map(str, sorted(fenced)))}: "
+            "another member claimed them; their rows since the last commit will be "
+            "delivered again",
+            group=self.group,
+            member=self.member,
+            fenced=tuple(sorted(fenced)),
+            committed=tuple(sorted(committed)),
+        )
 
     # ---- lifecycle -----------------------------------------------------------------------------
 

@@ -33,6 +33,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import appendtable as at
+from appendtable.commit.groups import GroupStore
+from appendtable.storage import open_storage
 from tests.groups.ledger import expected_rows
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -113,10 +115,15 @@ def attempts_of(process: str, events: list[dict[str, Any]]) -> list[Attempt]:
 
 
 def check_exactly_once(
-    attempts: list[Attempt], expected: dict[int, list[int]], start: Position
+    attempts: list[Attempt],
+    expected: dict[int, list[int]],
+    start: Position,
+    final: dict[int, Position],
 ) -> None:
-    """Per bucket: a chain of the landed commits (unknown ones filling gaps only) from
-    ``start``, whose rows are the bucket's rows in write order."""
+    """Per bucket: a chain of the landed commits (unknown ones, whose process was killed
+    before it could log the outcome, filling gaps only) from ``start`` to ``final``, the
+    position the group's progress records hold at the end, whose rows are the bucket's rows in
+    write order."""
     for bucket, rows in expected.items():
         mine = [a for a in attempts if a.bucket == bucket and a.outcome != "fenced"]
         known: dict[Position, Attempt] = {}
@@ -129,14 +136,28 @@ def check_exactly_once(
         for attempt in mine:
             if attempt.outcome is None:
                 unknown.setdefault(attempt.start, []).append(attempt)
-        end = max((a.end for a in known.values()), default=start)
+        end = final.get(bucket, start)
         chain = _chain(start, end, known, unknown, len(known))
-        assert chain is not None, f"bucket {bucket}: the commits do not chain from {start}"
+        history = sorted(
+            (a.start, a.end, str(a.outcome), len(a.rows), a.process)
+            for a in attempts
+            if a.bucket == bucket
+        )
+        assert chain is not None, (
+            f"bucket {bucket}: the commits do not chain from {start} to the group's position "
+            f"{end}; attempts (start, end, outcome, rows, process): {history}"
+        )
         seqs = [s for attempt in chain for s in attempt.rows]
         assert seqs == rows, (
             f"bucket {bucket}: committed {len(seqs)} rows ({len(set(seqs))} distinct), the "
-            f"table has {len(rows)}"
+            f"table has {len(rows)}; attempts (start, end, outcome, rows, process): {history}"
         )
+
+
+def final_positions(uri: str, storage_options: dict[str, Any], group: str) -> dict[int, Position]:
+    """Where each unit of ``group`` continues, from its progress records as stored."""
+    store = GroupStore(open_storage(uri, storage_options), group)
+    return {u: (p.next_snapshot, p.full) for u, p in store.positions(None).items()}
 
 
 def _chain(
@@ -558,7 +579,8 @@ def verify(chaos: Chaos, table: at.Table) -> dict[str, Any]:
         expected = rows_by_slot(table, chaos.file_slots, chaos.storage_options)
         logs = _by_slot(logs, expected)
     attempts = [a for process, events in logs.items() for a in attempts_of(process, events)]
-    check_exactly_once(attempts, expected, (1, True))
+    final = final_positions(chaos.uri, chaos.storage_options, "g")
+    check_exactly_once(attempts, expected, (1, True), final)
     check_ownership(logs)
     window = chaos.lease_s + chaos.poll_s + chaos.slack_s
     timeline = [*chaos.timeline, *_exits(logs)]

@@ -66,15 +66,11 @@ def member(config: dict[str, Any]) -> None:
                 time.sleep(poll)
                 continue
             committed = reader.committed
-            rows: dict[int, list[int]] = {b: [] for b in unit.group_units}
-            for batch in reader.read(unit):
-                seqs = batch.column("seq").to_numpy()
-                if config["buckets"] <= 0:  # file slots: the checker knows each row's file
-                    rows.setdefault(-1, []).extend(seqs.tolist())
-                    continue
-                buckets = at.bucket_ids([batch.column("key")], config["buckets"])
-                for bucket in np.unique(buckets):
-                    rows.setdefault(int(bucket), []).extend(seqs[buckets == bucket].tolist())
+            try:
+                rows = _rows_of(reader, unit, config["buckets"])
+            except at.ConsumerFencedError as exc:  # taken over while stopped: not delivered
+                _log(out, "lost", units=list(exc.fenced))
+                continue
             _log(
                 out,
                 "unit",
@@ -98,6 +94,21 @@ def member(config: dict[str, Any]) -> None:
         _commit(out, reader)
         reader.close()
         _log(out, "end")
+
+
+def _rows_of(reader: at.GroupReader, unit: at.StreamUnit, buckets: int) -> dict[int, list[int]]:
+    """The ``seq`` of the unit's rows by bucket (all under -1 for file slots: the checker
+    knows each row's file)."""
+    rows: dict[int, list[int]] = {b: [] for b in unit.group_units}
+    for batch in reader.read(unit):
+        seqs = batch.column("seq").to_numpy()
+        if buckets <= 0:
+            rows.setdefault(-1, []).extend(seqs.tolist())
+            continue
+        ids = at.bucket_ids([batch.column("key")], buckets)
+        for bucket in np.unique(ids):
+            rows.setdefault(int(bucket), []).extend(seqs[ids == bucket].tolist())
+    return rows
 
 
 def _commit(out: IO[str], reader: at.GroupReader) -> None:

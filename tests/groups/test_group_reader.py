@@ -362,3 +362,31 @@ def test_a_member_paused_mid_poll_past_its_lease_drops_what_expired_under_it(
     assert sorted(delivered_a + others) == list(range(120))
     assert later == []  # nothing new: b read everything a had not committed
     assert not a.positions or all(p.next_snapshot == 7 for p in a.committed.values())
+
+
+def test_a_member_paused_between_poll_and_read_is_told_its_buckets_were_taken(
+    tmp_path: Path,
+) -> None:
+    """A member that planned a unit and then stalled past its lease, while another member took
+    its buckets over, read on, committed, and compaction plus expiration deleted the unit's
+    files: reading the unit says the buckets were taken (ConsumerFencedError naming them), not
+    that files are missing; its commit is refused and nothing was delivered twice."""
+    table = _table(tmp_path, buckets=2)
+    for i in range(3):
+        table.append(_rows(i * 20, 20))
+    a = table.stream(group="g", member="a", mode="from-snapshot", snapshot_id=1)
+    unit = a.poll()
+    assert unit is not None and set(unit.group_units) == {0, 1}
+    time.sleep(0.4)  # a's lease runs out
+    b = table.stream(group="g", member="b")
+    taken = _drain(b)
+    b.commit()
+    assert sorted(taken) == list(range(60))
+    table.compact(full=True)
+    table.expire_snapshots(retain_min=1, retain_max=1, older_than_ms=2**62)
+    with pytest.raises(at.ConsumerFencedError) as caught:
+        _seqs(a, unit)
+    assert set(caught.value.fenced) == {0, 1}
+    assert "another member claimed" in str(caught.value)
+    assert a.commit() is None  # nothing of a's is pending any more
+    assert sorted(_drain(a) + _drain(b)) == []

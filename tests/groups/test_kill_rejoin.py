@@ -29,6 +29,7 @@ from tests.groups.chaos import (
     attempts_of,
     check_exactly_once,
     create_table,
+    final_positions,
     read_log,
     run,
 )
@@ -185,7 +186,10 @@ def test_a_stopped_member_that_lost_its_lease_cannot_commit(tmp_path: Path) -> N
     logs = {name: read_log(tmp_path / f"{name}.log") for name in ("a", "b")}
     attempts = [a for name, events in logs.items() for a in attempts_of(name, events)]
     check_exactly_once(
-        attempts, expected_rows(data["key"].to_numpy(), data["seq"].to_numpy(), 4), (1, True)
+        attempts,
+        expected_rows(data["key"].to_numpy(), data["seq"].to_numpy(), 4),
+        (1, True),
+        final_positions(chaos.uri, {}, "g"),
     )
     assert {a.process for a in attempts if a.outcome == "ok"} == {"b"}
     assert all(lag == 0 for lag in table.consumer_lag(group="g")["rows_behind"].to_pylist())
