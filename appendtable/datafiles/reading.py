@@ -284,10 +284,11 @@ def _check_footer(
     storage: Storage, filesystem: pafs.FileSystem, root: str, file: DataFileMeta
 ) -> None:
     uri = storage.uri(file.path)
+    full = f"{root}/{storage.checked(file.path)}"
     with (
         translated("read", uri),
-        _data_file_errors(uri),
-        filesystem.open_input_file(f"{root}/{storage.checked(file.path)}") as handle,
+        _data_file_errors(uri, filesystem, full),
+        filesystem.open_input_file(full) as handle,
     ):
         verified_tail(handle, handle.size(), file.footer_crc, uri)
 
@@ -332,17 +333,29 @@ def is_damage(exc: BaseException) -> bool:
 
 
 @contextmanager
-def _data_file_errors(uri: str) -> Iterator[None]:
+def _data_file_errors(uri: str, filesystem: pafs.FileSystem, full: str) -> Iterator[None]:
     """Name the data file in what reading it raises: a missing file, or one that is not
-    readable Parquet (damaged anywhere: footer, pages, checksums)."""
+    readable Parquet (damaged anywhere: footer, pages, checksums). A file deleted while it was
+    being opened or read is missing too, whatever the client raised meanwhile (pyarrow's GCS
+    client reports an object deleted under an open stream as a closed file, a ValueError)."""
     try:
         yield
     except FileNotFoundError as exc:
         raise _missing(uri) from exc
-    except (pa.ArrowInvalid, OSError) as exc:
-        if is_damage(exc):
+    except (pa.ArrowInvalid, OSError, ValueError) as exc:
+        if _gone(filesystem, full):
+            raise _missing(uri) from exc
+        if isinstance(exc, pa.ArrowInvalid | OSError) and is_damage(exc):
             raise _corrupt(uri, exc, path=uri) from exc
         raise
+
+
+def _gone(filesystem: pafs.FileSystem, full: str) -> bool:
+    """Whether the file is certainly absent now (False when that cannot be told)."""
+    try:
+        return not _exists(filesystem, full)
+    except OSError:
+        return False
 
 
 def _intact(storage: Storage, file: DataFileMeta, schema: pa.Schema) -> bool:
@@ -388,7 +401,7 @@ def read_file(
     uri = storage.uri(file.path)
     expected = stored_schema(schema)
     wanted = schema if selected is None else pa.schema([schema.field(c) for c in selected])
-    with translated("read", uri), _data_file_errors(uri):
+    with translated("read", uri), _data_file_errors(uri, filesystem, full):
         if row_filter is None:
             with _opened(filesystem, full, file, uri, expected) as source:
                 batches = source.iter_batches(

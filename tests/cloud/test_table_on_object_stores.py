@@ -10,10 +10,12 @@ import threading
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
 import appendtable as at
+from appendtable.datafiles import reading
 from appendtable.handoff import bridged_filesystem
 from tests.cloud.conftest import CloudStore
 from tests.helpers.clock import past_every_file_ms
@@ -256,3 +258,98 @@ def test_bloom_filters_are_probed_over_the_wire(cloud: CloudStore) -> None:
         len([f for split in table.scan(filter=[("value", "=", 7.5)]).plan() for f in split.files])
         <= 1
     )
+
+
+def test_a_data_file_deleted_behind_the_tables_back_is_named(cloud: CloudStore) -> None:
+    """Reading a data file that is gone raises ObjectNotFoundError naming it, on every store
+    and every read path (native pyarrow clients report a missing object in their own ways)."""
+    table = at.create_table(
+        cloud.uri,
+        EVENTS,
+        options={"bucket": 1, "bucket-key": "key"},
+        storage_options=cloud.storage_options,
+    )
+    table.append(events(0, 20))
+    stream = table.stream(mode="from-snapshot-full", snapshot_id=1)
+    unit = stream.poll()
+    assert unit is not None
+    uri = table.files()["uri"].to_pylist()[0]
+    cloud.filesystem().rm(cloud.path(uri))
+    reads = {
+        "scan": lambda: table.scan().to_arrow(),
+        "batches": lambda: list(table.scan().to_batches()),
+        "stream": lambda: list(stream.read(unit)),
+    }
+    for how, read in reads.items():
+        with pytest.raises(at.ObjectNotFoundError) as caught:
+            read()
+        assert uri.rsplit("/", 1)[-1] in str(caught.value), how
+
+
+class _DeletedOnceOpened(pafs.FileSystemHandler):
+    """The store's own pyarrow file system, except that each data file is deleted right after
+    it is opened (the interleaving of a reader stalled between opening a file and reading it
+    while expiration deletes it)."""
+
+    def __init__(self, real: pafs.FileSystem, cloud: CloudStore, root: str) -> None:
+        self.real, self.cloud, self.root = real, cloud, root
+        self.deleted: list[str] = []
+
+    def open_input_file(self, path: str) -> Any:
+        handle = self.real.open_input_file(path)
+        if "/data-" in path:
+            self.cloud.filesystem().rm(path)
+            self.deleted.append(path)
+        return handle
+
+    def get_file_info(self, paths: list[str]) -> list[pafs.FileInfo]:
+        return self.real.get_file_info(paths)  # type: ignore[no-any-return]
+
+    def get_type_name(self) -> str:
+        return "deleted-once-opened"
+
+    def normalize_path(self, path: str) -> str:
+        return path
+
+    def get_file_info_selector(self, selector: pafs.FileSelector) -> list[pafs.FileInfo]:
+        return self.real.get_file_info(selector)  # type: ignore[no-any-return]
+
+    def open_input_stream(self, path: str) -> Any:
+        return self.open_input_file(path)
+
+    # a reader never writes: what it must not call
+    def _refused(self, *args: object) -> Any:
+        raise NotImplementedError("a read must not change the store")
+
+    create_dir = delete_dir = delete_dir_contents = delete_root_dir_contents = _refused
+    delete_file = move = copy_file = _refused
+    open_output_stream = open_append_stream = _refused
+
+
+def test_a_data_file_deleted_while_open_is_named(
+    cloud: CloudStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A data file deleted between its opening and its reading (each store's client fails in
+    its own way then: S3 'RESOURCE_NOT_FOUND', GCS a closed stream, Azure its own exception)
+    is reported as missing, naming it, like one deleted before."""
+    table = at.create_table(
+        cloud.uri,
+        EVENTS,
+        options={"bucket": 1, "bucket-key": "key"},
+        storage_options=cloud.storage_options,
+    )
+    table.append(events(0, 20))
+    uri = table.files()["uri"].to_pylist()[0]
+    real = reading.arrow_filesystem
+    handlers: list[_DeletedOnceOpened] = []
+
+    def deleting(storage: Any) -> tuple[pafs.FileSystem, str]:
+        fs, root = real(storage)
+        handlers.append(_DeletedOnceOpened(fs, cloud, root))
+        return pafs.PyFileSystem(handlers[-1]), root
+
+    monkeypatch.setattr(reading, "arrow_filesystem", deleting)
+    with pytest.raises(at.ObjectNotFoundError) as caught:
+        table.scan().to_arrow()
+    assert uri.rsplit("/", 1)[-1] in str(caught.value)
+    assert any(h.deleted for h in handlers)
