@@ -14,13 +14,18 @@ long the survivors take to hold a dead member's buckets, and how fast a group dr
 * **drain**: 4 members reading a 64-bucket table of appended snapshots, one process, rows per
   second delivered and committed (what bounds a group keeping up with a writer: reading and
   decoding the Parquet files, one core).
+* **keep-up**: a writer process appending as fast as it can for ``KEEP_UP_S`` seconds while 4
+  member processes read and commit: the writer's rate, the group's delivery rate, and how long
+  the group takes to catch up once the writer stops (all processes share the machine's cores).
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import random
 import statistics
 import time
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -39,6 +44,8 @@ LEASE_S = 1.0
 POLL_S = 0.05
 DEATHS = 6
 IDLE_POLLS = 3000
+KEEP_UP_S = 10.0
+KEEP_UP_BATCH = 200_000
 SCHEMA = pa.schema([("key", pa.int64()), ("seq", pa.int64()), ("value", pa.float64())])
 
 
@@ -206,5 +213,105 @@ def _drain_rate(ws: Workspace) -> list[Result]:
     ]
 
 
+def _keep_up_writer(uri: str, seconds: float, batch: int, done: Path) -> None:
+    """Append ``batch`` rows at a time for ``seconds``; writes "rows seconds" to ``done``."""
+    table = at.open_table(uri)
+    rng = np.random.default_rng(5)
+    rows = 0
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        table.append(_rows(rows, batch, rng))
+        rows += batch
+    done.write_text(f"{rows} {time.perf_counter() - start}")
+
+
+def _keep_up_member(uri: str, member: str, stop: Path, out: Path) -> None:
+    """Poll, read and commit until ``stop`` exists and nothing is left; writes the rows read."""
+    table = at.open_table(uri)
+    reader = table.stream(group="keep", member=member, poll_interval=0.01)
+    rows = 0
+    while True:
+        unit = reader.poll()
+        if unit is None:
+            if stop.exists():
+                break
+            time.sleep(0.01)
+            continue
+        rows += sum(batch.num_rows for batch in reader.read(unit))
+        reader.commit()
+    reader.close()
+    out.write_text(str(rows))
+
+
+def _keep_up(ws: Workspace) -> list[Result]:
+    table = _table(ws, "group-keep-up")
+    table.stream(group="keep", member="setup").close()  # the group starts at snapshot 1
+    work = Path(ws.fresh_path("group-keep-up-files"))
+    work.mkdir(parents=True)
+    stop, written = work / "stop", work / "written"
+    spawn = multiprocessing.get_context("spawn")
+    members = [
+        spawn.Process(target=_keep_up_member, args=(table.uri, f"m{i}", stop, work / f"m{i}"))
+        for i in range(MEMBERS)
+    ]
+    for process in members:
+        process.start()
+    seconds = {"full": KEEP_UP_S, "quick": KEEP_UP_S / 5}.get(ws.config.mode, 0.3)
+    batch = KEEP_UP_BATCH if ws.config.big_rows >= 1_000_000 else 2_000
+    writer = spawn.Process(target=_keep_up_writer, args=(table.uri, seconds, batch, written))
+    writer.start()
+    writer.join()
+    stopped = time.perf_counter()
+    behind_at_stop = sum(table.consumer_lag(group="keep")["rows_behind"].to_pylist())
+    while sum(table.consumer_lag(group="keep")["rows_behind"].to_pylist()):
+        time.sleep(0.05)
+    caught_up = time.perf_counter()
+    stop.touch()
+    for process in members:
+        process.join()
+    rows_written, write_s = written.read_text().split()
+    delivered = sum(int((work / f"m{i}").read_text()) for i in range(MEMBERS))
+    assert delivered == int(rows_written), (delivered, rows_written)
+    write_rate = int(rows_written) / float(write_s) / 1e6
+    # from the writer's first append (its process start-up excluded) until caught up
+    group_rate = delivered / (float(write_s) + caught_up - stopped) / 1e6
+    details = {
+        "rows": delivered,
+        "write_seconds": round(float(write_s), 2),
+        "rows_behind_when_the_writer_stopped": behind_at_stop,
+        "catch_up_seconds": round(caught_up - stopped, 2),
+    }
+    return [
+        Result(
+            group=GROUP,
+            benchmark=(
+                f"keep-up: a writer process appending {batch:,}-row batches as fast as "
+                f"it can while {MEMBERS} member processes read and commit ({BUCKETS} buckets)"
+            ),
+            value=write_rate,
+            unit="Mrows/s",
+            baseline=None,
+            ratio=None,
+            target="—",
+            passed=None,
+            details=details,
+        ),
+        Result(
+            group=GROUP,
+            benchmark=(
+                "keep-up: the group's delivery rate over the same run, until it caught up "
+                "(target: keeps up with 1 M rows/s)"
+            ),
+            value=group_rate,
+            unit="Mrows/s",
+            baseline=None,
+            ratio=None,
+            target="≥ 1 Mrows/s",
+            passed=group_rate >= 1.0,
+            details=details,
+        ),
+    ]
+
+
 def bench_groups(ws: Workspace) -> list[Result]:
-    return [*_idle_poll(ws), *_rebalance(ws), *_drain_rate(ws)]
+    return [*_idle_poll(ws), *_rebalance(ws), *_drain_rate(ws), *_keep_up(ws)]
