@@ -112,14 +112,17 @@ class Committer:
         timeout_ms = self._options.get(opt.COMMIT_TIMEOUT)
         started = time.monotonic()
         deadline = started + timeout_ms / 1000 if timeout_ms else None
-        planned_overwrite: set[str] | None = None
+        planned: tuple[int, set[str]] | None = None
         attempt = 0
         while True:
             latest = self._snapshots.latest()
             if self._landed(latest, request):
                 return None
-            if request.overwrite is not None and planned_overwrite is None:
-                planned_overwrite = self._overwrite_targets(request)
+            if request.overwrite is not None and planned is None:
+                planned = self._overwrite_targets(request)
+            planned_overwrite = (
+                None if planned is None else self._compacted_forward(*planned, latest, request)
+            )
             written: list[str] = []
             try:
                 snapshot = self._prepare(request, latest, planned_overwrite, written)
@@ -216,19 +219,53 @@ class Committer:
         records = self._manifests.read_users(latest.commit_users)
         return already_committed(records, request.commit_user, request.identifier)
 
-    def _overwrite_targets(self, request: CommitRequest) -> set[str]:
-        """The files the overwrite replaces: live in its base snapshot, in its scope."""
+    def _overwrite_targets(self, request: CommitRequest) -> tuple[int, set[str]]:
+        """The files the overwrite replaces: live in its base snapshot, in its scope; and the
+        base snapshot's id (0 for an empty table)."""
         scope = request.overwrite
         assert scope is not None
         base_id = request.base_snapshot_id
         base = self._snapshots.get(base_id) if base_id is not None else self._snapshots.latest()
         if base is None:
-            return set()
-        return {
+            return 0, set()
+        return base.id, {
             entry.file.path
             for entry in self._manifests.live_files(base)
             if scope.matches(entry.partition, self._partition_keys)
         }
+
+    def _compacted_forward(
+        self, base_id: int, targets: set[str], latest: Snapshot | None, request: CommitRequest
+    ) -> set[str]:
+        """The overwrite's targets followed through the compactions committed since its base:
+        a compaction that rewrote only target files holds only rows the overwrite replaces, so
+        its output files replace its inputs among the targets (an automatic compaction racing
+        an overwrite is not a conflict). A compaction that also took files appended since is
+        not followed, so those rows still conflict. Where a snapshot in between has expired,
+        the targets stay as planned (the overwrite then conflicts and is retried by its
+        caller)."""
+        scope = request.overwrite
+        assert scope is not None
+        found = set(targets)
+        if latest is None:
+            return found
+        try:
+            for snapshot_id in range(base_id + 1, latest.id + 1):
+                snapshot = self._snapshots.get(snapshot_id)
+                if snapshot.kind != CommitKind.COMPACT:
+                    continue
+                entries = [
+                    e
+                    for e in self._manifests.delta_entries(snapshot)
+                    if scope.matches(e.partition, self._partition_keys)
+                ]
+                removed = {e.file.path for e in entries if e.kind == FileKind.DELETE}
+                if removed and removed <= found:
+                    found -= removed
+                    found |= {e.file.path for e in entries if e.kind == FileKind.ADD}
+        except SnapshotNotFoundError:
+            return set(targets)
+        return found
 
     def already_landed(self, request: CommitRequest) -> bool:
         """Whether this request's (commit user, identifier) is already committed."""

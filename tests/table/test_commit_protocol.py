@@ -256,6 +256,41 @@ def test_overwrite_never_drops_rows_appended_after_it_started(uri: str) -> None:
     assert table.scan().count() == 154
 
 
+def test_a_compaction_of_what_an_overwrite_replaces_does_not_conflict_with_it(uri: str) -> None:
+    """An (automatic) compaction landing while an overwrite is pending rewrote only rows the
+    overwrite replaces: the overwrite lands and replaces the compaction's output too. If the
+    compaction also took rows appended after the overwrite started, those still conflict."""
+    table = at.create_table(uri, EVENTS, options={"write-only": True})
+    for i in range(3):
+        table.append(events(i * 10, 10))
+    base = table.latest_snapshot()
+    assert base is not None
+    with table.writer() as writer:
+        writer.write(events(500, 5))
+        messages = writer.prepare_commit()
+    compacted = at.open_table(uri).compact(full=True)  # lands while the overwrite is pending
+    assert compacted is not None and compacted.kind == "COMPACT"
+    landed = table.committer("overwriter").overwrite(messages, base_snapshot_id=base.id)
+    assert landed is not None
+    assert sorted(table.scan().to_arrow().column("seq").to_pylist()) == list(range(500, 505))
+    assert len(table.files()) == 1  # the compaction's output was replaced, not kept
+
+    base = table.latest_snapshot()
+    assert base is not None
+    with table.writer() as writer:
+        writer.write(events(600, 5))
+        messages = writer.prepare_commit()
+    other = at.open_table(uri)
+    other.append(events(700, 5))  # appended after the overwrite started...
+    assert other.compact(full=True) is not None  # ... and compacted with the older rows
+    with pytest.raises(at.CommitConflictError, match="after the overwrite started"):
+        table.committer("overwriter").overwrite(messages, base_snapshot_id=base.id)
+    assert sorted(table.scan().to_arrow().column("seq").to_pylist()) == [
+        *range(500, 505),
+        *range(700, 705),
+    ]
+
+
 def test_deleting_a_file_that_is_no_longer_live_conflicts(uri: str) -> None:
     table = at.create_table(uri, EVENTS)
     table.append(events(0, 10))
