@@ -236,3 +236,30 @@ def test_expiration_keeps_the_manifests_the_kept_snapshot_uses(tmp_path: Path) -
     used = {m.file_name for m in table._state.manifests.all_manifests(kept)}
     assert not {p.rsplit("/", 1)[-1] for p in result.deleted_metadata_files} & used
     assert assert_table_intact(str(root)) == 12
+
+
+def test_an_older_retained_rollback_keeps_the_files_it_restored(tmp_path: Path) -> None:
+    """Two retained rollbacks: the older restores files (from a tag, since deleted) that an
+    expired compaction had removed and a later compaction removed again; the newer rolls back
+    to a state without them. Only the older rollback, reached through the newer one's
+    ``previous-rollback`` link, still holds them: expiration must keep them."""
+    root = tmp_path / "t"
+    table = _appends(root, 3)  # 1..3: F1, F2, F3
+    table.create_tag("t", 3)
+    table.compact(full=True)  # 4: removes F1..F3, adds C
+    restoring = table.rollback_to(tag="t")  # 5: F1..F3 again
+    table.compact(full=True)  # 6: removes F1..F3 again
+    newest = table.rollback_to(4)  # 7: back to C alone
+    table.delete_tag("t")
+    assert (restoring.id, newest.id) == (5, 7)
+    files = {s: set(table.files(s).column("path").to_pylist()) for s in range(1, 8)}
+    retained = set().union(*(files[s] for s in range(4, 8)))
+    unreferenced = set().union(*(files[s] for s in range(1, 4))) - retained
+    assert files[3] <= files[5] and not files[3] & files[7]  # only the older rollback
+    dry = table.expire_snapshots(retain_min=4, older_than_ms=FUTURE, dry_run=True)
+    real = table.expire_snapshots(retain_min=4, older_than_ms=FUTURE)
+    assert real.expired_snapshots == dry.expired_snapshots == [1, 2, 3]
+    assert set(real.deleted_data_files) == set(dry.deleted_data_files) == unreferenced
+    assert all((root / path).exists() for path in retained)
+    assert table.scan(snapshot_id=restoring.id).count() == 30
+    assert_table_intact(str(root))
