@@ -453,3 +453,30 @@ def test_every_release_record_is_processed_whatever_their_order(
     assert table.remove_orphan_files(older_than=FUTURE, dry_run=True).files == []
     assert os.listdir(root / "tag") == []
     assert table.scan().count() == 40
+
+
+def test_expiration_deletes_the_commit_user_records_only_expired_snapshots_name(
+    tmp_path: Path,
+) -> None:
+    """Each commit with an identifier writes a new commit-users record; a plain commit carries
+    the latest one. Expiring all but the newest deletes the records of expired snapshots,
+    except the one the kept snapshot names and one a tag keeps."""
+    root = tmp_path / "t"
+    table = at.create_table(str(root), EVENTS, options={"write-only": True})
+    for identifier in range(4):
+        with table.writer() as writer:
+            writer.write(events(identifier * 10, 10))
+            messages = writer.prepare_commit()
+        table.committer("job").commit(messages, identifier=identifier)
+    table.append(events(100, 10))  # 5: carries 4's record
+    records = {s.id: f"manifest/{s.commit_users}" for s in table.snapshots()}
+    assert len(set(records.values())) == 4 and records[5] == records[4]
+    table.create_tag("two", 2)
+    result = table.expire_snapshots(retain_min=1, older_than_ms=FUTURE)
+    assert result.expired_snapshots == [1, 2, 3, 4]
+    gone = {records[1], records[3]}
+    assert gone <= set(result.deleted_metadata_files)
+    assert not {records[2], records[4]} & set(result.deleted_metadata_files)
+    assert not any((root / p).exists() for p in gone)
+    assert (root / records[2]).exists() and (root / records[4]).exists()
+    assert table.has_committed("job", 3)
