@@ -275,7 +275,7 @@ def live_files(state: TableState) -> tuple[set[str], set[str]]:
         for snapshot_id in ids:
             # Counting a snapshot whole where its additions would do is never wrong, only
             # slower: mutations that only widen this are equivalent.
-            whole = previous != snapshot_id - 1  # pragma: no mutate
+            whole = snapshot_id - previous != 1  # pragma: no mutate
             try:
                 snapshot = snapshots.get(snapshot_id)
                 listed = manifests.all_manifests(snapshot)

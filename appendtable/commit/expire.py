@@ -43,10 +43,11 @@ __all__ = [
 
 @dataclass
 class ExpirePlan:
+    #: The oldest snapshot kept (the new ``EARLIEST``).
+    new_earliest: int
     snapshot_ids: list[int] = field(default_factory=list)
     data_files: list[str] = field(default_factory=list)
     metadata_files: list[str] = field(default_factory=list)
-    new_earliest: int | None = None
     #: Release records of deleted tags processed by this plan (removed last).
     releases: list[str] = field(default_factory=list)
 
@@ -87,7 +88,7 @@ def plan_expiration(
     """What expiring snapshots ``[begin, end)`` deletes (``end`` is kept), keeping what the
     ``tags`` reference."""
     plan = ExpirePlan(new_earliest=end)
-    if end <= begin:
+    if end <= begin:  # pragma: no mutate (with end == begin the rest plans nothing too)
         return plan
     kept = snapshots.get(end)
     kept_metadata = _metadata_of(kept, manifests)
@@ -100,7 +101,9 @@ def plan_expiration(
         plan.snapshot_ids.append(snapshot_id)
         expired_metadata |= _metadata_of(snapshot, manifests)
     removed: set[str] = set()
-    rolled_back = False
+    # Whether a rollback is in (begin, end]. Taking the kept snapshot's live files out of the
+    # deletions is never wrong, only slower, so mutations that only widen this are equivalent.
+    rolled_back = False  # pragma: no mutate
     for snapshot_id in range(begin + 1, end + 1):
         if snapshot_id == end:
             snapshot = kept
@@ -109,7 +112,9 @@ def plan_expiration(
                 snapshot = snapshots.get(snapshot_id)
             except SnapshotNotFoundError:
                 continue  # its deletions are not known: those files are left to orphan removal
-        rolled_back = rolled_back or snapshot.last_rollback == snapshot_id
+        rolled_back = rolled_back or (
+            snapshot.last_rollback == snapshot_id  # pragma: no mutate (see ``rolled_back``)
+        )
         removed |= _deleted_by(manifests, snapshot)
     if rolled_back:
         # A rollback in the range re-added files deleted before it in the range: those still
@@ -141,9 +146,9 @@ def plan_releases(
     keeps, and referenced neither by that snapshot, nor by a retained rollback, nor by
     another tag. Records whose snapshot is still retained free nothing: the snapshot's own
     expiration will handle its files."""
-    keep_from = plan.new_earliest
-    if not released or keep_from is None:
+    if not released:
         return
+    keep_from = plan.new_earliest
     kept = snapshots.get(keep_from)
     kept_data = {entry.file.path for entry in manifests.live_files(kept)}
     kept_data |= _restored_by_rollbacks(snapshots, manifests, keep_from)
@@ -169,10 +174,13 @@ def _restored_by_rollbacks(
 ) -> set[str]:
     """Files live in a retained rollback snapshot: a rollback re-adds files that the history
     it undid had deleted, so those deletions no longer mean the files are unreferenced."""
-    latest = snapshots.latest()
+    latest = snapshots.get(snapshots.latest_id() or keep_from)  # (never empty: keep_from is in it)
     protected: set[str] = set()
-    rollback_id = latest.last_rollback if latest is not None else None
-    while rollback_id is not None and rollback_id >= keep_from:
+    rollback_id = latest.last_rollback
+    # (the kept snapshot's own files are kept anyway: ">" instead of ">=" is equivalent)
+    while rollback_id is not None and (
+        rollback_id >= keep_from  # pragma: no mutate
+    ):
         rollback = snapshots.get(rollback_id)
         protected.update(entry.file.path for entry in manifests.live_files(rollback))
         previous = rollback.properties.get("previous-rollback")
@@ -197,8 +205,7 @@ def execute_expiration(
     for snapshot_id in plan.snapshot_ids:
         storage.delete(layout.snapshot_path(snapshot_id))
         snapshots.forget(snapshot_id)
-    if plan.new_earliest is not None:
-        snapshots.write_earliest_hint(plan.new_earliest)
+    snapshots.write_earliest_hint(plan.new_earliest)
     if before_deleting_files is not None:
         before_deleting_files()
     tags = tag_references(manifests, TagStore(storage).all().values())

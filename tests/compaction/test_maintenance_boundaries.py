@@ -5,6 +5,7 @@ and the metadata an expiration deletes against what the kept snapshot still uses
 
 from __future__ import annotations
 
+import shutil
 import time
 from pathlib import Path
 
@@ -236,3 +237,75 @@ def test_expiration_keeps_the_manifests_the_kept_snapshot_uses(tmp_path: Path) -
     used = {m.file_name for m in table._state.manifests.all_manifests(kept)}
     assert not {p.rsplit("/", 1)[-1] for p in result.deleted_metadata_files} & used
     assert assert_table_intact(str(root)) == 12
+
+
+def test_an_older_retained_rollback_keeps_the_files_it_restored(tmp_path: Path) -> None:
+    """Two retained rollbacks: the older restores files (from a tag, since deleted) that an
+    expired compaction had removed and a later compaction removed again; the newer rolls back
+    to a state without them. Only the older rollback, reached through the newer one's
+    ``previous-rollback`` link, still holds them: expiration must keep them."""
+    root = tmp_path / "t"
+    table = _appends(root, 3)  # 1..3: F1, F2, F3
+    table.create_tag("t", 3)
+    table.compact(full=True)  # 4: removes F1..F3, adds C
+    restoring = table.rollback_to(tag="t")  # 5: F1..F3 again
+    table.compact(full=True)  # 6: removes F1..F3 again
+    newest = table.rollback_to(4)  # 7: back to C alone
+    table.delete_tag("t")
+    assert (restoring.id, newest.id) == (5, 7)
+    files = {s: set(table.files(s).column("path").to_pylist()) for s in range(1, 8)}
+    retained = set().union(*(files[s] for s in range(4, 8)))
+    unreferenced = set().union(*(files[s] for s in range(1, 4))) - retained
+    assert files[3] <= files[5] and not files[3] & files[7]  # only the older rollback
+    dry = table.expire_snapshots(retain_min=4, older_than_ms=FUTURE, dry_run=True)
+    real = table.expire_snapshots(retain_min=4, older_than_ms=FUTURE)
+    assert real.expired_snapshots == dry.expired_snapshots == [1, 2, 3]
+    assert set(real.deleted_data_files) == set(dry.deleted_data_files) == unreferenced
+    assert all((root / path).exists() for path in retained)
+    assert table.scan(snapshot_id=restoring.id).count() == 30
+    assert_table_intact(str(root))
+
+
+def _history_with_deletions(root: Path) -> dict[int, set[str]]:
+    """Eight snapshots with deletions inside any range: appends, a compaction, a rollback to a
+    state before it (re-adding the files it removed), compactions again. Returns each
+    snapshot's live data files."""
+    table = _appends(root, 2)  # 1, 2: F1, F2
+    table.compact(full=True)  # 3: removes F1, F2
+    table.rollback_to(2)  # 4: F1, F2 again (removes 3's file)
+    table.append(events(100, 10))  # 5
+    table.compact(full=True)  # 6: removes F1, F2 and 5's file
+    table.append(events(200, 10))  # 7
+    table.append(events(300, 10))  # 8
+    kinds = [s.kind for s in table.snapshots()]
+    assert kinds[2] == kinds[5] == at.CommitKind.COMPACT and table.latest_snapshot().id == 8
+    files = {s: set(table.files(s).column("path").to_pylist()) for s in range(1, 9)}
+    table.close()
+    return files
+
+
+def test_expiration_deletes_exactly_what_only_the_expired_snapshots_held(tmp_path: Path) -> None:
+    """For every range [begin, end) of that history (the table first expired up to begin):
+    the data files deleted are exactly those live in an expired snapshot and in no retained
+    one, whatever deleted them (the first snapshot after begin, one in the middle, the kept
+    one) and whether a rollback in the range re-added them; nothing else is left over."""
+    base = tmp_path / "base"
+    files = _history_with_deletions(base)
+    for begin in range(1, 8):
+        for end in range(begin + 1, 9):
+            root = tmp_path / f"run-{begin}-{end}"
+            shutil.copytree(base, root)
+            table = at.open_table(str(root))
+            table.expire_snapshots(retain_min=9 - begin, older_than_ms=FUTURE)
+            assert table.earliest_snapshot().id == begin
+            result = table.expire_snapshots(retain_min=9 - end, older_than_ms=FUTURE)
+            expired = set().union(*(files[s] for s in range(begin, end)))
+            retained = set().union(*(files[s] for s in range(end, 9)))
+            where = f"expiring [{begin}, {end})"
+            assert result.expired_snapshots == list(range(begin, end)), where
+            assert set(result.deleted_data_files) == expired - retained, where
+            assert not any((root / p).exists() for p in expired - retained), where
+            orphans = table.remove_orphan_files(older_than=FUTURE, dry_run=True)
+            assert orphans.files == [], where
+            assert assert_table_intact(str(root)) == len(retained), where
+            shutil.rmtree(root)

@@ -17,6 +17,7 @@ from appendtable.commit.snapshots import SnapshotStore
 from appendtable.errors import StorageError
 from appendtable.storage.local import LocalStorage
 from tests.helpers.data import EVENTS, events
+from tests.security.hostile import tree
 
 FUTURE = 10**15
 
@@ -404,3 +405,78 @@ def test_a_damaged_mirror_manifest_list_is_named(tmp_path: Path) -> None:
         table.remove_orphan_files(older_than=FUTURE, dry_run=True)
     assert raised.value.path == str(target)
     table.publish_iceberg(rebuild=True)  # repaired
+
+
+class _OrderedListing(LocalStorage):
+    """Local storage whose listings come sorted, ascending or descending: the order in which
+    expiration meets the release records is then chosen by the test."""
+
+    def __init__(self, root: str, *, descending: bool) -> None:
+        super().__init__(root)
+        self._descending = descending
+
+    def listnames(self, directory: str) -> list[str]:
+        return sorted(super().listnames(directory), reverse=self._descending)
+
+
+@pytest.mark.parametrize("descending", [False, True])
+def test_every_release_record_is_processed_whatever_their_order(
+    tmp_path: Path, descending: bool
+) -> None:
+    """Three deleted tags: two of expired snapshots (each alone keeping some files), one of a
+    retained snapshot (which frees nothing). Whichever record comes first, the release frees
+    exactly what the two old tags kept, and leaves the table holding only what its retained
+    snapshots reference."""
+    from appendtable._state import TableState
+    from appendtable.table import Table
+
+    root = tmp_path / "t"
+    table = at.create_table(str(root), EVENTS, options={"write-only": True})
+    for i in range(3):
+        table.append(events(i * 10, 10))
+    table.create_tag("b-old", 1)
+    table.create_tag("c-old", 2)
+    table.compact(full=True)  # 4
+    table.append(events(100, 10))  # 5
+    table.create_tag("a-retained", 5)
+    table.expire_snapshots(retain_min=2, older_than_ms=FUTURE)  # 1..3 go; the tags keep theirs
+    for name in ("a-retained", "b-old", "c-old"):
+        table.delete_tag(name)
+    before = {p for p in tree(root) if not p.startswith("tag")}
+    ordered = Table(
+        TableState(_OrderedListing(str(root), descending=descending), table._state.schema)
+    )
+    result = ordered.expire_snapshots(retain_min=2, older_than_ms=FUTURE)
+    gone = {p for p in before if not (root / p).exists()}
+    assert result.expired_snapshots == [] and result.deleted_data_files
+    assert set(result.deleted_data_files) | set(result.deleted_metadata_files) == gone
+    assert table.remove_orphan_files(older_than=FUTURE, dry_run=True).files == []
+    assert os.listdir(root / "tag") == []
+    assert table.scan().count() == 40
+
+
+def test_expiration_deletes_the_commit_user_records_only_expired_snapshots_name(
+    tmp_path: Path,
+) -> None:
+    """Each commit with an identifier writes a new commit-users record; a plain commit carries
+    the latest one. Expiring all but the newest deletes the records of expired snapshots,
+    except the one the kept snapshot names and one a tag keeps."""
+    root = tmp_path / "t"
+    table = at.create_table(str(root), EVENTS, options={"write-only": True})
+    for identifier in range(4):
+        with table.writer() as writer:
+            writer.write(events(identifier * 10, 10))
+            messages = writer.prepare_commit()
+        table.committer("job").commit(messages, identifier=identifier)
+    table.append(events(100, 10))  # 5: carries 4's record
+    records = {s.id: f"manifest/{s.commit_users}" for s in table.snapshots()}
+    assert len(set(records.values())) == 4 and records[5] == records[4]
+    table.create_tag("two", 2)
+    result = table.expire_snapshots(retain_min=1, older_than_ms=FUTURE)
+    assert result.expired_snapshots == [1, 2, 3, 4]
+    gone = {records[1], records[3]}
+    assert gone <= set(result.deleted_metadata_files)
+    assert not {records[2], records[4]} & set(result.deleted_metadata_files)
+    assert not any((root / p).exists() for p in gone)
+    assert (root / records[2]).exists() and (root / records[4]).exists()
+    assert table.has_committed("job", 3)
