@@ -37,7 +37,9 @@ THIRD_PARTY = {
     0: set(),
     1: {"msgspec", "crcmod"},
     2: {"numpy", "pyarrow"},  # pyarrow/numpy only for the vectorised bucket hash
-    3: {"fsspec", "botocore"},  # and, optionally and by name, the other stores' libraries
+    # fsspec and, by name only, the stores' libraries; pyarrow for each backend's native
+    # pyarrow file system (Storage.arrow_filesystem)
+    3: {"fsspec", "pyarrow"},
     4: {"pyarrow", "numpy", "msgspec"},
     5: {"msgspec"},
     6: {"pyarrow", "numpy", "msgspec"},
