@@ -16,7 +16,6 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
 from typing import IO, final
 
 import pyarrow.fs as pafs
@@ -24,7 +23,7 @@ import pyarrow.fs as pafs
 from appendtable.storage.arrow_bridge import bridged
 from appendtable.storage.containment import check_contained
 from appendtable.storage.entries import DirectoryListing, FileInfo
-from appendtable.storage.translate import OS_ERRORS, Translator
+from appendtable.storage.translate import OS_ERRORS, Translated, Translator
 
 __all__ = ["DirectoryListing", "FileInfo", "Storage", "final_operations", "is_temp_name"]
 
@@ -67,35 +66,40 @@ class Storage(ABC):
     @final
     def read(self, path: str) -> bytes:
         """The whole file. Raises ObjectNotFoundError if it does not exist."""
-        with self._io("read", path) as relative:
+        relative = self._contained(path)
+        with self._translated("read", relative):
             return self._read(relative)
 
     @final
     def read_range(self, path: str, offset: int, length: int) -> bytes:
         """``length`` bytes of ``path`` from byte ``offset`` (fewer at its end). Raises
         ObjectNotFoundError if it does not exist."""
-        with self._io("read", path) as relative:
+        relative = self._contained(path)
+        with self._translated("read", relative):
             return self._read_range(relative, offset, length)
 
     @final
     def write(self, path: str, data: bytes) -> None:
         """Create or replace ``path``. Readers see either nothing/the old content or all of
         ``data``, never a prefix."""
-        with self._io("write", path) as relative:
+        relative = self._contained(path)
+        with self._translated("write", relative):
             self._write(relative, data)
 
     @final
     def create(self, path: str, data: bytes) -> None:
         """Write a new, uniquely named file (nobody else uses the name) durably. Nothing may
         refer to it before ``sync_names`` also made its name durable."""
-        with self._io("write", path) as relative:
+        relative = self._contained(path)
+        with self._translated("write", relative):
             self._create(relative, data)
 
     @final
     def write_hint(self, path: str, data: bytes) -> None:
         """Replace a hint file atomically but without forcing it to disk: a lost or stale hint
         only costs readers a listing."""
-        with self._io("write", path) as relative:
+        relative = self._contained(path)
+        with self._translated("write", relative):
             self._write_hint(relative, data)
 
     @final
@@ -106,39 +110,45 @@ class Storage(ABC):
         name was already taken by someone else. Raises ``StorageError`` when the outcome is
         unknown; the caller then reads the file back to find out.
         """
-        with self._io("publish", path) as relative:
+        relative = self._contained(path)
+        with self._translated("publish", relative):
             return self._put_if_absent(relative, data)
 
     @final
     def exists(self, path: str) -> bool:
         """Whether the file ``path`` exists now (never answered from a cache)."""
-        with self._io("exists", path) as relative:
+        relative = self._contained(path)
+        with self._translated("exists", relative):
             return self._exists(relative)
 
     @final
     def info(self, path: str) -> FileInfo:
         """Size and mtime of one file. Raises ObjectNotFoundError."""
-        with self._io("stat", path) as relative:
+        relative = self._contained(path)
+        with self._translated("stat", relative):
             return self._info(relative)
 
     @final
     def listdir(self, directory: str) -> list[FileInfo]:
         """Files directly inside ``directory`` ('' is the root; empty if it does not exist),
         unordered, each with its path relative to the root."""
-        with self._io("list", directory, directory=True) as relative:
+        relative = self._contained(directory, directory=True)
+        with self._translated("list", relative):
             return self._listdir(relative)
 
     @final
     def listnames(self, directory: str) -> list[str]:
         """Names of the entries directly inside ``directory`` (cheaper than ``listdir`` where
         sizes and times cost extra calls; may include subdirectory names)."""
-        with self._io("list", directory, directory=True) as relative:
+        relative = self._contained(directory, directory=True)
+        with self._translated("list", relative):
             return self._listnames(relative)
 
     @final
     def walk(self, directory: str = "") -> list[FileInfo]:
         """Every file below ``directory``, recursively (empty if it does not exist)."""
-        with self._io("walk", directory, directory=True) as relative:
+        relative = self._contained(directory, directory=True)
+        with self._translated("walk", relative):
             return self._walk(relative)
 
     @final
@@ -151,7 +161,8 @@ class Storage(ABC):
     @final
     def delete(self, path: str) -> None:
         """Remove a file; a missing file is not an error."""
-        with self._io("delete", path) as relative:
+        relative = self._contained(path)
+        with self._translated("delete", relative):
             self._delete(relative)
 
     @final
@@ -161,27 +172,31 @@ class Storage(ABC):
         stores the move is a server-side copy then a delete. The new name is durable only after
         ``sync_names([target])``. Retrying after a failure is safe."""
         contained_target = self._contained(target)
-        with self._io("rename", source) as relative:
+        relative = self._contained(source)
+        with self._translated("rename", relative):
             self._rename(relative, contained_target)
 
     @final
     def delete_tree(self, directory: str) -> None:
         """Remove ``directory`` and everything below it; a missing directory is not an error.
         (Never the root: ``directory`` must not be empty.)"""
-        with self._io("delete", directory) as relative:
+        relative = self._contained(directory)
+        with self._translated("delete", relative):
             self._delete_tree(relative)
 
     @final
     def open_output(self, path: str) -> IO[bytes]:
         """A binary file to stream a new (uniquely named) file into; it appears when closed.
         (Failures while streaming are the caller's to translate: ``translated``.)"""
-        with self._io("open", path) as relative:
+        relative = self._contained(path)
+        with self._translated("open", relative):
             return self._open_output(relative)
 
     @final
     def sync_file(self, path: str) -> None:
         """Make a file written through ``open_output`` or a local path durable, with its name."""
-        with self._io("fsync", path) as relative:
+        relative = self._contained(path)
+        with self._translated("fsync", relative):
             self._sync_file(relative)
 
     @final
@@ -190,28 +205,31 @@ class Storage(ABC):
         if not paths:
             return
         contained = [self._contained(path) for path in paths]
-        with self.translated("fsync", contained[0]):
+        with self._translated("fsync", contained[0]):
             self._sync_names(contained)
 
     @final
     def ensure_parent(self, path: str) -> None:
         """Create the parent directory of ``path`` where directories exist (local disk)."""
         directory = path.rpartition("/")[0]
-        with self._io("mkdir", directory, directory=True) as relative:
+        relative = self._contained(directory, directory=True)
+        with self._translated("mkdir", relative):
             self._ensure_directory(relative)
 
     @final
     def local_path(self, path: str) -> str | None:
         """The absolute local file-system path of ``path`` ('' is the root), when the storage
         is a local directory; None otherwise."""
-        with self._io("open", path, directory=True) as relative:
+        relative = self._contained(path, directory=True)
+        with self._translated("open", relative):
             return self._local_path(relative)
 
     @final
     def checked(self, path: str) -> str:
         """``path`` once it passed the containment rule (for handing a file to another reader,
         such as pyarrow, as ``<arrow_filesystem root>/<path>``). Raises PathOutsideTableError."""
-        with self._io("open", path) as relative:
+        relative = self._contained(path)
+        with self._translated("open", relative):
             self._check_handoff(relative)
         return relative
 
@@ -219,7 +237,8 @@ class Storage(ABC):
     def hadoop_uri(self, path: str) -> str:
         """The URI under which Hadoop's file systems (Spark's own Parquet reader and writer)
         reach ``path`` ('' is the root)."""
-        with self._io("open", path, directory=True) as relative:
+        relative = self._contained(path, directory=True)
+        with self._translated("open", relative):
             return self._hadoop_uri(relative)
 
     @final
@@ -231,10 +250,10 @@ class Storage(ABC):
         return self._arrow
 
     @final
-    def translated(self, operation: str, path: str) -> AbstractContextManager[None]:
+    def translated(self, operation: str, path: str) -> Translated:
         """A block of I/O on ``path`` by another library (pyarrow reading or writing a data
         file of this storage), its failures translated as this backend's own."""
-        return self.translator.translated(operation, self.uri(path))
+        return Translated(self.translator, operation, path, self.uri)
 
     @final
     def _contained(self, path: str, *, directory: bool = False) -> str:
@@ -242,12 +261,9 @@ class Storage(ABC):
         return "" if directory and path == "" else check_contained(path, self.root)
 
     @final
-    @contextmanager
-    def _io(self, operation: str, path: str, *, directory: bool = False) -> Iterator[str]:
-        """``path`` after the containment rule, with what the block raises translated."""
-        relative = self._contained(path, directory=directory)
-        with self.translator.translated(operation, self.uri(relative)):
-            yield relative
+    def _translated(self, operation: str, relative: str) -> Translated:
+        """A block of the backend's I/O on a contained path, its failures translated."""
+        return Translated(self.translator, operation, relative, self.uri)
 
     # ---- what a backend implements -----------------------------------------------------------
 

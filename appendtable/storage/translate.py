@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import errno
 import re
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
+from types import TracebackType
 
 from appendtable.errors import (
     AppendTableError,
@@ -43,7 +43,7 @@ from appendtable.errors import (
     TransientStorageError,
 )
 
-__all__ = ["OS_ERRORS", "Translator", "redacted"]
+__all__ = ["OS_ERRORS", "Translated", "Translator", "redacted"]
 
 
 def _no_code(exc: BaseException) -> tuple[str, int]:
@@ -112,28 +112,13 @@ class Translator:
             return True
         if isinstance(exc, AppendTableError):
             return False
-        return isinstance(self._classify(exc, "", ""), TransientStorageError)
+        return isinstance(self.classify(exc, "", ""), TransientStorageError)
 
-    @contextmanager
-    def translated(self, operation: str, path: str) -> Iterator[None]:
-        """Run a block of storage I/O and translate what it raises (see the module
-        docstring). ``AppendTableError``s pass through unchanged."""
-        try:
-            yield
-        except AppendTableError:
-            raise
-        except FileNotFoundError as exc:
-            raise ObjectNotFoundError(
-                f"{operation}: file not found: {path}", path=path, operation=operation
-            ) from exc
-        except FileExistsError as exc:
-            raise ObjectExistsError(
-                f"{operation}: file exists: {path}", path=path, operation=operation
-            ) from exc
-        except Exception as exc:  # a storage library's own error types, recognised by module
-            if not self.is_io_error(exc):
-                raise  # a bug, not a storage failure: untouched
-            raise self._classify(exc, operation, path) from exc
+    def translated(self, operation: str, path: str) -> Translated:
+        """A block of storage I/O on ``path`` whose failures are translated (see the module
+        docstring): ``with translator.translated("read", uri): ...``. ``AppendTableError``s
+        pass through unchanged."""
+        return Translated(self, operation, path)
 
     def _transient_type(self, exc: BaseException) -> bool:
         names = {cls.__name__ for cls in type(exc).__mro__}
@@ -143,7 +128,8 @@ class Translator:
             names & self.transient_classes
         )
 
-    def _classify(self, exc: BaseException, operation: str, path: str) -> StorageError:
+    def classify(self, exc: BaseException, operation: str, path: str) -> StorageError:
+        """The ``StorageError`` for a storage failure ``exc`` of ``operation`` on ``path``."""
         code, status = self.error_code(exc)
         mistake = _USER_MISTAKES.get(getattr(exc, "errno", None) or 0)
         if mistake is not None:
@@ -162,6 +148,50 @@ class Translator:
         if transient:
             return TransientStorageError(message, path=path, operation=operation)
         return StorageError(message, path=path, operation=operation)
+
+
+class Translated:
+    """A block of storage I/O whose failures ``translator`` translates, naming ``path`` (or,
+    with ``uri``, ``uri(path)``, formatted only when something fails)."""
+
+    __slots__ = ("_operation", "_path", "_translator", "_uri")
+
+    def __init__(
+        self,
+        translator: Translator,
+        operation: str,
+        path: str,
+        uri: Callable[[str], str] | None = None,
+    ) -> None:
+        self._translator = translator
+        self._operation = operation
+        self._path = path
+        self._uri = uri
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if exc is None or isinstance(exc, AppendTableError) or not isinstance(exc, Exception):
+            return
+        operation = self._operation
+        path = self._path if self._uri is None else self._uri(self._path)
+        if isinstance(exc, FileNotFoundError):
+            raise ObjectNotFoundError(
+                f"{operation}: file not found: {path}", path=path, operation=operation
+            ) from exc
+        if isinstance(exc, FileExistsError):
+            raise ObjectExistsError(
+                f"{operation}: file exists: {path}", path=path, operation=operation
+            ) from exc
+        if not self._translator.is_io_error(exc):
+            return  # a bug, not a storage failure: untouched
+        raise self._translator.classify(exc, operation, path) from exc
 
 
 #: The operating system alone (local disk, fsspec's memory:// and other Python file systems).
