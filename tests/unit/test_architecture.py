@@ -186,6 +186,7 @@ def test_public_api_is_pinned() -> None:
         "SnapshotExpiredError",
         "SnapshotNotFoundError",
         "Split",
+        "Storage",  # the base class of storage backends, and their registration
         "StorageError",
         "SYSTEM_TABLE_NAMES",  # the system tables, which the Spark adapter exposes
         "SystemTableInfo",
@@ -199,6 +200,7 @@ def test_public_api_is_pinned() -> None:
         "__version__",
         "create_table",
         "open_table",
+        "register_storage",
         "system_table_info",
         "system_table_schema",
     }
