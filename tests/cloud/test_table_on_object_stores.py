@@ -37,6 +37,8 @@ def test_create_open_append_scan_and_time_travel(cloud: CloudStore) -> None:
     )
     with pytest.raises(at.TableExistsError):
         at.create_table(cloud.uri, EVENTS, storage_options=cloud.storage_options)
+    with pytest.raises(at.TableExistsError, match="inside the table"):
+        at.create_table(f"{cloud.uri}/a/inner", EVENTS, storage_options=cloud.storage_options)
     with pytest.raises(at.TableNotFoundError):
         at.open_table(cloud.uri + "-absent", storage_options=cloud.storage_options)
     first = table.append(events(0, 40))
