@@ -67,7 +67,7 @@ class Storage(ABC):
     def read(self, path: str) -> bytes:
         """The whole file. Raises ObjectNotFoundError if it does not exist."""
         relative = self._contained(path)
-        with self._translated("read", relative):
+        with self.translated("read", relative):
             return self._read(relative)
 
     @final
@@ -75,7 +75,7 @@ class Storage(ABC):
         """``length`` bytes of ``path`` from byte ``offset`` (fewer at its end). Raises
         ObjectNotFoundError if it does not exist."""
         relative = self._contained(path)
-        with self._translated("read", relative):
+        with self.translated("read", relative):
             return self._read_range(relative, offset, length)
 
     @final
@@ -83,7 +83,7 @@ class Storage(ABC):
         """Create or replace ``path``. Readers see either nothing/the old content or all of
         ``data``, never a prefix."""
         relative = self._contained(path)
-        with self._translated("write", relative):
+        with self.translated("write", relative):
             self._write(relative, data)
 
     @final
@@ -91,7 +91,7 @@ class Storage(ABC):
         """Write a new, uniquely named file (nobody else uses the name) durably. Nothing may
         refer to it before ``sync_names`` also made its name durable."""
         relative = self._contained(path)
-        with self._translated("write", relative):
+        with self.translated("write", relative):
             self._create(relative, data)
 
     @final
@@ -99,7 +99,7 @@ class Storage(ABC):
         """Replace a hint file atomically but without forcing it to disk: a lost or stale hint
         only costs readers a listing."""
         relative = self._contained(path)
-        with self._translated("write", relative):
+        with self.translated("write", relative):
             self._write_hint(relative, data)
 
     @final
@@ -111,21 +111,21 @@ class Storage(ABC):
         unknown; the caller then reads the file back to find out.
         """
         relative = self._contained(path)
-        with self._translated("publish", relative):
+        with self.translated("publish", relative):
             return self._put_if_absent(relative, data)
 
     @final
     def exists(self, path: str) -> bool:
         """Whether the file ``path`` exists now (never answered from a cache)."""
         relative = self._contained(path)
-        with self._translated("exists", relative):
+        with self.translated("exists", relative):
             return self._exists(relative)
 
     @final
     def info(self, path: str) -> FileInfo:
         """Size and mtime of one file. Raises ObjectNotFoundError."""
         relative = self._contained(path)
-        with self._translated("stat", relative):
+        with self.translated("stat", relative):
             return self._info(relative)
 
     @final
@@ -133,7 +133,7 @@ class Storage(ABC):
         """Files directly inside ``directory`` ('' is the root; empty if it does not exist),
         unordered, each with its path relative to the root."""
         relative = self._contained(directory, directory=True)
-        with self._translated("list", relative):
+        with self.translated("list", relative):
             return self._listdir(relative)
 
     @final
@@ -141,14 +141,14 @@ class Storage(ABC):
         """Names of the entries directly inside ``directory`` (cheaper than ``listdir`` where
         sizes and times cost extra calls; may include subdirectory names)."""
         relative = self._contained(directory, directory=True)
-        with self._translated("list", relative):
+        with self.translated("list", relative):
             return self._listnames(relative)
 
     @final
     def walk(self, directory: str = "") -> list[FileInfo]:
         """Every file below ``directory``, recursively (empty if it does not exist)."""
         relative = self._contained(directory, directory=True)
-        with self._translated("walk", relative):
+        with self.translated("walk", relative):
             return self._walk(relative)
 
     @final
@@ -162,7 +162,7 @@ class Storage(ABC):
     def delete(self, path: str) -> None:
         """Remove a file; a missing file is not an error."""
         relative = self._contained(path)
-        with self._translated("delete", relative):
+        with self.translated("delete", relative):
             self._delete(relative)
 
     @final
@@ -173,7 +173,7 @@ class Storage(ABC):
         ``sync_names([target])``. Retrying after a failure is safe."""
         contained_target = self._contained(target)
         relative = self._contained(source)
-        with self._translated("rename", relative):
+        with self.translated("rename", relative):
             self._rename(relative, contained_target)
 
     @final
@@ -181,7 +181,7 @@ class Storage(ABC):
         """Remove ``directory`` and everything below it; a missing directory is not an error.
         (Never the root: ``directory`` must not be empty.)"""
         relative = self._contained(directory)
-        with self._translated("delete", relative):
+        with self.translated("delete", relative):
             self._delete_tree(relative)
 
     @final
@@ -189,14 +189,14 @@ class Storage(ABC):
         """A binary file to stream a new (uniquely named) file into; it appears when closed.
         (Failures while streaming are the caller's to translate: ``translated``.)"""
         relative = self._contained(path)
-        with self._translated("open", relative):
+        with self.translated("open", relative):
             return self._open_output(relative)
 
     @final
     def sync_file(self, path: str) -> None:
         """Make a file written through ``open_output`` or a local path durable, with its name."""
         relative = self._contained(path)
-        with self._translated("fsync", relative):
+        with self.translated("fsync", relative):
             self._sync_file(relative)
 
     @final
@@ -205,7 +205,7 @@ class Storage(ABC):
         if not paths:
             return
         contained = [self._contained(path) for path in paths]
-        with self._translated("fsync", contained[0]):
+        with self.translated("fsync", contained[0]):
             self._sync_names(contained)
 
     @final
@@ -213,7 +213,7 @@ class Storage(ABC):
         """Create the parent directory of ``path`` where directories exist (local disk)."""
         directory = path.rpartition("/")[0]
         relative = self._contained(directory, directory=True)
-        with self._translated("mkdir", relative):
+        with self.translated("mkdir", relative):
             self._ensure_directory(relative)
 
     @final
@@ -221,7 +221,7 @@ class Storage(ABC):
         """The absolute local file-system path of ``path`` ('' is the root), when the storage
         is a local directory; None otherwise."""
         relative = self._contained(path, directory=True)
-        with self._translated("open", relative):
+        with self.translated("open", relative):
             return self._local_path(relative)
 
     @final
@@ -229,7 +229,7 @@ class Storage(ABC):
         """``path`` once it passed the containment rule (for handing a file to another reader,
         such as pyarrow, as ``<arrow_filesystem root>/<path>``). Raises PathOutsideTableError."""
         relative = self._contained(path)
-        with self._translated("open", relative):
+        with self.translated("open", relative):
             self._check_handoff(relative)
         return relative
 
@@ -238,7 +238,7 @@ class Storage(ABC):
         """The URI under which Hadoop's file systems (Spark's own Parquet reader and writer)
         reach ``path`` ('' is the root)."""
         relative = self._contained(path, directory=True)
-        with self._translated("open", relative):
+        with self.translated("open", relative):
             return self._hadoop_uri(relative)
 
     @final
@@ -251,19 +251,15 @@ class Storage(ABC):
 
     @final
     def translated(self, operation: str, path: str) -> Translated:
-        """A block of I/O on ``path`` by another library (pyarrow reading or writing a data
-        file of this storage), its failures translated as this backend's own."""
+        """A block of I/O on ``path``, its failures translated as this backend's (around every
+        hook, and around another library's I/O on the storage's files: pyarrow reading or
+        writing a data file)."""
         return Translated(self.translator, operation, path, self.uri)
 
     @final
     def _contained(self, path: str, *, directory: bool = False) -> str:
         """``path`` after the containment rule ('' is allowed for a ``directory``: the root)."""
         return "" if directory and path == "" else check_contained(path, self.root)
-
-    @final
-    def _translated(self, operation: str, relative: str) -> Translated:
-        """A block of the backend's I/O on a contained path, its failures translated."""
-        return Translated(self.translator, operation, relative, self.uri)
 
     # ---- what a backend implements -----------------------------------------------------------
 
