@@ -61,6 +61,7 @@ from appendtable.metadata.options import parse_options as check_options
 from appendtable.planning.bucket import bucket_ids
 from appendtable.scan import Scan
 from appendtable.staging import StagingArea
+from appendtable.storage import FileInfo, Storage, StorageFactory, register_storage
 from appendtable.stream import END_OF_STREAM, StreamPosition, StreamReader, StreamUnit
 from appendtable.system import (
     SYSTEM_TABLE_NAMES,
@@ -95,6 +96,7 @@ __all__ = [
     "DiscardResult",
     "END_OF_STREAM",
     "ExpireResult",
+    "FileInfo",
     "GroupReader",
     "LAG_SCHEMA",
     "InvalidArgumentError",
@@ -113,7 +115,9 @@ __all__ = [
     "SnapshotNotFoundError",
     "Split",
     "StagingArea",
+    "Storage",
     "StorageError",
+    "StorageFactory",
     "StreamPosition",
     "StreamReader",
     "StreamUnit",
@@ -136,6 +140,7 @@ __all__ = [
     "create_table",
     "open_table",
     "option_keys",
+    "register_storage",
     "system_table_info",
     "system_table_schema",
 ]

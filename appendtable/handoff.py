@@ -35,7 +35,7 @@ from appendtable.datafiles.arrow_schema import arrow_type
 from appendtable.datafiles.expressions import needs_exact_pass
 from appendtable.datafiles.file_columns import INT96_UNIT
 from appendtable.datafiles.projection import FileLayout, Projection
-from appendtable.datafiles.reading import arrow_filesystem, read_as
+from appendtable.datafiles.reading import read_as
 from appendtable.metadata.models import DataFileMeta, Split, StatValue
 from appendtable.metadata.types import FieldSpec, TypeSpec
 from appendtable.planning.evolution import same_fields
@@ -150,7 +150,7 @@ def dataset_of(
     files when ``row_filter`` has a predicate Arrow's row-group pruning decides wrongly
     (``!=`` / ``not in`` on a float, see ``datafiles.expressions``): a consumer filtering
     fragments with it would lose NaN rows of files written with float statistics."""
-    filesystem, root = arrow_filesystem(storage)
+    filesystem, root = storage.arrow_filesystem()
     names = schema.names
     fragments: list[ds.Fragment] = []
     converted: list[DataFileMeta] = []
@@ -191,7 +191,7 @@ def quoted(name: str) -> str:
 def bridged_filesystem(storage: Storage) -> bool:
     """Whether pyarrow reaches the table's files through a Python file system (fsspec bridged:
     ``memory://``, Azure, GCS with other credentials), where every read needs the GIL."""
-    filesystem, _ = arrow_filesystem(storage)
+    filesystem, _ = storage.arrow_filesystem()
     return isinstance(filesystem, pafs.PyFileSystem)
 
 

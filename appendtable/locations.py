@@ -6,10 +6,9 @@ its files taken for the other's. ``create_table`` therefore refuses such a locat
 
 from __future__ import annotations
 
-import posixpath
 import re
 
-from appendtable.errors import TableExistsError
+from appendtable.errors import PathOutsideTableError, StorageError, TableExistsError
 from appendtable.metadata import layout
 from appendtable.storage import Storage
 
@@ -20,14 +19,16 @@ _SCHEMA_FILE = re.compile(r"(^|/)schema/schema-\d+$")
 
 def check_not_nested(storage: Storage) -> None:
     """Raise TableExistsError if a table exists in a directory above ``storage``'s root or
-    below it."""
-    fs, root = storage.fsspec()
-    for ancestor in _ancestors(root):
-        if _holds_table(fs, ancestor):
+    below it. (Above the root only where the backend can say what is there:
+    ``Storage.parent``.)"""
+    ancestor = storage.parent()
+    while ancestor is not None:
+        if _holds_table(ancestor):
             raise TableExistsError(
                 f"cannot create a table at {storage.root}: it is inside the table at "
-                f"{ancestor}, whose maintenance would treat its files as its own"
+                f"{ancestor.root}, whose maintenance would treat its files as its own"
             )
+        ancestor = ancestor.parent()
     for info in storage.walk(""):
         found = _SCHEMA_FILE.search(info.path)
         if found is not None and found.start() > 0:
@@ -38,25 +39,11 @@ def check_not_nested(storage: Storage) -> None:
             )
 
 
-def _ancestors(root: str) -> list[str]:
-    """The directories above ``root`` (a local path or a bucket/key prefix), nearest first."""
-    found: list[str] = []
-    current = root.rstrip("/")
-    while True:
-        parent = posixpath.dirname(current)
-        if not parent or parent == current:
-            return found
-        found.append(parent)
-        current = parent
-
-
-def _holds_table(fs: object, directory: str) -> bool:
+def _holds_table(directory: Storage) -> bool:
     """Whether ``directory`` holds a table (a ``schema/schema-<n>`` file); False when it
-    cannot be listed."""
-    schema_dir = f"{directory.rstrip('/')}/{layout.SCHEMA_DIR}"
+    cannot be listed (or its ``schema`` is a symbolic link, never followed)."""
     try:
-        fs.invalidate_cache(schema_dir)  # type: ignore[attr-defined]
-        names = fs.ls(schema_dir, detail=False)  # type: ignore[attr-defined]
-    except (OSError, ValueError):
+        names = directory.listnames(layout.SCHEMA_DIR)
+    except (StorageError, PathOutsideTableError):
         return False
-    return any(layout.id_from_name(str(n), layout.SCHEMA_PREFIX) is not None for n in names)
+    return any(layout.id_from_name(name, layout.SCHEMA_PREFIX) is not None for name in names)

@@ -202,6 +202,13 @@ class Table:
     def uri(self) -> str:
         return self._state.storage.root
 
+    def hadoop_uri(self, path: str = "") -> str:
+        """The URI under which Hadoop's file systems (Spark's own Parquet reader and writer)
+        reach ``path``, relative to the table's root ('' for the root; e.g. a data file's
+        ``path`` from ``files()``): ``file://`` on local disk, ``s3a://`` on S3, the table's
+        own scheme elsewhere. Raises PathOutsideTableError for a path outside the table."""
+        return self._state.storage.hadoop_uri(path)
+
     @property
     def schema(self) -> pa.Schema:
         """The current schema (that of the latest snapshot; read again on each access)."""

@@ -201,7 +201,7 @@ def read_table(
             reader = reader.option("scan.snapshot-id", str(snapshot.id))
         df = reader.load(uri)
     else:
-        paths = [spark_location(table.uri, f.path) for split in splits for f in split.files]
+        paths = [spark_location(table, f.path) for split in splits for f in split.files]
         schema = spark_schema(snapshot_schema)
         parquet = spark.read.schema(schema)
         if _has_floats(snapshot_schema):

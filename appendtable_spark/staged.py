@@ -239,7 +239,7 @@ def write_staged(
     with _checked_area(table, df, merge) as area:
         frame, hidden = _shaped(df, table, area.view.arrow_schema)
         base = area.since_snapshot_id  # the latest snapshot before anything was written
-        _spark_write(frame, hidden, table, spark_location(table.uri, area.path))
+        _spark_write(frame, hidden, table, spark_location(table, area.path))
         files, buckets = _buckets(area.files(), hidden, table)
         messages = area.adopt(files, buckets=buckets)
         committer = table.committer(commit_user)

@@ -18,11 +18,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from typing import IO, Any
+from typing import IO
 
-from appendtable.storage import Storage
-from appendtable.storage.base import DirectoryListing, FileInfo
-from appendtable.storage.local import LocalStorage
+import pyarrow.fs as pafs
+
+from appendtable.storage import DirectoryListing, FileInfo, LocalStorage, Storage
 
 __all__ = ["DeferredSync", "uses_io_threads"]
 
@@ -45,6 +45,7 @@ class DeferredSync(Storage):
         self.inner = inner
         self.atomic_create = inner.atomic_create
         self.backend = inner.backend
+        self.translator = inner.translator
         self._threads = threads
         self._executor: ThreadPoolExecutor | None = None
         self._syncs: list[Future[None]] = []
@@ -61,7 +62,7 @@ class DeferredSync(Storage):
             )
         return self._executor
 
-    def sync_file(self, path: str) -> None:
+    def _sync_file(self, path: str) -> None:
         if not self._defer:  # nothing to wait for (fsync off)
             self.inner.sync_file(path)
             return
@@ -74,9 +75,11 @@ class DeferredSync(Storage):
         (``ensure_parent`` raises it then)."""
         if directories:
             with self._lock:
-                self._directories.append(self._pool().submit(self._create, list(directories)))
+                self._directories.append(
+                    self._pool().submit(self._make_directories, list(directories))
+                )
 
-    def _create(self, directories: list[str]) -> None:
+    def _make_directories(self, directories: list[str]) -> None:
         for directory in directories:
             self.inner.ensure_parent(f"{directory}/_")
 
@@ -105,70 +108,76 @@ class DeferredSync(Storage):
         if executor is not None:
             executor.shutdown(wait=True)
 
-    # ---- everything else is the inner storage's -------------------------------------------
+    # ---- everything else is the inner storage's (its paths checked again there) -------------
 
-    def read(self, path: str) -> bytes:
+    def _read(self, path: str) -> bytes:
         return self.inner.read(path)
 
-    def read_range(self, path: str, offset: int, length: int) -> bytes:
+    def _read_range(self, path: str, offset: int, length: int) -> bytes:
         return self.inner.read_range(path, offset, length)
 
-    def write(self, path: str, data: bytes) -> None:
+    def _write(self, path: str, data: bytes) -> None:
         self.inner.write(path, data)
 
-    def create(self, path: str, data: bytes) -> None:
+    def _create(self, path: str, data: bytes) -> None:
         self.inner.create(path, data)
 
-    def sync_names(self, paths: Sequence[str]) -> None:
+    def _sync_names(self, paths: list[str]) -> None:
         self.inner.sync_names(paths)
 
-    def write_hint(self, path: str, data: bytes) -> None:
+    def _write_hint(self, path: str, data: bytes) -> None:
         self.inner.write_hint(path, data)
 
-    def put_if_absent(self, path: str, data: bytes) -> bool:
+    def _put_if_absent(self, path: str, data: bytes) -> bool:
         return self.inner.put_if_absent(path, data)
 
-    def exists(self, path: str) -> bool:
+    def _exists(self, path: str) -> bool:
         return self.inner.exists(path)
 
-    def info(self, path: str) -> FileInfo:
+    def _info(self, path: str) -> FileInfo:
         return self.inner.info(path)
 
-    def listdir(self, directory: str) -> list[FileInfo]:
+    def _listdir(self, directory: str) -> list[FileInfo]:
         return self.inner.listdir(directory)
 
-    def listnames(self, directory: str) -> list[str]:
+    def _listnames(self, directory: str) -> list[str]:
         return self.inner.listnames(directory)
 
-    def walk(self, directory: str = "") -> list[FileInfo]:
+    def _walk(self, directory: str) -> list[FileInfo]:
         return self.inner.walk(directory)
 
-    def walk_tree(self, directory: str = "") -> Iterator[DirectoryListing]:
+    def _walk_tree(self, directory: str) -> Iterator[DirectoryListing]:
         return self.inner.walk_tree(directory)
 
-    def checked(self, path: str) -> str:
-        return self.inner.checked(path)
+    def _check_handoff(self, path: str) -> None:
+        self.inner.checked(path)
 
-    def delete(self, path: str) -> None:
+    def _delete(self, path: str) -> None:
         self.inner.delete(path)
 
-    def rename(self, source: str, target: str) -> None:
+    def _rename(self, source: str, target: str) -> None:
         self.inner.rename(source, target)
 
-    def delete_tree(self, directory: str) -> None:
+    def _delete_tree(self, directory: str) -> None:
         self.inner.delete_tree(directory)
 
-    def open_output(self, path: str) -> IO[bytes]:
+    def _open_output(self, path: str) -> IO[bytes]:
         return self.inner.open_output(path)
 
-    def local_path(self, path: str) -> str | None:
+    def _local_path(self, path: str) -> str | None:
         return self.inner.local_path(path)
 
-    def ensure_parent(self, path: str) -> None:
-        self.inner.ensure_parent(path)
+    def _ensure_directory(self, directory: str) -> None:
+        self.inner.ensure_parent(f"{directory}/_" if directory else "_")
 
-    def fsspec(self) -> tuple[Any, str]:
-        return self.inner.fsspec()
+    def _hadoop_uri(self, path: str) -> str:
+        return self.inner.hadoop_uri(path)
+
+    def _arrow_filesystem(self) -> tuple[pafs.FileSystem, str]:
+        return self.inner.arrow_filesystem()
+
+    def parent(self) -> Storage | None:
+        return self.inner.parent()
 
     def uri(self, path: str) -> str:
         return self.inner.uri(path)

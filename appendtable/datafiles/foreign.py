@@ -26,7 +26,6 @@ from appendtable.datafiles.bloom_filters import FileIndexSpec, describe_blooms
 from appendtable.datafiles.file_columns import column_mismatch, int96_columns
 from appendtable.datafiles.footer import metadata_of, read_tail, tail_crc
 from appendtable.datafiles.reading import (
-    arrow_filesystem,
     is_damage,
     open_parquet,
     stored_schema,
@@ -37,7 +36,6 @@ from appendtable.errors import CorruptDataFileError, ObjectNotFoundError, Schema
 from appendtable.metadata.models import FileIndex, PartitionValues, StatValue
 from appendtable.metadata.types import STATS_KINDS, FieldSpec
 from appendtable.storage import Storage
-from appendtable.storage.translate import translated
 
 __all__ = ["ForeignFile", "ForeignFileSpec", "describe_foreign_file"]
 
@@ -81,10 +79,10 @@ def describe_foreign_file(storage: Storage, path: str, spec: ForeignFileSpec) ->
     Raises SchemaMismatchError (naming the column and the file) when it does not fit,
     CorruptDataFileError when it is not readable Parquet, ObjectNotFoundError when it is gone.
     """
-    filesystem, root = arrow_filesystem(storage)
+    filesystem, root = storage.arrow_filesystem()
     uri = storage.uri(path)
     with (
-        translated("read", uri),
+        storage.translated("read", path),
         _foreign_errors(uri),
         filesystem.open_input_file(f"{root}/{storage.checked(path)}") as handle,
     ):

@@ -10,12 +10,10 @@ naming the file; a missing file ``ObjectNotFoundError``; a failing storage ``Sto
 from __future__ import annotations
 
 import functools
-import weakref
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import urlsplit
 
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -39,10 +37,8 @@ from appendtable.errors import CorruptDataFileError, ObjectNotFoundError
 from appendtable.metadata.models import DataFileMeta
 from appendtable.planning.filters import Filter
 from appendtable.storage import Storage
-from appendtable.storage.translate import translated
 
 __all__ = [
-    "arrow_filesystem",
     "is_damage",
     "open_parquet",
     "read_as",
@@ -67,70 +63,6 @@ _FOOTER_THREADS = 16
 #: What pyarrow's errors about the storage (not about a file's content) say: its native S3
 #: client's and transport errors. Every other error decoding a data file is damage.
 _STORAGE_MARKERS = ("aws error", "curl", "connection", "timed out", "timeout", "http", "network")
-_ARROW_FILESYSTEMS: weakref.WeakKeyDictionary[Storage, tuple[pafs.FileSystem, str]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def arrow_filesystem(storage: Storage) -> tuple[pafs.FileSystem, str]:
-    """A pyarrow file system and the root path in it, for reading data files natively: the
-    local file system, pyarrow's own S3 or GCS client (configured like the table's s3fs or
-    gcsfs), or the fsspec file system bridged into pyarrow. Built once per storage."""
-    cached = _ARROW_FILESYSTEMS.get(storage)
-    if cached is None:
-        probe = storage.local_path("")
-        if probe is not None:
-            cached = (pafs.LocalFileSystem(), probe)
-        else:
-            fs, root = storage.fsspec()
-            native = _native_s3(fs) or _native_gcs(fs)
-            cached = (native or pafs.PyFileSystem(pafs.FSSpecHandler(fs)), root)
-        _ARROW_FILESYSTEMS[storage] = cached
-    return cached
-
-
-def _native_gcs(fs: Any) -> pafs.FileSystem | None:
-    """pyarrow's GCS client with gcsfs's endpoint (1.45x faster reads than the bridge through
-    gcsfs, measured on fake-gcs-server), where it can hold the same credentials: anonymous, or
-    the application default credentials (gcsfs ``token="google_default"`` / ``"cloud"``). Any
-    other credentials (a service-account file, a token object) stay with gcsfs, through the
-    bridge."""
-    protocols = fs.protocol if isinstance(fs.protocol, tuple | list) else (fs.protocol,)
-    if not {"gs", "gcs"} & set(protocols):
-        return None
-    method = getattr(getattr(fs, "credentials", None), "method", None)
-    if method not in ("anon", "google_default", "cloud"):
-        return None
-    options: dict[str, Any] = {"anonymous": method == "anon"}
-    endpoint = str(getattr(fs, "_endpoint", "") or "")
-    if endpoint and "storage.googleapis.com" not in endpoint:
-        parsed = urlsplit(endpoint)
-        options["endpoint_override"] = parsed.netloc
-        options["scheme"] = parsed.scheme or "https"
-    return pafs.GcsFileSystem(**options)
-
-
-def _native_s3(fs: Any) -> pafs.FileSystem | None:
-    """pyarrow's S3 client with s3fs's settings: the bridge through fsspec costs several extra
-    requests per file (each open is a HEAD), the native client reads with ranged GETs only."""
-    protocols = fs.protocol if isinstance(fs.protocol, tuple | list) else (fs.protocol,)
-    if not {"s3", "s3a"} & set(protocols):
-        return None
-    client = dict(getattr(fs, "client_kwargs", None) or {})
-    options: dict[str, Any] = {
-        "access_key": getattr(fs, "key", None),
-        "secret_key": getattr(fs, "secret", None),
-        "session_token": getattr(fs, "token", None),
-        "region": client.get("region_name") or "us-east-1",
-    }
-    if getattr(fs, "anon", False):
-        options = {"anonymous": True, "region": options["region"]}
-    endpoint = client.get("endpoint_url") or getattr(fs, "endpoint_url", None)
-    if endpoint:
-        parsed = urlsplit(str(endpoint))
-        options["endpoint_override"] = parsed.netloc or parsed.path
-        options["scheme"] = parsed.scheme or "https"
-    return pafs.S3FileSystem(**{k: v for k, v in options.items() if v is not None})
 
 
 def read_as(
@@ -231,7 +163,7 @@ def read_files(
     checked against their recorded checksums (concurrently on object stores); unfiltered, the
     row count is checked too. Filtered with row-group pruning that keeps NaN rows (see
     ``expressions``)."""
-    filesystem, root = arrow_filesystem(storage)
+    filesystem, root = storage.arrow_filesystem()
     paths = [file.path for file in files]
     full = [f"{root}/{storage.checked(path)}" for path in paths]
 
@@ -247,7 +179,7 @@ def read_files(
     elif checked:
         with ThreadPoolExecutor(max_workers=threads) as pool:
             list(pool.map(lambda f: _check_footer(storage, filesystem, root, f), checked))
-    with translated("read", storage.uri(paths[0])):
+    with storage.translated("read", paths[0]):
         try:
             dataset = ds.dataset(full, schema=schema, format=_PARQUET, filesystem=filesystem)
             selected = list(columns) if columns is not None else None
@@ -286,7 +218,7 @@ def _check_footer(
     uri = storage.uri(file.path)
     full = f"{root}/{storage.checked(file.path)}"
     with (
-        translated("read", uri),
+        storage.translated("read", file.path),
         _data_file_errors(uri, filesystem, full),
         filesystem.open_input_file(full) as handle,
     ):
@@ -395,13 +327,13 @@ def read_file(
     about a third of a dataset scanner's set-up per file (what dominates reading many small
     files: streams catching up, compaction); filtered reads use the scanner for its row-group
     pruning."""
-    filesystem, root = arrow_filesystem(storage)
+    filesystem, root = storage.arrow_filesystem()
     full = f"{root}/{storage.checked(file.path)}"
     selected = list(columns) if columns is not None else None
     uri = storage.uri(file.path)
     expected = stored_schema(schema)
     wanted = schema if selected is None else pa.schema([schema.field(c) for c in selected])
-    with translated("read", uri), _data_file_errors(uri, filesystem, full):
+    with storage.translated("read", file.path), _data_file_errors(uri, filesystem, full):
         if row_filter is None:
             with _opened(filesystem, full, file, uri, expected) as source:
                 batches = source.iter_batches(

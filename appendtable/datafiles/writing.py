@@ -48,7 +48,6 @@ from appendtable.metadata.models import (
 )
 from appendtable.metadata.types import FieldSpec
 from appendtable.storage import Storage
-from appendtable.storage.translate import translated
 
 __all__ = [
     "FileWriteSpec",
@@ -316,7 +315,7 @@ class _OpenFile:
         self._stats = StatsCollector(spec.fields, spec.stats_mode, spec.stats_truncate)
         self._local = storage.local_path(path)
         self._keeper: TailKeeper | None = None
-        with translated("write", storage.uri(path)):
+        with storage.translated("write", path):
             if self._local is not None:
                 storage.ensure_parent(path)
                 self._sink: pa.NativeFile = pa.OSFile(self._local, "wb")
@@ -342,7 +341,7 @@ class _OpenFile:
             # no foreign metadata); rows read from files of another accepted form get here
             piece = piece.cast(self._spec.schema, safe=True)
         piece = fill_hidden_nulls(piece)  # readers may leave nulls under null structs
-        with translated("write", self._storage.uri(self._path)):
+        with self._storage.translated("write", self._path):
             self._writer.write_table(piece, row_group_size=piece.num_rows)
         self._stats.update(piece)
         self._rows += piece.num_rows
@@ -353,7 +352,7 @@ class _OpenFile:
 
     def close(self, seq_start: int, source: FileSource) -> DataFileMeta:
         uri = self._storage.uri(self._path)
-        with translated("write", uri):
+        with self._storage.translated("write", self._path):
             self._writer.close()
             size = int(self._sink.tell())
             self._sink.close()

@@ -11,20 +11,18 @@ from __future__ import annotations
 
 import errno
 import os
-import posixpath
 import shutil
 import stat
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
-from typing import IO, Any
+from collections.abc import Iterator
+from typing import IO
 
-import fsspec
+import pyarrow.fs as pafs
 
 from appendtable.errors import AtomicCreateUnsupportedError, PathOutsideTableError
-from appendtable.storage.base import DirectoryListing, FileInfo, Storage
-from appendtable.storage.containment import check_contained
-from appendtable.storage.translate import translated
+from appendtable.storage.base import Storage
+from appendtable.storage.entries import DirectoryListing, FileInfo
 
 __all__ = ["LocalStorage"]
 
@@ -39,10 +37,10 @@ _NEW_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC
 class LocalStorage(Storage):
     """Files under a local directory. ``fsync`` makes writes durable before they are published.
 
-    Containment (see ``storage.containment`` and docs/security.md): every path is checked by
-    the rule before any I/O, and no symbolic link below the root is followed. Files are
-    opened, created, moved and deleted through directory descriptors reached one component at
-    a time with ``O_NOFOLLOW`` (a link swapped in meanwhile makes the call fail, it never
+    Containment (see ``storage.containment`` and docs/security.md): ``Storage`` checks every
+    path by the rule before any I/O, and no symbolic link below the root is followed. Files
+    are opened, created, moved and deleted through directory descriptors reached one component
+    at a time with ``O_NOFOLLOW`` (a link swapped in meanwhile makes the call fail, it never
     redirects it); paths handed to other readers and writers (``local_path``, ``checked``)
     are checked for links just before."""
 
@@ -57,7 +55,7 @@ class LocalStorage(Storage):
 
     def _abs(self, path: str) -> str:
         """The absolute path of a contained ``path`` ('' is the root)."""
-        return os.path.join(self.root, check_contained(path, self.root)) if path else self.root
+        return os.path.join(self.root, path) if path else self.root
 
     # ---- reaching a directory without following links ---------------------------------------
 
@@ -104,8 +102,7 @@ class LocalStorage(Storage):
 
     def _parent(self, path: str, *, create: bool = False) -> tuple[int, str]:
         """(descriptor of the directory holding ``path``, the file's name in it)."""
-        relative = check_contained(path, self.root)
-        directory, _, name = relative.rpartition("/")
+        directory, _, name = path.rpartition("/")
         return self._open_dir(directory, create=create), name
 
     def _no_links(self, relative: str) -> None:
@@ -123,11 +120,8 @@ class LocalStorage(Storage):
             if stat.S_ISLNK(mode):
                 raise self._link_error("/".join(done))
 
-    def checked(self, path: str) -> str:
-        relative = check_contained(path, self.root)
-        with translated("open", self.uri(path)):
-            self._no_links(relative)
-        return relative
+    def _check_handoff(self, path: str) -> None:
+        self._no_links(path)
 
     # ---- files ------------------------------------------------------------------------------
 
@@ -156,17 +150,16 @@ class LocalStorage(Storage):
         finally:
             os.close(fd)
 
-    def read(self, path: str) -> bytes:
-        with translated("read", self.uri(path)), open(self._read_fd(path), "rb") as handle:
+    def _read(self, path: str) -> bytes:
+        with open(self._read_fd(path), "rb") as handle:
             return handle.read()
 
-    def read_range(self, path: str, offset: int, length: int) -> bytes:
-        with translated("read", self.uri(path)):
-            file_fd = self._read_fd(path)
-            try:
-                return os.pread(file_fd, length, offset)
-            finally:
-                os.close(file_fd)
+    def _read_range(self, path: str, offset: int, length: int) -> bytes:
+        file_fd = self._read_fd(path)
+        try:
+            return os.pread(file_fd, length, offset)
+        finally:
+            os.close(file_fd)
 
     def _replace(self, path: str, data: bytes, *, sync: bool) -> None:
         """Write a temp file beside ``path`` and rename it over ``path`` (whole or nothing)."""
@@ -182,58 +175,51 @@ class LocalStorage(Storage):
         finally:
             os.close(fd)
 
-    def write(self, path: str, data: bytes) -> None:
-        with translated("write", self.uri(path)):
-            self._replace(path, data, sync=self.fsync_enabled)
+    def _write(self, path: str, data: bytes) -> None:
+        self._replace(path, data, sync=self.fsync_enabled)
 
-    def create(self, path: str, data: bytes) -> None:
-        with translated("write", self.uri(path)):
-            fd, name = self._parent(path, create=True)
-            try:
-                self._write_new_at(fd, name, data, sync=self.fsync_enabled)
-            finally:
-                os.close(fd)
+    def _create(self, path: str, data: bytes) -> None:
+        fd, name = self._parent(path, create=True)
+        try:
+            self._write_new_at(fd, name, data, sync=self.fsync_enabled)
+        finally:
+            os.close(fd)
 
-    def sync_file(self, path: str) -> None:
+    def _sync_file(self, path: str) -> None:
         if not self.fsync_enabled:
             return
-        with translated("fsync", self.uri(path)):
-            fd, name = self._parent(path)
+        fd, name = self._parent(path)
+        try:
+            file_fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | _CLOEXEC, dir_fd=fd)
             try:
-                file_fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | _CLOEXEC, dir_fd=fd)
-                try:
-                    os.fsync(file_fd)
-                finally:
-                    os.close(file_fd)
+                os.fsync(file_fd)
+            finally:
+                os.close(file_fd)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def _sync_names(self, paths: list[str]) -> None:
+        """The files were fsynced when written; fsync each of their directories once, so
+        their names are durable too."""
+        if not self.fsync_enabled:
+            return
+        for directory in sorted({path.rpartition("/")[0] for path in paths}):
+            fd = self._open_dir(directory, create=False)
+            try:
                 os.fsync(fd)
             finally:
                 os.close(fd)
 
-    def sync_names(self, paths: Sequence[str]) -> None:
-        """The files were fsynced when written; fsync each of their directories once, so
-        their names are durable too."""
-        if not self.fsync_enabled or not paths:
-            return
-        with translated("fsync", self.uri(paths[0])):
-            directories = {check_contained(p, self.root).rpartition("/")[0] for p in paths}
-            for directory in sorted(directories):
-                fd = self._open_dir(directory, create=False)
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
+    def _write_hint(self, path: str, data: bytes) -> None:
+        self._replace(path, data, sync=False)
 
-    def write_hint(self, path: str, data: bytes) -> None:
-        with translated("write", self.uri(path)):
-            self._replace(path, data, sync=False)
-
-    def put_if_absent(self, path: str, data: bytes) -> bool:
-        with translated("publish", self.uri(path)):
-            fd, name = self._parent(path, create=True)
-            try:
-                return self._link_new(fd, name, data, path)
-            finally:
-                os.close(fd)
+    def _put_if_absent(self, path: str, data: bytes) -> bool:
+        fd, name = self._parent(path, create=True)
+        try:
+            return self._link_new(fd, name, data, path)
+        finally:
+            os.close(fd)
 
     def _link_new(self, fd: int, name: str, data: bytes, path: str) -> bool:
         temp = temp_name(name)
@@ -257,29 +243,29 @@ class LocalStorage(Storage):
         self._sync_fd(fd)
         return True
 
-    def exists(self, path: str) -> bool:
+    def _exists(self, path: str) -> bool:
         return os.path.lexists(self._abs(path))
 
-    def info(self, path: str) -> FileInfo:
-        with translated("stat", self.uri(path)):
-            fd, name = self._parent(path)
-            try:
-                found = os.stat(name, dir_fd=fd, follow_symlinks=False)
-            finally:
-                os.close(fd)
+    def _info(self, path: str) -> FileInfo:
+        fd, name = self._parent(path)
+        try:
+            found = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        finally:
+            os.close(fd)
         return FileInfo(path, found.st_size, int(found.st_mtime * 1000))
 
-    def listdir(self, directory: str) -> list[FileInfo]:
+    def _listdir(self, directory: str) -> list[FileInfo]:
         prefix = f"{directory}/" if directory else ""
         return [
             FileInfo(prefix + info.path, info.size, info.mtime_ms)
-            for info in self.list_directory(directory).files
+            for info in self._list_directory(directory).files
         ]
 
-    def list_directory(self, directory: str) -> DirectoryListing:
-        with translated("list", self.uri(directory)):
+    def _list_directory(self, directory: str) -> DirectoryListing:
+        """The entries of a contained ``directory`` (translated: a walk calls this lazily)."""
+        with self.translated("list", directory):
             try:
-                fd = self._open_dir(_contained_dir(directory, self.root), create=False)
+                fd = self._open_dir(directory, create=False)
             except FileNotFoundError:
                 return DirectoryListing(directory)
             try:
@@ -287,124 +273,121 @@ class LocalStorage(Storage):
             finally:
                 os.close(fd)
 
-    def listnames(self, directory: str) -> list[str]:
-        with translated("list", self.uri(directory)):
-            try:
-                fd = self._open_dir(_contained_dir(directory, self.root), create=False)
-            except FileNotFoundError:
-                return []
-            try:
-                return os.listdir(fd)
-            finally:
-                os.close(fd)
+    def _listnames(self, directory: str) -> list[str]:
+        try:
+            fd = self._open_dir(directory, create=False)
+        except FileNotFoundError:
+            return []
+        try:
+            return os.listdir(fd)
+        finally:
+            os.close(fd)
 
-    def walk(self, directory: str = "") -> list[FileInfo]:
+    def _walk(self, directory: str) -> list[FileInfo]:
         found: list[FileInfo] = []
-        for listing in self.walk_tree(directory):
+        for listing in self._walk_tree(directory):
             prefix = f"{listing.path}/" if listing.path else ""
             found.extend(FileInfo(prefix + f.path, f.size, f.mtime_ms) for f in listing.files)
         return found
 
-    def delete(self, path: str) -> None:
-        with translated("delete", self.uri(path)):
-            try:
-                fd, name = self._parent(path)
-            except (FileNotFoundError, NotADirectoryError):
-                return
-            try:
-                _unlink_quietly(name, fd)
-            finally:
-                os.close(fd)
+    def _walk_tree(self, directory: str) -> Iterator[DirectoryListing]:
+        """Top-down, never through a symbolic link (links are listed, not followed)."""
+        pending = [directory]
+        while pending:
+            current = pending.pop()
+            listing = self._list_directory(current)
+            yield listing
+            prefix = f"{current}/" if current else ""
+            pending.extend(prefix + name for name in reversed(listing.directories))
 
-    def rename(self, source: str, target: str) -> None:
-        with translated("rename", self.uri(source)):
-            source_fd, source_name = self._parent(source)
-            try:
-                target_fd, target_name = self._parent(target, create=True)
-                try:
-                    if _is_link(source_name, source_fd):
-                        raise self._link_error(source)
-                    try:
-                        os.rename(
-                            source_name, target_name, src_dir_fd=source_fd, dst_dir_fd=target_fd
-                        )
-                    except FileNotFoundError:
-                        if not os.path.lexists(self._abs(target)):  # not a retried move
-                            raise
-                finally:
-                    os.close(target_fd)
-            finally:
-                os.close(source_fd)
+    def _delete(self, path: str) -> None:
+        try:
+            fd, name = self._parent(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        try:
+            _unlink_quietly(name, fd)
+        finally:
+            os.close(fd)
 
-    def delete_tree(self, directory: str) -> None:
-        relative = check_contained(directory, self.root)
-        base = self._abs(relative)
-        with translated("delete", self.uri(directory)):
+    def _rename(self, source: str, target: str) -> None:
+        source_fd, source_name = self._parent(source)
+        try:
+            target_fd, target_name = self._parent(target, create=True)
             try:
-                fd, name = self._parent(relative)
-            except (FileNotFoundError, NotADirectoryError):
-                return
-            try:
-                if _is_link(name, fd):
-                    raise self._link_error(relative)
+                if _is_link(source_name, source_fd):
+                    raise self._link_error(source)
                 try:
-                    shutil.rmtree(name, dir_fd=fd)
+                    os.rename(source_name, target_name, src_dir_fd=source_fd, dst_dir_fd=target_fd)
                 except FileNotFoundError:
-                    pass
+                    if not os.path.lexists(self._abs(target)):  # not a retried move
+                        raise
             finally:
-                os.close(fd)
+                os.close(target_fd)
+        finally:
+            os.close(source_fd)
+
+    def _delete_tree(self, directory: str) -> None:
+        base = self._abs(directory)
+        try:
+            fd, name = self._parent(directory)
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        try:
+            if _is_link(name, fd):
+                raise self._link_error(directory)
+            try:
+                shutil.rmtree(name, dir_fd=fd)
+            except FileNotFoundError:
+                pass
+        finally:
+            os.close(fd)
         with self._dirs_lock:
             self._known_dirs = {d for d in self._known_dirs if not _is_within(d, base)}
 
-    def open_output(self, path: str) -> IO[bytes]:
-        with translated("open", self.uri(path)):
-            fd, name = self._parent(path, create=True)
-            try:
-                file_fd = os.open(
-                    name,
-                    os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | _CLOEXEC,
-                    0o644,
-                    dir_fd=fd,
-                )
-            finally:
-                os.close(fd)
-            return open(file_fd, "wb")
+    def _open_output(self, path: str) -> IO[bytes]:
+        fd, name = self._parent(path, create=True)
+        try:
+            file_fd = os.open(
+                name,
+                os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | _CLOEXEC,
+                0o644,
+                dir_fd=fd,
+            )
+        finally:
+            os.close(fd)
+        return open(file_fd, "wb")
 
-    def local_path(self, path: str) -> str:
+    def _local_path(self, path: str) -> str:
         if not path:
             return self.root
-        full = self._abs(path)
-        with translated("open", self.uri(path)):
-            self._no_links(path)
-        return full
+        self._no_links(path)
+        return self._abs(path)
 
-    def ensure_parent(self, path: str) -> None:
-        directory = posixpath.dirname(path)
+    def _ensure_directory(self, directory: str) -> None:
         full = self._abs(directory)
         # (a directory made before may have been removed since by another handle or process,
         # e.g. a staging area removed and made again: known ones are checked, cheaply)
         if full in self._known_dirs and os.path.isdir(full):
             return
-        with translated("mkdir", self.uri(path)):
-            os.close(self._open_dir(directory, create=True))
+        os.close(self._open_dir(directory, create=True))
         with self._dirs_lock:
             self._known_dirs.add(full)
 
-    def fsspec(self) -> tuple[Any, str]:
-        return fsspec.filesystem("file"), self.root
+    def _arrow_filesystem(self) -> tuple[pafs.FileSystem, str]:
+        return pafs.LocalFileSystem(), self.root
+
+    def _hadoop_uri(self, path: str) -> str:
+        return f"file://{self.uri(path)}"
+
+    def parent(self) -> LocalStorage | None:
+        above = os.path.dirname(self.root)
+        if above == self.root:
+            return None
+        return LocalStorage(above, fsync=self.fsync_enabled)
 
     def uri(self, path: str) -> str:
         return os.path.join(self.root, path) if path else self.root
-
-    def walk_tree(self, directory: str = "") -> Iterator[DirectoryListing]:
-        """Top-down, never through a symbolic link (links are listed, not followed)."""
-        pending = [directory]
-        while pending:
-            current = pending.pop()
-            listing = self.list_directory(current)
-            yield listing
-            prefix = f"{current}/" if current else ""
-            pending.extend(prefix + name for name in reversed(listing.directories))
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -423,11 +406,6 @@ def _unlink_quietly(name: str, dir_fd: int) -> None:
         os.unlink(name, dir_fd=dir_fd)
     except FileNotFoundError:
         pass
-
-
-def _contained_dir(directory: str, root: str) -> str:
-    """A directory path under the rule ('' is the root)."""
-    return check_contained(directory, root) if directory else ""
 
 
 def _is_link(name: str, dir_fd: int) -> bool:

@@ -15,7 +15,6 @@ import pyarrow.parquet as pq
 import pytest
 
 import appendtable as at
-from appendtable.datafiles import reading
 from appendtable.handoff import bridged_filesystem
 from tests.cloud.conftest import CloudStore
 from tests.helpers.clock import past_every_file_ms
@@ -39,6 +38,8 @@ def test_create_open_append_scan_and_time_travel(cloud: CloudStore) -> None:
     )
     with pytest.raises(at.TableExistsError):
         at.create_table(cloud.uri, EVENTS, storage_options=cloud.storage_options)
+    with pytest.raises(at.TableExistsError, match="inside the table"):
+        at.create_table(f"{cloud.uri}/a/inner", EVENTS, storage_options=cloud.storage_options)
     with pytest.raises(at.TableNotFoundError):
         at.open_table(cloud.uri + "-absent", storage_options=cloud.storage_options)
     first = table.append(events(0, 40))
@@ -340,15 +341,15 @@ def test_a_data_file_deleted_while_open_is_named(
     )
     table.append(events(0, 20))
     uri = table.files()["uri"].to_pylist()[0]
-    real = reading.arrow_filesystem
+    real = at.Storage.arrow_filesystem
     handlers: list[_DeletedOnceOpened] = []
 
-    def deleting(storage: Any) -> tuple[pafs.FileSystem, str]:
+    def deleting(storage: at.Storage) -> tuple[pafs.FileSystem, str]:
         fs, root = real(storage)
         handlers.append(_DeletedOnceOpened(fs, cloud, root))
         return pafs.PyFileSystem(handlers[-1]), root
 
-    monkeypatch.setattr(reading, "arrow_filesystem", deleting)
+    monkeypatch.setattr(at.Storage, "arrow_filesystem", deleting)
     with pytest.raises(at.ObjectNotFoundError) as caught:
         table.scan().to_arrow()
     assert uri.rsplit("/", 1)[-1] in str(caught.value)

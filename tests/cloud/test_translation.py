@@ -1,5 +1,6 @@
-"""GCS and Azure client errors become the right StorageError, found by module and status
-without the storage layer importing their libraries; secrets never reach a message."""
+"""GCS and Azure client errors become the right StorageError, each by its own backend's
+translator (found by module and status without the storage layer importing their libraries);
+secrets never reach a message."""
 
 from __future__ import annotations
 
@@ -16,12 +17,10 @@ from azure.core.exceptions import (
 from gcsfs.retry import HttpError
 
 import appendtable as at
-from appendtable.storage.translate import (
-    is_io_error,
-    is_precondition_failed,
-    redacted,
-    translated,
-)
+from appendtable.storage.azure import AZURE_ERRORS
+from appendtable.storage.gcs import GCS_ERRORS
+from appendtable.storage.s3 import S3_ERRORS
+from appendtable.storage.translate import OS_ERRORS, Translator, redacted
 
 
 def _azure(
@@ -34,40 +33,66 @@ def _azure(
 
 
 @pytest.mark.parametrize(
-    ("error", "expected"),
+    ("translator", "error", "expected"),
     [
-        (HttpError({"code": 429, "message": "rate limit"}), at.TransientStorageError),
-        (HttpError({"code": 503, "message": "backend error"}), at.TransientStorageError),
-        (HttpError({"code": 403, "message": "forbidden"}), at.StorageError),
-        (HttpError({"code": 404, "message": "gone"}), at.ObjectNotFoundError),
-        (_azure(503, "ServerBusy"), at.TransientStorageError),
-        (_azure(500, "InternalError"), at.TransientStorageError),
-        (_azure(403, "AuthorizationFailure"), at.StorageError),
-        (_azure(404, "BlobNotFound"), at.ObjectNotFoundError),
-        (ServiceRequestError("connection refused"), at.TransientStorageError),
-        (ServiceResponseError("connection reset"), at.TransientStorageError),
+        (GCS_ERRORS, HttpError({"code": 429, "message": "rate limit"}), at.TransientStorageError),
+        (GCS_ERRORS, HttpError({"code": 503, "message": "backend"}), at.TransientStorageError),
+        (GCS_ERRORS, HttpError({"code": 403, "message": "forbidden"}), at.StorageError),
+        (GCS_ERRORS, HttpError({"code": 404, "message": "gone"}), at.ObjectNotFoundError),
+        (AZURE_ERRORS, _azure(503, "ServerBusy"), at.TransientStorageError),
+        (AZURE_ERRORS, _azure(500, "InternalError"), at.TransientStorageError),
+        (AZURE_ERRORS, _azure(403, "AuthorizationFailure"), at.StorageError),
+        (AZURE_ERRORS, _azure(404, "BlobNotFound"), at.ObjectNotFoundError),
+        (AZURE_ERRORS, ServiceRequestError("connection refused"), at.TransientStorageError),
+        (AZURE_ERRORS, ServiceResponseError("connection reset"), at.TransientStorageError),
     ],
     ids=lambda value: type(value).__name__ if isinstance(value, BaseException) else "",
 )
-def test_client_errors_are_classified(error: BaseException, expected: type) -> None:
-    assert is_io_error(error)
-    with pytest.raises(expected) as caught, translated("read", "gs://bucket/table/x"):
+def test_client_errors_are_classified(
+    translator: Translator, error: BaseException, expected: type
+) -> None:
+    assert translator.is_io_error(error)
+    with pytest.raises(expected) as caught, translator.translated("read", "gs://bucket/t/x"):
         raise error
     assert type(caught.value) is expected
     assert caught.value.__cause__ is error
 
 
 def test_a_taken_name_is_recognised_on_every_store() -> None:
-    assert is_precondition_failed(FileExistsError("gs://b/x"))  # gcsfs (412), adlfs
-    assert is_precondition_failed(_azure(409, "BlobAlreadyExists", ResourceExistsError))
-    assert is_precondition_failed(HttpError({"code": 412, "message": "conditionNotMet"}))
-    assert not is_precondition_failed(_azure(409, "LeaseIdMissing"))
+    assert GCS_ERRORS.is_precondition_failed(FileExistsError("gs://b/x"))  # gcsfs (412)
+    assert AZURE_ERRORS.is_precondition_failed(FileExistsError("az://c/x"))  # adlfs
+    assert AZURE_ERRORS.is_precondition_failed(
+        _azure(409, "BlobAlreadyExists", ResourceExistsError)
+    )
+    assert GCS_ERRORS.is_precondition_failed(HttpError({"code": 412, "message": "conditionNotMet"}))
+    assert not AZURE_ERRORS.is_precondition_failed(_azure(409, "LeaseIdMissing"))
+
+
+@pytest.mark.parametrize(
+    ("owner", "error"),
+    [
+        (GCS_ERRORS, HttpError({"code": 503, "message": "backend"})),
+        (AZURE_ERRORS, _azure(503, "ServerBusy")),
+    ],
+    ids=["gcs", "azure"],
+)
+def test_each_backend_translates_its_own_library_only(
+    owner: Translator, error: BaseException
+) -> None:
+    """A store's library error is a storage failure for that store's backend; for any other
+    backend it is not one of its storage failures, and passes through untouched."""
+    assert owner.is_io_error(error)
+    for other in {OS_ERRORS, S3_ERRORS, GCS_ERRORS, AZURE_ERRORS} - {owner}:
+        assert not other.is_io_error(error)
+        with pytest.raises(type(error)) as caught, other.translated("read", "x"):
+            raise error
+        assert caught.value is error
 
 
 def test_other_errors_of_those_libraries_are_not_swallowed() -> None:
-    with pytest.raises(ZeroDivisionError), translated("read", "az://c/t"):
+    with pytest.raises(ZeroDivisionError), AZURE_ERRORS.translated("read", "az://c/t"):
         raise ZeroDivisionError("a bug")  # not a storage failure: untouched
-    assert not is_io_error(ValueError("x"))
+    assert not AZURE_ERRORS.is_io_error(ValueError("x"))
 
 
 def test_the_storage_layer_imports_no_store_library() -> None:
@@ -84,7 +109,7 @@ def test_secrets_never_reach_a_message() -> None:
     sas = "https://acct.blob.core.windows.net/c/t/x?sv=2023&sig=SECRETSIG%2B&se=2030"
     connection = "AccountName=acct;AccountKey=SECRETKEY==;BlobEndpoint=http://x"
     error = _azure(403, f"denied for {sas}; {connection}; Authorization: Bearer SECRETTOKEN")
-    with pytest.raises(at.StorageError) as caught, translated("read", "az://c/t/x"):
+    with pytest.raises(at.StorageError) as caught, AZURE_ERRORS.translated("read", "az://c/t/x"):
         raise error
     message = str(caught.value)
     assert "SECRET" not in message and "sig=***" in message and "AccountKey=***" in message

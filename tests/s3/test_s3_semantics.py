@@ -34,7 +34,7 @@ from appendtable.errors import (
     TransientStorageError,
 )
 from appendtable.storage import FsspecStorage, open_storage
-from appendtable.storage.translate import is_precondition_failed, is_transient, translated
+from appendtable.storage.s3 import S3_ERRORS, S3Storage
 from tests.s3.seaweedfs import SeaweedFS
 
 SCHEMA = pa.schema([("n", pa.int64())])
@@ -58,11 +58,11 @@ class S3Calls:
 
 
 @pytest.fixture
-def s3_storage(s3_uri: str, s3_options: dict[str, Any]) -> FsspecStorage:
+def s3_storage(s3_uri: str, s3_options: dict[str, Any]) -> S3Storage:
     """An S3 storage on its own s3fs client (not fsspec's shared instance), so that the
     event hooks of ``S3Calls`` stay private to the test."""
     storage = open_storage(s3_uri, {**s3_options, "skip_instance_cache": True})
-    assert isinstance(storage, FsspecStorage)
+    assert isinstance(storage, S3Storage)
     return storage
 
 
@@ -83,13 +83,13 @@ def test_seaweedfs_412_is_einval_without_condition_and_detected_through_its_caus
     assert isinstance(caught.value.__cause__, botocore.exceptions.ClientError)
     assert caught.value.__cause__.response["Error"]["Code"] == "PreconditionFailed"
     assert "Condition" not in caught.value.__cause__.response["Error"]
-    assert is_precondition_failed(caught.value)
-    assert not is_transient(caught.value)
+    assert S3_ERRORS.is_precondition_failed(caught.value)
+    assert not S3_ERRORS.is_transient(caught.value)
     assert fs.cat_file(path) == b"first"
 
 
 @pytest.mark.s3
-def test_412_over_our_own_bytes_is_a_create(s3_storage: FsspecStorage) -> None:
+def test_412_over_our_own_bytes_is_a_create(s3_storage: S3Storage) -> None:
     """A retried conditional PUT whose first attempt landed gets a 412 for our own object;
     the read-back recognises the bytes (snapshots carry a nonce, so they are unique)."""
     calls = S3Calls(s3_storage.fs)
@@ -100,7 +100,7 @@ def test_412_over_our_own_bytes_is_a_create(s3_storage: FsspecStorage) -> None:
 
 
 @pytest.mark.s3
-def test_412_over_someone_elses_bytes_is_taken(s3_storage: FsspecStorage) -> None:
+def test_412_over_someone_elses_bytes_is_taken(s3_storage: S3Storage) -> None:
     calls = S3Calls(s3_storage.fs)
     assert s3_storage.put_if_absent("snapshot/snapshot-1", b"theirs, nonce 1") is True
     assert calls.take() == [("PutObject", 200)]  # a create costs one request
@@ -110,7 +110,7 @@ def test_412_over_someone_elses_bytes_is_taken(s3_storage: FsspecStorage) -> Non
 
 
 @pytest.mark.s3
-def test_put_if_absent_never_replaces_an_existing_object(s3_storage: FsspecStorage) -> None:
+def test_put_if_absent_never_replaces_an_existing_object(s3_storage: S3Storage) -> None:
     s3_storage.write("schema/schema-0", b"written by a plain PUT")
     assert s3_storage.put_if_absent("schema/schema-0", b"other") is False
     assert s3_storage.put_if_absent("schema/schema-0", b"written by a plain") is False  # prefix
@@ -123,7 +123,7 @@ def test_put_if_absent_never_replaces_an_existing_object(s3_storage: FsspecStora
 
 
 @pytest.mark.s3
-def test_exists_and_info_cost_one_head_each(s3_storage: FsspecStorage) -> None:
+def test_exists_and_info_cost_one_head_each(s3_storage: S3Storage) -> None:
     calls = S3Calls(s3_storage.fs)
     assert s3_storage.exists("snapshot/snapshot-9") is False
     assert calls.take() == [("HeadObject", 404)]  # s3fs's own exists() would LIST next
@@ -144,7 +144,7 @@ def test_exists_and_info_cost_one_head_each(s3_storage: FsspecStorage) -> None:
 
 @pytest.mark.s3
 def test_other_clients_writes_are_seen_at_once(
-    s3_storage: FsspecStorage, s3_uri: str, s3_options: dict[str, Any]
+    s3_storage: S3Storage, s3_uri: str, s3_options: dict[str, Any]
 ) -> None:
     """Nothing is answered from s3fs's listing cache, even when that cache is warm."""
     other = open_storage(s3_uri, {**s3_options, "skip_instance_cache": True})
@@ -165,7 +165,7 @@ def test_other_clients_writes_are_seen_at_once(
 
 
 @pytest.mark.s3
-def test_listing_reports_sizes_and_last_modified(s3_storage: FsspecStorage) -> None:
+def test_listing_reports_sizes_and_last_modified(s3_storage: S3Storage) -> None:
     s3_storage.write("manifest/a", b"abc")
     s3_storage.write("manifest/deeper/b", b"abcdef")
     listed = {i.path: i for i in s3_storage.listdir("manifest")}
@@ -177,7 +177,7 @@ def test_listing_reports_sizes_and_last_modified(s3_storage: FsspecStorage) -> N
 
 
 @pytest.mark.s3
-def test_missing_objects(s3_storage: FsspecStorage) -> None:
+def test_missing_objects(s3_storage: S3Storage) -> None:
     with pytest.raises(ObjectNotFoundError, match="nothing/here") as caught:
         s3_storage.read("nothing/here")
     assert caught.value.operation == "read"
@@ -189,7 +189,7 @@ def test_missing_objects(s3_storage: FsspecStorage) -> None:
 @pytest.mark.s3
 def test_raw_no_such_key_from_the_server_becomes_object_not_found(seaweedfs: SeaweedFS) -> None:
     fs = seaweedfs.filesystem()
-    with pytest.raises(ObjectNotFoundError) as caught, translated("get", "raw/missing"):
+    with pytest.raises(ObjectNotFoundError) as caught, S3_ERRORS.translated("get", "raw/missing"):
         fs.call_s3("get_object", Bucket=seaweedfs.bucket, Key="raw/missing")
     cause = caught.value.__cause__
     assert isinstance(cause, FileNotFoundError)
@@ -209,7 +209,7 @@ def _client_error(code: str, status: int, **error: str) -> botocore.exceptions.C
 
 
 def _translate(exc: BaseException) -> BaseException:
-    with pytest.raises(BaseException) as caught, translated("op", "some/path"):
+    with pytest.raises(BaseException) as caught, S3_ERRORS.translated("op", "some/path"):
         raise exc
     return caught.value
 
@@ -245,16 +245,18 @@ def test_foreign_errors_are_translated(error: BaseException, expected: type) -> 
     assert type(translated_error) is expected
     assert translated_error.__cause__ is error
     assert "some/path" in str(translated_error)
-    assert is_transient(error) == (expected is TransientStorageError)
+    assert S3_ERRORS.is_transient(error) == (expected is TransientStorageError)
 
 
 def test_precondition_failed_is_detected_with_and_without_condition() -> None:
     bare = s3fs.errors.translate_boto_error(_client_error("PreconditionFailed", 412))
     assert type(bare) is OSError and bare.errno == errno.EINVAL  # what SeaweedFS produces
-    assert is_precondition_failed(bare)
+    assert S3_ERRORS.is_precondition_failed(bare)
     named = _client_error("PreconditionFailed", 412, Condition="If-None-Match")
-    assert is_precondition_failed(s3fs.errors.translate_boto_error(named))
-    assert not is_precondition_failed(s3fs.errors.translate_boto_error(_client_error("x", 400)))
+    assert S3_ERRORS.is_precondition_failed(s3fs.errors.translate_boto_error(named))
+    assert not S3_ERRORS.is_precondition_failed(
+        s3fs.errors.translate_boto_error(_client_error("x", 400))
+    )
 
 
 def test_errors_that_are_not_io_errors_pass_through_untranslated() -> None:
@@ -266,7 +268,7 @@ def test_errors_that_are_not_io_errors_pass_through_untranslated() -> None:
 
 
 @pytest.fixture
-def dead_endpoint_storage() -> Iterator[tuple[FsspecStorage, list[float]]]:
+def dead_endpoint_storage() -> Iterator[tuple[S3Storage, list[float]]]:
     """An S3 storage pointed at a closed port (connections refused), whose backoff sleeps are
     recorded instead of slept."""
     with socket.socket() as sock:
@@ -280,7 +282,7 @@ def dead_endpoint_storage() -> Iterator[tuple[FsspecStorage, list[float]]]:
         config_kwargs={"retries": {"total_max_attempts": 1}, "connect_timeout": 1},
     )
     sleeps: list[float] = []
-    yield FsspecStorage(fs, "bucket/table", "s3://bucket/table", sleep=sleeps.append), sleeps
+    yield S3Storage(fs, "bucket/table", "s3://bucket/table", sleep=sleeps.append), sleeps
 
 
 @pytest.mark.parametrize(
@@ -297,7 +299,7 @@ def dead_endpoint_storage() -> Iterator[tuple[FsspecStorage, list[float]]]:
     ids=["read", "write", "exists", "info", "listdir", "delete", "put_if_absent"],
 )
 def test_transient_failures_are_retried_then_raised(
-    dead_endpoint_storage: tuple[FsspecStorage, list[float]], operation: Any, attempts: int
+    dead_endpoint_storage: tuple[S3Storage, list[float]], operation: Any, attempts: int
 ) -> None:
     storage, sleeps = dead_endpoint_storage
     with pytest.raises(TransientStorageError, match=r"127\.0\.0\.1") as caught:

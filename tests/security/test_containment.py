@@ -16,6 +16,7 @@ import pytest
 import appendtable as at
 from appendtable.storage import Storage, open_storage
 from appendtable.storage.containment import check_contained, path_problem
+from tests.storage import dict_backend
 
 OUTSIDE = [
     "../victim",
@@ -78,11 +79,23 @@ def test_the_rule_accepts_the_paths_a_table_uses(path: str) -> None:
     assert path_problem(path) is None
 
 
-@pytest.fixture(params=["local", "memory"])
+@pytest.fixture(params=["local", "memory", "registered"])
 def store(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> Iterator[tuple[Storage, Callable[[], bytes]]]:
-    """A storage rooted at ``.../t`` and a function reading the canary ``.../victim``."""
+    """A storage rooted at ``.../t`` and a function reading the canary ``.../victim``. The
+    registered backend (``dict_backend``) resolves ``..`` like a file system and checks
+    nothing itself: only ``Storage``'s own check stands between a path and the canary."""
+    if request.param == "registered":
+        name = f"containment/{uuid.uuid4().hex}"
+        dict_backend.put(f"{name}/victim", b"canary")
+        dict_backend.put(f"{name}/t/keep", b"x")
+        yield (
+            open_storage(f"{dict_backend.SCHEME}://{name}/t"),
+            lambda: dict_backend.files(f"{name}/victim")[f"{name}/victim"],
+        )
+        dict_backend.drop(f"{name}/")
+        return
     if request.param == "local":
         (tmp_path / "t").mkdir()
         (tmp_path / "victim").write_bytes(b"canary")

@@ -1,7 +1,8 @@
-"""The storage backends every contract test runs against: local disk, fsspec's memory://, S3
-(the session's SeaweedFS server, marked ``s3``), GCS (fake-gcs-server, marked ``gcs``) and
-Azure Blob Storage (Azurite, marked ``azure``); each server is started only if a test that
-needs it is selected."""
+"""The storage backends every contract test runs against: local disk, fsspec's memory://, a
+backend registered from outside the library (``dict_backend``, ``dictmem://``), S3 (the
+session's SeaweedFS server, marked ``s3``), GCS (fake-gcs-server, marked ``gcs``) and Azure
+Blob Storage (Azurite, marked ``azure``); each server is started only if a test that needs it
+is selected."""
 
 from __future__ import annotations
 
@@ -13,12 +14,14 @@ import fsspec
 import pytest
 
 from appendtable.storage import Storage, open_storage
+from tests.storage import dict_backend
 
 
 @pytest.fixture(
     params=[
         "local",
         "memory",
+        "registered",
         pytest.param("s3", marks=pytest.mark.s3),
         pytest.param("gcs", marks=pytest.mark.gcs),
         pytest.param("azure", marks=pytest.mark.azure),
@@ -27,6 +30,11 @@ from appendtable.storage import Storage, open_storage
 def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Storage]:
     if request.param == "local":
         yield open_storage(str(tmp_path / "root"))
+        return
+    if request.param == "registered":
+        name = f"contract/{uuid.uuid4().hex}"
+        yield open_storage(f"{dict_backend.SCHEME}://{name}")
+        dict_backend.drop(f"{name}/")
         return
     if request.param in ("gcs", "azure"):
         emulator = request.getfixturevalue("fake_gcs" if request.param == "gcs" else "azurite")

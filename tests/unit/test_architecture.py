@@ -37,7 +37,9 @@ THIRD_PARTY = {
     0: set(),
     1: {"msgspec", "crcmod"},
     2: {"numpy", "pyarrow"},  # pyarrow/numpy only for the vectorised bucket hash
-    3: {"fsspec", "botocore"},  # and, optionally and by name, the other stores' libraries
+    # fsspec and, by name only, the stores' libraries; pyarrow for each backend's native
+    # pyarrow file system (Storage.arrow_filesystem)
+    3: {"fsspec", "pyarrow"},
     4: {"pyarrow", "numpy", "msgspec"},
     5: {"msgspec"},
     6: {"pyarrow", "numpy", "msgspec"},
@@ -184,6 +186,7 @@ def test_public_api_is_pinned() -> None:
         "SnapshotExpiredError",
         "SnapshotNotFoundError",
         "Split",
+        "Storage",  # the base class of storage backends, and their registration
         "StorageError",
         "SYSTEM_TABLE_NAMES",  # the system tables, which the Spark adapter exposes
         "SystemTableInfo",
@@ -197,6 +200,7 @@ def test_public_api_is_pinned() -> None:
         "__version__",
         "create_table",
         "open_table",
+        "register_storage",
         "system_table_info",
         "system_table_schema",
     }

@@ -1,0 +1,66 @@
+"""Google Cloud Storage, through gcsfs (``gs://``, ``gcs://``).
+
+* Atomic create: an upload with ``ifGenerationMatch=0`` through the JSON API (gcsfs
+  ``pipe_file(mode="create")``), which succeeds only if no live object has the name; 412 means
+  it exists. Never the S3-interoperability endpoint, which ignores create-only preconditions.
+* Freshness: listings bypass gcsfs's cache (``refresh=True``).
+* Errors: gcsfs's ``HttpError`` carries the HTTP status (429 and 5xx transient); the HTTP and
+  auth libraries under gcsfs raise their own.
+* pyarrow reads data files with its own GCS client (1.45x faster than the bridge through gcsfs,
+  measured on fake-gcs-server) where it can hold the same credentials: anonymous, or the
+  application default credentials (gcsfs ``token="google_default"`` / ``"cloud"``). Any other
+  credentials (a service-account file, a token object) stay with gcsfs, through the bridge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+from urllib.parse import urlsplit
+
+import pyarrow.fs as pafs
+
+from appendtable.storage.object_store import AIOHTTP_MODULES, AIOHTTP_TRANSIENT, ObjectStore
+from appendtable.storage.translate import Translator
+
+__all__ = ["GCS_ERRORS", "GcsStorage"]
+
+
+def _gcsfs_code(exc: BaseException) -> tuple[str, int]:
+    """The HTTP status of gcsfs's ``HttpError`` (its integer ``code``)."""
+    status: object = getattr(exc, "code", None)
+    if isinstance(status, int) and status and not isinstance(exc, OSError):
+        return "", status
+    return "", 0
+
+
+#: How gcsfs and the libraries under it report GCS's failures.
+GCS_ERRORS = Translator(
+    modules=("gcsfs.", "google.auth.", "google.api_core.", *AIOHTTP_MODULES),
+    code_of=_gcsfs_code,
+    transient_classes=AIOHTTP_TRANSIENT,
+)
+
+
+class GcsStorage(ObjectStore):
+    """A prefix of a GCS bucket."""
+
+    backend = "gcs"
+    translator = GCS_ERRORS
+    fresh_listing: ClassVar[Mapping[str, Any]] = {"refresh": True}
+    extra = "gcs"
+
+    def _upload_if_absent(self, full: str, data: bytes) -> None:
+        self.fs.pipe_file(full, data, mode="create")  # ifGenerationMatch=0
+
+    def _arrow_filesystem(self) -> tuple[pafs.FileSystem, str]:
+        method = getattr(getattr(self.fs, "credentials", None), "method", None)
+        if method not in ("anon", "google_default", "cloud"):
+            return super()._arrow_filesystem()
+        options: dict[str, Any] = {"anonymous": method == "anon"}
+        endpoint = str(getattr(self.fs, "_endpoint", "") or "")
+        if endpoint and "storage.googleapis.com" not in endpoint:
+            parsed = urlsplit(endpoint)
+            options["endpoint_override"] = parsed.netloc
+            options["scheme"] = parsed.scheme or "https"
+        return pafs.GcsFileSystem(**options), self.root_path

@@ -1,0 +1,147 @@
+"""Amazon S3 and compatible servers, through s3fs (``s3://``, ``s3a://``).
+
+* Atomic create: a conditional PUT (``If-None-Match: *``, s3fs ``pipe_file(mode="create")``);
+  the server creates the object only if the key is absent, atomically, with its complete
+  content. A 412 means the key exists. s3fs raises ``FileExistsError`` only when the server
+  names the condition (AWS, moto); SeaweedFS and others answer without it and s3fs raises
+  ``OSError(EINVAL)`` caused by the ``ClientError``, which ``S3_ERRORS`` finds through the
+  cause.
+* Freshness: ``exists`` and ``info`` are one raw ``HeadObject`` each (s3fs's own ``exists``
+  falls back to a LIST on a miss and consults its listing cache); listings bypass the cache
+  and drop what they put in it.
+* Errors: botocore's codes and statuses, throttling (``SlowDown``, 503) and 409
+  ``ConditionalRequestConflict`` transient.
+* pyarrow reads data files with its own S3 client, configured like the s3fs file system (the
+  bridge through s3fs costs a HEAD per file opened; the native client reads with ranged GETs).
+* Spark (Hadoop) reaches the table as ``s3a://``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+from urllib.parse import urlsplit
+
+import pyarrow.fs as pafs
+
+from appendtable.errors import ObjectNotFoundError
+from appendtable.storage.entries import FileInfo
+from appendtable.storage.fsspec_store import mtime_ms
+from appendtable.storage.object_store import AIOHTTP_MODULES, AIOHTTP_TRANSIENT, ObjectStore
+from appendtable.storage.translate import Translator
+
+__all__ = ["S3_ERRORS", "S3Storage"]
+
+
+def _botocore_code(exc: BaseException) -> tuple[str, int]:
+    """The code and status of botocore's ``ClientError`` (its ``response``)."""
+    response = getattr(exc, "response", None)
+    if not isinstance(response, dict):
+        return "", 0
+    error = response.get("Error") or {}
+    meta = response.get("ResponseMetadata") or {}
+    return str(error.get("Code", "")), int(meta.get("HTTPStatusCode", 0) or 0)
+
+
+#: How botocore (under s3fs and aiobotocore) reports S3's failures.
+S3_ERRORS = Translator(
+    modules=("botocore.", "aiobotocore.", *AIOHTTP_MODULES),
+    code_of=_botocore_code,
+    not_found=frozenset({"NoSuchKey", "NotFound", "404"}),
+    taken=frozenset({"PreconditionFailed"}),
+    transient=frozenset(
+        {
+            "SlowDown",
+            "Throttling",
+            "ThrottlingException",
+            "RequestTimeout",
+            "RequestTimeTooSkewed",
+            "InternalError",
+            "ServiceUnavailable",
+            "ConditionalRequestConflict",
+            "OperationAborted",
+        }
+    ),
+    transient_classes=frozenset(
+        {
+            "ConnectionError",
+            "EndpointConnectionError",
+            "ConnectTimeoutError",
+            "ReadTimeoutError",
+            "HTTPClientError",
+            *AIOHTTP_TRANSIENT,
+        }
+    ),
+)
+
+
+class S3Storage(ObjectStore):
+    """A prefix of an S3 bucket."""
+
+    backend = "s3"
+    translator = S3_ERRORS
+    fresh_listing: ClassVar[Mapping[str, Any]] = {"refresh": True}
+    extra = "s3"
+
+    def _upload_if_absent(self, full: str, data: bytes) -> None:
+        self.fs.pipe_file(full, data, mode="create")  # If-None-Match: *
+
+    def _cat(self, full: str) -> bytes:
+        """One GET (s3fs's ``cat_file`` sends a HEAD first to decide whether to fetch large
+        objects in concurrent ranges; ``max_concurrency=1`` skips it)."""
+        data: bytes = self.fs.cat_file(full, max_concurrency=1)
+        return data
+
+    def _exists(self, path: str) -> bool:
+        return self._head(self._full(path)) is not None
+
+    def _info(self, path: str) -> FileInfo:
+        head = self._head(self._full(path))
+        if head is None:
+            raise ObjectNotFoundError(
+                f"stat: file not found: {self.uri(path)}", path=self.uri(path), operation="stat"
+            )
+        return FileInfo(path, int(head.get("ContentLength") or 0), mtime_ms(head))
+
+    def _head(self, full: str) -> dict[str, Any] | None:
+        """The ``HeadObject`` response for ``full``, None on 404. A raw request: no listing,
+        no cache."""
+        bucket, key, _version = self.fs.split_path(full)
+
+        def head() -> dict[str, Any] | None:
+            try:
+                response: dict[str, Any] = self.fs.call_s3("head_object", Bucket=bucket, Key=key)
+            except Exception as exc:  # storage failures only (is_io_error); the rest re-raised
+                if self.translator.is_io_error(exc) and self.translator.is_not_found(exc):
+                    return None
+                raise
+            return response
+
+        return self._retrying(head)
+
+    def _listed(self, full: str) -> None:
+        self.fs.invalidate_cache(full)  # keep no listing for s3fs's other methods
+
+    def _arrow_filesystem(self) -> tuple[pafs.FileSystem, str]:
+        """pyarrow's S3 client with s3fs's credentials, region and endpoint."""
+        fs = self.fs
+        client = dict(getattr(fs, "client_kwargs", None) or {})
+        options: dict[str, Any] = {
+            "access_key": getattr(fs, "key", None),
+            "secret_key": getattr(fs, "secret", None),
+            "session_token": getattr(fs, "token", None),
+            "region": client.get("region_name") or "us-east-1",
+        }
+        if getattr(fs, "anon", False):
+            options = {"anonymous": True, "region": options["region"]}
+        endpoint = client.get("endpoint_url") or getattr(fs, "endpoint_url", None)
+        if endpoint:
+            parsed = urlsplit(str(endpoint))
+            options["endpoint_override"] = parsed.netloc or parsed.path
+            options["scheme"] = parsed.scheme or "https"
+        native = pafs.S3FileSystem(**{k: v for k, v in options.items() if v is not None})
+        return native, self.root_path
+
+    def _hadoop_uri(self, path: str) -> str:
+        """Hadoop's S3 file system is ``s3a://``."""
+        return "s3a://" + self.uri(path).split("://", 1)[1]
