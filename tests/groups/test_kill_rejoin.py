@@ -34,7 +34,6 @@ from tests.groups.chaos import (
     run,
 )
 from tests.groups.ledger import expected_rows
-from tests.helpers.long_runs import LONG
 
 SECONDS = float(os.environ.get("APPENDTABLE_GROUP_SECONDS", "12"))
 
@@ -96,13 +95,6 @@ def test_kill_stop_and_rejoin_sharing_the_files_of_an_unbucketed_table(tmp_path:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(
-    not LONG,
-    reason="KNOWN FAILURE under investigation (issue 26): on Azurite, one run in three on a "
-    "loaded 2-core machine ended with a bucket's committed rows short of the table's "
-    "(150 of 164) after consumer_lag() reported the group caught up; runs with "
-    "APPENDTABLE_LONG_TESTS=1 until it is explained",
-)
 def test_kill_stop_and_rejoin_on_object_stores(cloud: CloudStore, tmp_path: Path) -> None:  # noqa: F811
     chaos = Chaos(
         uri=cloud.uri,
