@@ -137,6 +137,10 @@ class GroupReader:
         self._membership = Membership(self._store, member, lease_ms=lease_ms, template=template)
         self._held: dict[int, _Held] = {}
         self._draining: dict[int, _Held] = {}
+        #: Units lost with uncommitted progress and claimed again since: the next ``commit``
+        #: reports them fenced (what was read of them before is void) and commits nothing of
+        #: them, so their rows since the last commit are delivered again.
+        self._voided: set[int] = set()
         self._resync = False
         self._closed = False
         self._synced = 0
@@ -233,7 +237,8 @@ class GroupReader:
         failure: StorageError | None = None
         for unit, outcome in claims.items():
             if isinstance(outcome, UnitProgress):
-                self._draining.pop(unit, None)  # taken again: its old progress is re-read
+                if self._draining.pop(unit, None) is not None:
+                    self._voided.add(unit)  # taken again: its old progress is void
                 position = _position_of(outcome)
                 self._held[unit] = _Held(
                     position=position,
@@ -397,10 +402,17 @@ class GroupReader:
     def commit(self) -> None:
         """Commit the position of every bucket this member read since its last commit, each
         as the next record of that bucket's chain. Raises ConsumerFencedError naming the
-        buckets whose progress was refused (another member claimed them; their rows since the
-        last commit will be delivered again) after committing the others."""
+        buckets whose progress was refused (another member claimed them since this member's
+        last commit, even if it holds them again now; their rows since that commit will be
+        delivered again) after committing the others."""
         self._check_open()
         self._membership.keep_alive()
+        voided = sorted(self._voided)
+        self._voided.clear()
+        for u in voided:
+            self._draining.pop(u, None)
+            if u in self._held:  # read again from where it was claimed
+                self._held[u].position = self._held[u].committed
         pending = [
             (u, h)
             for u, h in [*self._draining.items(), *self._held.items()]
@@ -441,8 +453,8 @@ class GroupReader:
         self._draining.clear()
         if committed:
             self._membership.committed_ms = now
-        if fenced:
-            raise self._fenced(fenced, committed=committed)
+        if fenced or voided:
+            raise self._fenced([*fenced, *voided], committed=committed)
         if failure is not None:
             raise failure
 
@@ -473,6 +485,7 @@ class GroupReader:
         self._closed = True
         self._held.clear()
         self._draining.clear()
+        self._voided.clear()
         self._membership.leave()
 
     def __enter__(self) -> GroupReader:

@@ -12,23 +12,32 @@ from appendtable.errors import PathOutsideTableError, StorageError, TableExistsE
 from appendtable.metadata import layout
 from appendtable.storage import Storage
 
-__all__ = ["check_not_nested"]
+__all__ = ["check_not_nested", "enclosing_table"]
 
 _SCHEMA_FILE = re.compile(r"(^|/)schema/schema-\d+$")
+
+
+def enclosing_table(storage: Storage) -> Storage | None:
+    """The nearest directory above ``storage``'s root that holds a table, if any (only where
+    the backend can say what is there: ``Storage.parent``)."""
+    ancestor = storage.parent()
+    while ancestor is not None:
+        if _holds_table(ancestor):
+            return ancestor
+        ancestor = ancestor.parent()
+    return None
 
 
 def check_not_nested(storage: Storage) -> None:
     """Raise TableExistsError if a table exists in a directory above ``storage``'s root or
     below it. (Above the root only where the backend can say what is there:
     ``Storage.parent``.)"""
-    ancestor = storage.parent()
-    while ancestor is not None:
-        if _holds_table(ancestor):
-            raise TableExistsError(
-                f"cannot create a table at {storage.root}: it is inside the table at "
-                f"{ancestor.root}, whose maintenance would treat its files as its own"
-            )
-        ancestor = ancestor.parent()
+    ancestor = enclosing_table(storage)
+    if ancestor is not None:
+        raise TableExistsError(
+            f"cannot create a table at {storage.root}: it is inside the table at "
+            f"{ancestor.root}, whose maintenance would treat its files as its own"
+        )
     for info in storage.walk(""):
         found = _SCHEMA_FILE.search(info.path)
         if found is not None and found.start() > 0:

@@ -35,7 +35,8 @@ from appendtable._state import TableState
 from appendtable.commit.discard import files_referenced_by
 from appendtable.commit.expire import tag_references
 from appendtable.commit.tags import TagStore
-from appendtable.errors import ObjectNotFoundError, SnapshotNotFoundError
+from appendtable.errors import ObjectNotFoundError, PathOutsideTableError, SnapshotNotFoundError
+from appendtable.locations import enclosing_table
 from appendtable.metadata import layout
 from appendtable.storage import Storage
 from appendtable.storage.base import DirectoryListing, FileInfo, is_temp_name
@@ -93,7 +94,17 @@ def remove_orphan_files(state: TableState, *, older_than_ms: int, dry_run: bool)
     older than ``older_than_ms`` (epoch ms); see the module docstring for what is a candidate.
 
     The table is listed *before* the snapshots are read, so a commit that lands meanwhile is
-    seen as referencing its files."""
+    seen as referencing its files. Refused (PathOutsideTableError, nothing listed or deleted)
+    for a table that lies inside another table's directory: the other table's files there
+    follow the same layout and would be taken for orphans."""
+    outer = enclosing_table(state.storage)
+    if outer is not None:
+        raise PathOutsideTableError(
+            f"refusing to remove orphan files of the table at {state.storage.root}: it lies "
+            f"inside the table at {outer.root}, whose files there would be taken for orphans "
+            "(move one of the two tables)",
+            path=outer.root,
+        )
     now = int(time.time() * 1000)
     candidates, foreign = _walk(state.storage, len(state.schema.partition_keys))
     pruned: list[str] = []

@@ -88,14 +88,16 @@ class Ledger:
             fenced = exc
             self.fences += 1
             succeeded = set(exc.committed)
-            assert set(exc.fenced) | set(exc.committed) == moved
+            # fenced: buckets whose progress was refused, and buckets lost and claimed again
+            # since the last commit (whose earlier reads are void, whether they moved or not)
+            assert succeeded <= moved <= set(exc.fenced) | succeeded
         for bucket in moved & succeeded:
             valid = log.starts.get(bucket) == starts[bucket]
             rows = log.delivered.get(bucket, []) if valid else []
             self.intervals.setdefault(bucket, []).append(
                 Interval(starts[bucket], ends[bucket], list(rows), log.name)
             )
-        for bucket in moved:
+        for bucket in moved | set(fenced.fenced if fenced is not None else ()):
             log.delivered.pop(bucket, None)
             log.starts.pop(bucket, None)
         return fenced

@@ -390,3 +390,41 @@ def test_a_member_paused_between_poll_and_read_is_told_its_buckets_were_taken(
     assert "another member claimed" in str(caught.value)
     assert a.commit() is None  # nothing of a's is pending any more
     assert sorted(_drain(a) + _drain(b)) == []
+
+
+@pytest.mark.parametrize("b_commits", [True, False])
+def test_a_bucket_lost_and_claimed_again_voids_what_was_read_before(
+    tmp_path: Path, b_commits: bool
+) -> None:
+    """a reads a bucket and stalls past its lease; b takes it over (and commits, or not) and
+    leaves, so the bucket comes back to a. What a read before the stall was not committed by
+    a: its next commit reports the bucket fenced (its rows since its last commit will be
+    delivered again) instead of committing over b's work, so that a consumer committing its
+    output with the group's commit never writes a row twice."""
+    table = _table(tmp_path, buckets=1)
+    table.append(_rows(0, 2))
+    a = table.stream(group="g", member="a")
+    first = a.poll()
+    assert first is not None
+    read_by_a = _seqs(a, first)  # not committed
+    time.sleep(0.4)  # a's lease runs out
+    b = table.stream(group="g", member="b")
+    committed: list[int] = []
+    read_by_b = _drain(b)
+    if b_commits:
+        b.commit()
+        committed += read_by_b
+    b.close()  # the bucket goes back to a
+    table.append(_rows(2, 1))
+    # a's transaction: every row it read since its last commit, committed with the group
+    while (unit := a.poll()) is not None:
+        read_by_a += _seqs(a, unit)
+    with pytest.raises(at.ConsumerFencedError) as caught:
+        a.commit()
+    assert caught.value.fenced == (0,) and caught.value.committed == ()
+    # the rows after the last commit are delivered again: a commits them this time
+    again = _drain(a)
+    a.commit()
+    committed += again
+    assert sorted(committed) == [0, 1, 2]  # each row committed once, by b or by a
+    assert again == ([2] if b_commits else [0, 1, 2])

@@ -70,6 +70,30 @@ def test_a_table_nested_in_another_is_never_touched(tmp_path: Path) -> None:
     assert outer.scan().count() == 20
 
 
+def test_a_table_inside_another_refuses_orphan_removal(tmp_path: Path) -> None:
+    """A table whose root lies in another table's partition directory (moved there: create_table
+    refuses it) would take the other table's data files there for its own orphans: both its dry
+    and real runs are refused, naming the enclosing table, and nothing is deleted."""
+    outer_root = tmp_path / "outer"
+    outer = at.create_table(str(outer_root), EVENTS, partition_by=["day"])
+    outer.append(events(0, 20))
+    partition = sorted(p for p in os.listdir(outer_root) if p.startswith("day="))[0]
+    made = at.create_table(str(tmp_path / "made"), EVENTS)
+    made.append(events(100, 5))
+    made.close()
+    for name in ("schema", "snapshot", "manifest"):
+        shutil.move(str(tmp_path / "made" / name), str(outer_root / partition / name))
+    _age_everything(tmp_path)
+    before = tree(outer_root)
+    inner = at.open_table(str(outer_root / partition))
+    for dry_run in (True, False):
+        with pytest.raises(at.PathOutsideTableError, match="inside the table at") as caught:
+            inner.remove_orphan_files(older_than=dt.timedelta(days=1), dry_run=dry_run)
+        assert caught.value.path == str(outer_root)
+    assert tree(outer_root) == before
+    assert outer.scan().count() == 20
+
+
 def test_user_files_in_the_table_layout_are_listed_never_deleted(tmp_path: Path) -> None:
     root = tmp_path / "t"
     table = at.create_table(str(root), EVENTS, partition_by=["day"])
