@@ -343,6 +343,8 @@ class GroupReader:
         meanwhile (this member stalled past its lease, and the new holder's progress let
         expiration delete them): the rows it was given of them will be delivered again to
         their new holder, and its own progress for them is discarded."""
+        if not isinstance(unit, StreamUnit):
+            raise InvalidArgumentError(f"unit: expected a StreamUnit from poll(), got {unit!r}")
         try:
             for batch in self._reader.read(unit):
                 self._membership.keep_alive()
@@ -525,8 +527,8 @@ def open_member(
     return GroupReader(
         state,
         dataclasses.replace(config, consumer_id=None),
-        group=layout.validate_consumer_id(group),
-        member=layout.validate_consumer_id(member or default_member_name()),
+        group=layout.validate_consumer_id(group, "consumer group name"),
+        member=layout.validate_consumer_id(member or default_member_name(), "member name"),
         lease_ms=options.get(opt.GROUP_LEASE_TIME),
         file_slots=options.get(opt.GROUP_FILE_SLOTS),
         columns=columns,

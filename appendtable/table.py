@@ -721,8 +721,16 @@ class Table:
         return {name: state.next_snapshot for name, state in sorted(stored.items())}
 
     def delete_consumer(self, consumer_id: str) -> None:
-        """Forget a consumer (its snapshots are no longer protected from expiration)."""
-        ConsumerStore(self._state.storage).delete(consumer_id)
+        """Forget a consumer (its snapshots are no longer protected from expiration). A name
+        that is a consumer group's, not a consumer's, is refused: see
+        ``delete_consumer_group``."""
+        store = ConsumerStore(self._state.storage)
+        if store.get(consumer_id) is None and consumer_id in self.consumer_groups():
+            raise InvalidArgumentError(
+                f"consumer_id: '{consumer_id}' is a consumer group, not a consumer: "
+                f"delete_consumer_group('{consumer_id}') forgets a group"
+            )
+        store.delete(consumer_id)
 
     def consumer_groups(self) -> dict[str, ConsumerGroup]:
         """The consumer groups reading the table, by name: members and their buckets."""
@@ -731,7 +739,7 @@ class Table:
     def delete_consumer_group(self, group: str) -> None:
         """Forget a consumer group and all its progress (its snapshots are no longer
         protected from expiration; members still running start it again from their mode)."""
-        delete_group(self._state.storage, layout.validate_consumer_id(group))
+        delete_group(self._state.storage, layout.validate_consumer_id(group, "consumer group name"))
 
     def consumer_lag(self, *, group: str | None = None, stalled_after: float = 30.0) -> pa.Table:
         """How far behind the latest snapshot each consumer is, and each bucket of each
@@ -741,9 +749,9 @@ class Table:
         buckets also ``expired``: the holder's lease ran out, ``rebalancing``, ``unassigned``).
         Columns: ``appendtable.lag.LAG_SCHEMA``; see docs/queue.md."""
         if group is not None:
-            layout.validate_consumer_id(group)
+            layout.validate_consumer_id(group, "consumer group name")
         return consumer_lag(
-            self._state, group=group, stalled_after_ms=int(float(stalled_after) * 1000)
+            self._state, group=group, stalled_after_ms=_stalled_after_ms(stalled_after)
         )
 
     # ---- maintenance ------------------------------------------------------------------------
@@ -1017,3 +1025,14 @@ class Table:
             when={"snapshot_id": snapshot_id, "tag": tag, "timestamp_ms": timestamp_ms},
             pick=lambda: self._pick_snapshot(snapshot_id, timestamp_ms, tag),
         )
+
+
+def _stalled_after_ms(stalled_after: object) -> int:
+    """``stalled_after`` seconds (a non-negative number) in milliseconds."""
+    if isinstance(stalled_after, bool) or not isinstance(stalled_after, int | float):
+        raise InvalidArgumentError(
+            f"stalled_after: expected seconds as a number, got {stalled_after!r}"
+        )
+    if not stalled_after >= 0:
+        raise InvalidArgumentError(f"stalled_after: must be >= 0 seconds, got {stalled_after}")
+    return int(stalled_after * 1000)

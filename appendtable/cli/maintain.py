@@ -185,7 +185,13 @@ def run_consumers(args: argparse.Namespace, ctx: Context) -> int:
 def run_delete_consumer(args: argparse.Namespace, ctx: Context) -> int:
     table = ctx.open(args.uri)
     if args.consumer_id not in table.consumers():
-        raise InputError(f"{args.uri} has no consumer {args.consumer_id!r}")
+        hint = (
+            " (it is a consumer group: members leave it with close(); Table.delete_consumer_group "
+            "forgets it)"
+            if args.consumer_id in table.consumer_groups()
+            else ""
+        )
+        raise InputError(f"{args.uri} has no consumer {args.consumer_id!r}{hint}")
     table.delete_consumer(args.consumer_id)
     ctx.say(f"deleted consumer {args.consumer_id}")
     return 0

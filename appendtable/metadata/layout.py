@@ -117,12 +117,13 @@ def watermark_group_path(group: str, member: str) -> str:
     return f"{WATERMARK_DIR}/{validate_consumer_id(group)}/{validate_consumer_id(member)}"
 
 
-def validate_consumer_id(consumer_id: str) -> str:
-    """Consumer ids become file names: letters, digits, '.', '_' and '-' only."""
-    if not _CONSUMER_ID.match(consumer_id):
+def validate_consumer_id(consumer_id: object, what: str = "consumer id") -> str:
+    """Consumer ids (and group and member names, ``what``) become file names: letters, digits,
+    '.', '_' and '-' only."""
+    if not isinstance(consumer_id, str) or not _CONSUMER_ID.match(consumer_id):
         raise InvalidOptionError(
-            f"invalid consumer id {consumer_id!r}: use 1-200 letters, digits, '.', '_' or '-', "
-            "starting with a letter or digit"
+            f"invalid {what} {consumer_id!r}: use a string of 1-200 letters, digits, '.', '_' "
+            "or '-', starting with a letter or digit"
         )
     return consumer_id
 

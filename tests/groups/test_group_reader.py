@@ -279,10 +279,25 @@ def test_arguments_that_do_not_go_with_a_group(tmp_path: Path) -> None:
             table.stream(group="g", **kwargs)  # type: ignore[call-overload]
     with pytest.raises(at.InvalidArgumentError, match="member= needs group="):
         table.stream(member="m")  # type: ignore[call-overload]
-    with pytest.raises(at.InvalidOptionError, match="invalid consumer id"):
+    with pytest.raises(at.InvalidOptionError, match=r"invalid consumer group name '\.\./g'"):
         table.stream(group="../g")
-    with pytest.raises(at.InvalidOptionError, match="invalid consumer id"):
+    with pytest.raises(at.InvalidOptionError, match="invalid member name 'a/b'"):
         table.stream(group="g", member="a/b")
+    with pytest.raises(at.InvalidOptionError, match="invalid member name 5"):
+        table.stream(group="g", member=5)  # type: ignore[call-overload]
+    with pytest.raises(at.InvalidOptionError, match="invalid consumer group name 3"):
+        table.consumer_lag(group=3)  # type: ignore[arg-type]
+    for stalled in ("1s", -5, float("nan")):
+        with pytest.raises(at.InvalidArgumentError, match="stalled_after"):
+            table.consumer_lag(stalled_after=stalled)  # type: ignore[arg-type]
+    member = table.stream(group="g", member="m")
+    with pytest.raises(at.InvalidArgumentError, match="expected a StreamUnit"):
+        list(member.read(None))  # type: ignore[arg-type]
+    member.close()
+    with pytest.raises(at.InvalidArgumentError, match="delete_consumer_group"):
+        table.delete_consumer("g")
+    table.delete_consumer_group("g")
+    assert "g" not in table.consumer_groups()
     with pytest.raises(at.InvalidArgumentError, match="lease-time"):
         table.stream(group="g", options={"consumer.group.lease-time": "0 ms"})
     with pytest.raises(at.InvalidArgumentError, match="watermark-alignment"):
