@@ -131,7 +131,8 @@ def remove_orphan_files(state: TableState, *, older_than_ms: int, dry_run: bool)
         for info in orphans:
             state.storage.delete(info.path)
     files = sorted({info.path for info in orphans} | set(pruned))
-    size = sum(info.size for info in orphans)
+    listed = {c.info.path: c.info.size for c in candidates}  # sizes from before the prune
+    size = sum(listed.get(path, 0) for path in files)
     return OrphanResult(files, size, dry_run, sorted(foreign))
 
 

@@ -192,8 +192,13 @@ def test_dry_runs_change_nothing_in_the_api_and_the_cli(
         assert main(argv) == 0
         assert "nothing was deleted" in capsys.readouterr().out
         assert tree(root) == before
+    sizes = {p: os.path.getsize(root / p) for p in before if not p.endswith("/")}
+    assert listed.bytes == sum(sizes[p] for p in listed.files)
     removed = table.remove_orphan_files(older_than=past_every_file_ms(), dry_run=False)
     assert set(listed.files) <= set(removed.files)
+    # what a real run reports deleted counts the mirror versions its prune removed too
+    assert removed.bytes == sum(sizes[p] for p in removed.files if p in sizes)
+    assert removed.bytes >= listed.bytes
     assert table.scan().count() == 60
 
 
