@@ -261,9 +261,8 @@ def test_bloom_filters_are_probed_over_the_wire(cloud: CloudStore) -> None:
     )
 
 
-def test_a_data_file_deleted_behind_the_tables_back_is_named(cloud: CloudStore) -> None:
-    """Reading a data file that is gone raises ObjectNotFoundError naming it, on every store
-    and every read path (native pyarrow clients report a missing object in their own ways)."""
+def _one_bucket_table(cloud: CloudStore) -> at.Table:
+    """A one-bucket table with one data file of 20 rows."""
     table = at.create_table(
         cloud.uri,
         EVENTS,
@@ -271,6 +270,13 @@ def test_a_data_file_deleted_behind_the_tables_back_is_named(cloud: CloudStore) 
         storage_options=cloud.storage_options,
     )
     table.append(events(0, 20))
+    return table
+
+
+def test_a_data_file_deleted_behind_the_tables_back_is_named(cloud: CloudStore) -> None:
+    """Reading a data file that is gone raises ObjectNotFoundError naming it, on every store
+    and every read path (native pyarrow clients report a missing object in their own ways)."""
+    table = _one_bucket_table(cloud)
     stream = table.stream(mode="from-snapshot-full", snapshot_id=1)
     unit = stream.poll()
     assert unit is not None
@@ -333,13 +339,7 @@ def test_a_data_file_deleted_while_open_is_named(
     """A data file deleted between its opening and its reading (each store's client fails in
     its own way then: S3 'RESOURCE_NOT_FOUND', GCS a closed stream, Azure its own exception)
     is reported as missing, naming it, like one deleted before."""
-    table = at.create_table(
-        cloud.uri,
-        EVENTS,
-        options={"bucket": 1, "bucket-key": "key"},
-        storage_options=cloud.storage_options,
-    )
-    table.append(events(0, 20))
+    table = _one_bucket_table(cloud)
     uri = table.files()["uri"].to_pylist()[0]
     real = at.Storage.arrow_filesystem
     handlers: list[_DeletedOnceOpened] = []
