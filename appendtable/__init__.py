@@ -59,6 +59,7 @@ from appendtable.metadata.models import (
 from appendtable.metadata.options import option_keys
 from appendtable.metadata.options import parse_options as check_options
 from appendtable.planning.bucket import bucket_ids
+from appendtable.planning.operators import FilterOp, FilterOperands, FilterOperator, filter_operator
 from appendtable.scan import Scan
 from appendtable.staging import StagingArea
 from appendtable.stream import END_OF_STREAM, StreamPosition, StreamReader, StreamUnit
@@ -95,6 +96,9 @@ __all__ = [
     "DiscardResult",
     "END_OF_STREAM",
     "ExpireResult",
+    "FilterOp",
+    "FilterOperands",
+    "FilterOperator",
     "GroupReader",
     "LAG_SCHEMA",
     "InvalidArgumentError",
@@ -134,6 +138,7 @@ __all__ = [
     "check_options",
     "clear_metadata_caches",
     "create_table",
+    "filter_operator",
     "open_table",
     "option_keys",
     "system_table_info",
