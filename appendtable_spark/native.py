@@ -110,14 +110,15 @@ def _column(name: object, schema: pa.Schema) -> tuple[Column, pa.DataType | None
     return F.col(path), dtype
 
 
-def _condition(term: Sequence[object], schema: pa.Schema) -> Column:
+def _condition(term: object, schema: pa.Schema) -> Column:
     """One filter term as a Spark condition with the core's semantics, which for floats are
     IEEE's where Spark's differ: NaN equals nothing and orders with nothing (Spark: NaN = NaN,
     NaN above every number), so it passes only ``!=`` and ``not in``; nulls pass only
     ``is null``. The term was checked by the core's scan first."""
+    assert isinstance(term, list | tuple)  # read_table's scan checked the filter first
     column, dtype = _column(term[0], schema)
     op = at.FilterOp.parse(term[1])
-    assert op is not None  # read_table's scan checked the filter first
+    assert op is not None
     floating = dtype is not None and pa.types.is_floating(dtype)
     nan = F.isnan(column) if floating else F.lit(False)
     match op:
@@ -150,13 +151,12 @@ def _condition(term: Sequence[object], schema: pa.Schema) -> Column:
 
 
 def _where(filter_terms: Sequence[Any], schema: pa.Schema) -> Column:
-    nested = bool(filter_terms) and isinstance(filter_terms[0], list)
-    clauses = filter_terms if nested else [filter_terms]
+    """The filter as one Spark condition: its clauses read as the core reads them."""
     return functools.reduce(
         operator.or_,
         (
-            functools.reduce(operator.and_, (_condition(t, schema) for t in clause))
-            for clause in clauses
+            functools.reduce(operator.and_, (_condition(term, schema) for term in clause))
+            for clause in at.filter_clauses(filter_terms)
         ),
     )
 

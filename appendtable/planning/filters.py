@@ -50,7 +50,7 @@ from appendtable.planning.operators import (
     operator_spellings,
 )
 
-__all__ = ["Filter", "Predicate", "parse_filter", "to_stored"]
+__all__ = ["Filter", "Predicate", "filter_clauses", "parse_filter", "to_stored"]
 
 _EPOCH_DATE = dt.date(1970, 1, 1)
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
@@ -250,6 +250,15 @@ def parse_filter(raw: object, column_types: Mapping[str, TypeSpec]) -> Filter | 
         return None
     if isinstance(raw, Filter):
         return raw
+    clauses = tuple(
+        tuple(_predicate(item, column_types) for item in clause) for clause in filter_clauses(raw)
+    )
+    return Filter(clauses)
+
+
+def filter_clauses(raw: object) -> list[Sequence[object]]:
+    """The clauses (OR'ed lists of AND'ed terms) of a filter in pyarrow's DNF form, as given:
+    a flat list of terms is one clause. InvalidFilterError if it has no such shape."""
     if not isinstance(raw, list | tuple) or not raw:
         raise InvalidFilterError(
             "a filter is a list of (column, op, value) tuples, or a list of such lists"
@@ -265,12 +274,7 @@ def parse_filter(raw: object, column_types: Mapping[str, TypeSpec]) -> Filter | 
         and isinstance(first[0], list | tuple)
         and not (len(first) in (2, 3) and isinstance(first[1], str))
     )
-    clauses_raw = raw if nested else [raw]
-    clauses = tuple(
-        tuple(_predicate(item, column_types) for item in _as_clause(clause))
-        for clause in clauses_raw
-    )
-    return Filter(clauses)
+    return [_as_clause(clause) for clause in (raw if nested else [raw])]
 
 
 def _as_clause(clause: object) -> Sequence[object]:
