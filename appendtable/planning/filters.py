@@ -34,7 +34,7 @@ import itertools
 import math
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, assert_never
 
 import numpy as np
@@ -43,7 +43,6 @@ from appendtable.errors import InvalidFilterError
 from appendtable.metadata.models import DataFileMeta, FieldStats, PartitionValues, StatValue
 from appendtable.metadata.types import INTEGER_KINDS, TypeSpec
 from appendtable.planning.operators import (
-    Bounds,
     FilterOp,
     FilterOperands,
     filter_operator,
@@ -70,6 +69,22 @@ class Predicate:
     type: TypeSpec
     path: tuple[str, ...] = ()
     field_id: int | None = None
+    #: the values as sort keys, in the form the operator takes them (derived)
+    _operand: Any = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        operands = filter_operator(self.op).operands
+        operand: Any
+        match operands:
+            case FilterOperands.NONE:
+                operand = None
+            case FilterOperands.ONE:
+                operand = _sort_key(self.values[0], self.type)
+            case FilterOperands.LIST:
+                operand = [_sort_key(v, self.type) for v in self.values]
+            case _:
+                assert_never(operands)
+        object.__setattr__(self, "_operand", operand)
 
     @property
     def name(self) -> str:
@@ -81,7 +96,7 @@ class Predicate:
         rule = filter_operator(self.op)
         if value is None:
             return rule.matches_null
-        return bool(rule.test(_sort_key(value, self.type), self._operand()))
+        return bool(rule.test(_sort_key(value, self.type), self._operand))
 
     def may_match(
         self,
@@ -93,30 +108,14 @@ class Predicate:
     ) -> bool:
         """False only if no row of a file with these statistics can satisfy the predicate
         (``stats_truncate``: the table's statistics truncation, see ``_trusted``)."""
-        known = low is not None and high is not None
-        if known and not _trusted(low, high, self.type, stats_truncate):
-            low = high = None
-        bounds = Bounds(
-            _sort_key(low, self.type) if low is not None else None,
-            _sort_key(high, self.type) if high is not None else None,
-            nulls,
-            rows,
-        )
-        floating = self.type.kind in ("float16", "float32", "float64")
-        return filter_operator(self.op).may_match(bounds, self._operand(), floating)
-
-    def _operand(self) -> Any:
-        """The values compared with, as sort keys, in the form the operator takes."""
-        operands = filter_operator(self.op).operands
-        match operands:
-            case FilterOperands.NONE:
-                return None
-            case FilterOperands.ONE:
-                return _sort_key(self.values[0], self.type)
-            case FilterOperands.LIST:
-                return [_sort_key(v, self.type) for v in self.values]
-            case _:
-                assert_never(operands)
+        spec = self.type
+        if low is None or high is None or not _trusted(low, high, spec, stats_truncate):
+            low_key = high_key = None
+        else:
+            low_key, high_key = _sort_key(low, spec), _sort_key(high, spec)
+        floating = spec.kind in ("float16", "float32", "float64")
+        rule = filter_operator(self.op)
+        return rule.may_match(low_key, high_key, nulls, rows, self._operand, floating)
 
 
 @dataclass(frozen=True)

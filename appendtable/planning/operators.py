@@ -20,7 +20,6 @@ from typing import Any, assert_never
 import pyarrow.compute as pc
 
 __all__ = [
-    "Bounds",
     "FilterOp",
     "FilterOperator",
     "FilterOperands",
@@ -58,24 +57,15 @@ class FilterOperands(enum.Enum):
     LIST = "a list of values"  #: ``in``, ``not in``
 
 
-@dataclass(frozen=True)
-class Bounds:
-    """What a file's statistics say of a column: its least and greatest non-null values as
-    sort keys (None when unknown or not to be trusted), its null count (None when unknown) and
-    its row count. NaN is in no statistics."""
-
-    low: Any
-    high: Any
-    nulls: int | None
-    rows: int
-
-
 #: A row test: does a non-null value satisfy the operator with this operand? Both are sort
 #: keys; the operand is one value, a sequence of values or None (``FilterOperands``).
 RowTest = Callable[[Any, Any], Any]
-#: A statistics rule: may a file with these bounds hold a row satisfying the operator with this
-#: operand? (The bool: the column is a float, which may hold NaN beyond its bounds.)
-StatsRule = Callable[[Bounds, Any, bool], bool]
+#: A statistics rule: may a file hold a row satisfying the operator with this operand, given
+#: what its statistics say of the column: its least and greatest non-null values as sort keys
+#: (None when unknown or not to be trusted; NaN is in no statistics), its null count (None when
+#: unknown) and its row count? Arguments: (low, high, nulls, rows, operand, floating: the
+#: column is a float, which may hold NaN beyond its bounds).
+StatsRule = Callable[[Any, Any, "int | None", int, Any, bool], bool]
 #: The Arrow compute expression on a field and the operand: a scalar, an array or None.
 ArrowRule = Callable[[pc.Expression, Any], pc.Expression]
 
@@ -102,20 +92,28 @@ class FilterOperator:
     arrow: ArrowRule
 
 
-def _compared(
-    rule: Callable[[Any, Any, Any, bool], bool],
-) -> StatsRule:
+def _compared(rule: Callable[[Any, Any, Any, bool], bool]) -> StatsRule:
     """A statistics rule of an operator comparing values: none holds in a file of nulls only;
     without bounds any may hold. ``rule`` takes (low, high, operand, floating)."""
 
-    def may_match(bounds: Bounds, operand: Any, floating: bool) -> bool:
-        if bounds.nulls is not None and bounds.nulls >= bounds.rows:
+    def may_match(
+        low: Any, high: Any, nulls: int | None, rows: int, operand: Any, floating: bool
+    ) -> bool:
+        if nulls is not None and nulls >= rows:
             return False
-        if bounds.low is None or bounds.high is None:
+        if low is None or high is None:
             return True
-        return rule(bounds.low, bounds.high, operand, floating)
+        return rule(low, high, operand, floating)
 
     return may_match
+
+
+def _has_nulls(low: Any, high: Any, nulls: int | None, rows: int, *_: Any) -> bool:
+    return nulls is None or nulls > 0
+
+
+def _has_values(low: Any, high: Any, nulls: int | None, rows: int, *_: Any) -> bool:
+    return nulls is None or nulls < rows
 
 
 def _nothing_in(field: pc.Expression, values: Any) -> pc.Expression:
@@ -239,7 +237,7 @@ def _rule(op: FilterOp) -> FilterOperator:
                 matches_nan=False,
                 pins_values=False,
                 test=lambda value, _: False,
-                may_match=lambda bounds, _, __: bounds.nulls is None or bounds.nulls > 0,
+                may_match=_has_nulls,
                 arrow=lambda field, _: field.is_null(),
             )
         case FilterOp.IS_NOT_NULL:
@@ -251,14 +249,14 @@ def _rule(op: FilterOp) -> FilterOperator:
                 matches_nan=True,
                 pins_values=False,
                 test=lambda value, _: True,
-                may_match=lambda bounds, _, __: bounds.nulls is None or bounds.nulls < bounds.rows,
+                may_match=_has_values,
                 arrow=lambda field, _: field.is_valid(),
             )
         case _:
             assert_never(op)
 
 
-_OPERATORS: Mapping[FilterOp, FilterOperator] = MappingProxyType({op: _rule(op) for op in FilterOp})
+_OPERATORS: dict[FilterOp, FilterOperator] = {op: _rule(op) for op in FilterOp}
 _SPELLINGS: Mapping[str, FilterOp] = MappingProxyType(
     {text: op for op, rule in _OPERATORS.items() for text in (op.value, *rule.aliases)}
 )

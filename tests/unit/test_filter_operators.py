@@ -28,7 +28,6 @@ from appendtable.datafiles.expressions import pushdown_expression, to_expression
 from appendtable.display import filter_text
 from appendtable.metadata.models import DataFileMeta
 from appendtable.planning.filters import Filter, parse_filter
-from appendtable.planning.operators import Bounds
 from tests.helpers import strategies
 
 PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -131,7 +130,7 @@ def test_every_operator_has_every_column(op: at.FilterOp) -> None:
         at.FilterOperands.LIST: [1, 2],
     }[rule.operands]
     assert isinstance(rule.test(1, operand), bool)
-    assert isinstance(rule.may_match(Bounds(0, 3, 0, 4), operand, False), bool)
+    assert isinstance(rule.may_match(0, 3, 0, 4, operand, False), bool)
     arrow_operand: Any = {
         at.FilterOperands.NONE: None,
         at.FilterOperands.ONE: pa.scalar(1),
