@@ -1,7 +1,8 @@
 """The filter operators, defined once: for each, its text, what it compares with, its row test,
 its rule on a file's statistics and its Arrow compute expression (``filter_operator``). The
-planner, the readers, ``explain``, the command line and the Spark adapter all take an
-operator's behaviour from here.
+planner, the readers, a scan's description, the command line and the Spark adapter all take
+an operator's behaviour from here; a ``match`` over the operators ends in ``assert_never``, so
+that mypy names every place a new operator must be handled.
 
 Semantics are SQL's, with IEEE floats: a null satisfies only ``is null``; NaN equals nothing
 and orders with nothing, so of the operators comparing values it satisfies only ``!=`` and
@@ -65,7 +66,7 @@ RowTest = Callable[[Any, Any], Any]
 #: (None when unknown or not to be trusted; NaN is in no statistics), its null count (None when
 #: unknown) and its row count? Arguments: (low, high, nulls, rows, operand, floating: the
 #: column is a float, which may hold NaN beyond its bounds).
-StatsRule = Callable[[Any, Any, "int | None", int, Any, bool], bool]
+StatsRule = Callable[[Any, Any, int | None, int, Any, bool], bool]
 #: The Arrow compute expression on a field and the operand: a scalar, an array or None.
 ArrowRule = Callable[[pc.Expression, Any], pc.Expression]
 
