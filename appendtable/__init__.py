@@ -59,6 +59,8 @@ from appendtable.metadata.models import (
 from appendtable.metadata.options import option_keys
 from appendtable.metadata.options import parse_options as check_options
 from appendtable.planning.bucket import bucket_ids
+from appendtable.planning.filters import filter_clauses
+from appendtable.planning.operators import FilterOp, FilterOperands, FilterOperator, filter_operator
 from appendtable.scan import Scan
 from appendtable.staging import StagingArea
 from appendtable.storage import FileInfo, Storage, StorageFactory, register_storage
@@ -97,6 +99,9 @@ __all__ = [
     "END_OF_STREAM",
     "ExpireResult",
     "FileInfo",
+    "FilterOp",
+    "FilterOperands",
+    "FilterOperator",
     "GroupReader",
     "LAG_SCHEMA",
     "InvalidArgumentError",
@@ -138,6 +143,8 @@ __all__ = [
     "check_options",
     "clear_metadata_caches",
     "create_table",
+    "filter_clauses",
+    "filter_operator",
     "open_table",
     "option_keys",
     "register_storage",

@@ -55,7 +55,7 @@ from appendtable.planning.compaction import (
     pack_unaware,
     pick_windows,
 )
-from appendtable.planning.sort_keys import sort_indices
+from appendtable.planning.sort_keys import SortStrategy, sort_indices
 from appendtable.staging import StagingArea
 
 __all__ = [
@@ -78,7 +78,15 @@ def _replan_wait(attempt: int, options: opt.Options) -> float:
     return float(wait_ms * random.uniform(0.5, 1.0) / 1000)
 
 
-SORT_STRATEGIES = ("order", "zorder", "hilbert")
+SORT_STRATEGIES = tuple(strategy.value for strategy in SortStrategy)
+
+
+def _sort_strategy(strategy: str) -> SortStrategy:
+    if strategy not in SORT_STRATEGIES:
+        raise InvalidArgumentError(
+            f"strategy: {strategy!r} is not one of {', '.join(SORT_STRATEGIES)}"
+        )
+    return SortStrategy(strategy)
 
 
 @dataclass(frozen=True)
@@ -225,10 +233,7 @@ class Compactor:
     ) -> CompactionPlan:
         """One task per partition: rewrite all its files ordered by ``by``."""
         by = arguments.names(by, "by") or []
-        if strategy not in SORT_STRATEGIES:
-            raise InvalidArgumentError(
-                f"strategy: {strategy!r} is not one of {', '.join(SORT_STRATEGIES)}"
-            )
+        _sort_strategy(strategy)
         if self._ordered:
             raise InvalidOptionError(
                 "sort compaction reorders rows, so it applies to bucket = -1 tables only; a "
@@ -271,7 +276,7 @@ class Compactor:
         chunks: Iterator[pa.Table] | None = None
         if task.sort_by:
             everything = pa.concat_tables(read_tables(state.storage, task.files, projection))
-            order = sort_indices(everything, task.sort_by, task.strategy)
+            order = sort_indices(everything, task.sort_by, _sort_strategy(task.strategy))
             chunks = iter([everything.take(order)])
         created: list[str] = []
         try:

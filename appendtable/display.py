@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import html
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, assert_never
 
 from appendtable.errors import AppendTableError
 from appendtable.metadata.models import Snapshot, Split
@@ -22,6 +22,7 @@ from appendtable.metadata.types import FieldSpec
 from appendtable.metadata.values import to_python
 from appendtable.planning.evolution import describe_type
 from appendtable.planning.filters import Filter, Predicate
+from appendtable.planning.operators import FilterOperands, filter_operator
 
 if TYPE_CHECKING:
     from appendtable._state import SchemaView
@@ -137,15 +138,20 @@ def _python(value: object, predicate: Predicate) -> object:
 def _predicate_text(predicate: Predicate) -> str:
     op = predicate.op
     name = predicate.name
-    if op in ("is null", "is not null"):
-        return f"{name} {op}"
+    operands = filter_operator(op).operands
     shown = predicate.values[:MAX_VALUES]
     values = [_value_text(_python(v, predicate)) for v in shown]
-    if op in ("in", "not in"):
-        more = len(predicate.values) - len(shown)
-        listed = ", ".join(values) + (f", … {more:,} more" if more else "")
-        return f"{name} {op} ({listed})"
-    return f"{name} {op} {values[0]}"
+    match operands:
+        case FilterOperands.NONE:
+            return f"{name} {op}"
+        case FilterOperands.ONE:
+            return f"{name} {op} {values[0]}"
+        case FilterOperands.LIST:
+            more = len(predicate.values) - len(shown)
+            listed = ", ".join(values) + (f", … {more:,} more" if more else "")
+            return f"{name} {op} ({listed})"
+        case _:
+            assert_never(operands)
 
 
 def filter_text(row_filter: Filter | None) -> str:

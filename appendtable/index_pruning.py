@@ -27,6 +27,7 @@ from appendtable.metadata.models import BloomFilter, DataFileMeta, ManifestEntry
 from appendtable.metadata.types import TypeSpec
 from appendtable.planning.file_index import IndexProbe, ProbeValues, probe_values
 from appendtable.planning.filters import Filter, Predicate
+from appendtable.planning.operators import filter_operator
 from appendtable.planning.parquet_bloom import BLOCK_BYTES
 from appendtable.storage import Storage
 
@@ -38,7 +39,6 @@ _IO_THREADS = 16
 #: Bitsets up to this size are read whole and cached (process-wide; a file never changes).
 _CACHED_BITSET = 64 * 1024
 _bitsets: MetadataCache[bytes] = MetadataCache(max_weight=64 * 1024 * 1024)
-_EQUALITY = frozenset({"=", "==", "in"})
 
 
 def literal_array(value: StatValue, type_spec: TypeSpec) -> pa.Array | None:
@@ -67,7 +67,8 @@ def index_probe(view: SchemaView, row_filter: Filter) -> IndexProbe | None:
 def _probe_values(
     predicate: Predicate, field_id: int | None, partitions: set[str]
 ) -> ProbeValues | None:
-    if field_id is None or predicate.op not in _EQUALITY or predicate.column in partitions:
+    pins = filter_operator(predicate.op).pins_values
+    if field_id is None or not pins or predicate.column in partitions:
         return None
     data_type = arrow_type(predicate.type)
     values = []

@@ -60,6 +60,7 @@ from appendtable.metadata.models import (
 from appendtable.planning.filters import Filter, parse_filter
 from appendtable.planning.groups import UnitSelection
 from appendtable.planning.streaming import (
+    StartMode,
     StartRequest,
     emits_rows,
     may_emit,
@@ -258,7 +259,7 @@ class StreamReader:
         self._consumers = ConsumerStore(state.storage)
         mode = resolve_mode(_start_request(config))
         self._creation_floor = (
-            config.file_creation_time_ms if mode == "from-file-creation-time" else None
+            config.file_creation_time_ms if mode is StartMode.FROM_FILE_CREATION_TIME else None
         )
         self._misses = 0
         self._finished = False

@@ -24,6 +24,15 @@ from appendtable_spark.staged import (
     write_staged,
 )
 from appendtable_spark.types import spark_arrow_schema
+from appendtable_spark.write_mode import (
+    MODE_OPTIONS,
+    SPARK_MODES,
+    OverwriteDynamic,
+    OverwriteTable,
+    SparkMode,
+    WriteMode,
+    format_write,
+)
 
 __all__ = [
     "bucket_column",
@@ -95,7 +104,7 @@ def write_table(
     df: DataFrame,
     uri: str,
     *,
-    mode: str = "append",
+    mode: SparkMode = "append",
     options: Mapping[str, object] | None = None,
     storage_options: Mapping[str, Any] | None = None,
     partition_by: list[str] | str | None = None,
@@ -127,42 +136,41 @@ def write_table(
     columns and struct fields ``df`` lacks are written as nulls. Types are never changed.
     Without it, a DataFrame whose columns differ from the table's fails with
     SchemaMismatchError naming the column, and nothing is written."""
-    if mode not in ("append", "overwrite"):
-        raise at.InvalidArgumentError(f"mode must be 'append' or 'overwrite', not {mode!r}")
-    if partitions is not None and mode != "overwrite":
+    if mode not in SPARK_MODES:
+        raise at.InvalidArgumentError(
+            f"mode must be {' or '.join(repr(m) for m in SPARK_MODES)}, not {mode!r}"
+        )
+    overwrite = mode == "overwrite"
+    if partitions is not None and not overwrite:
         raise at.InvalidArgumentError(
             "partitions= names what an overwrite replaces: mode='overwrite'"
         )
-    writer_options = {str(k): _text(v) for k, v in (options or {}).items()}
+    given = {str(k): _text(v) for k, v in (options or {}).items()}
     for key, value in (storage_options or {}).items():
-        writer_options[f"storage.{key}"] = value if isinstance(value, str) else _json(value)
-    keywords: dict[SparkOption[Any], object] = {
-        registry.PARTITION_BY: partition_by,
-        registry.OVERWRITE_PARTITIONS: partitions,
-        registry.MERGE_SCHEMA: merge_schema or None,
+        given[f"storage.{key}"] = value if isinstance(value, str) else _json(value)
+    keywords = {
+        option: value
+        for option, value in (
+            (registry.PARTITION_BY, partition_by),
+            (registry.OVERWRITE_PARTITIONS, partitions),
+            (registry.MERGE_SCHEMA, merge_schema or None),
+        )
+        if value is not None and value != []
     }
-    for option, value in keywords.items():
-        if value is None or value == []:
-            continue
-        if any(key.lower() in option.keys for key in writer_options):
-            raise at.InvalidArgumentError(
-                f"give {option.keyword}= or option '{option.name}', not both"
-            )
-        writer_options[option.name] = _keyword_text(option, value)
-    settings = Settings.parse({**writer_options, "path": uri}, Use.WRITE)
-    if mode == "append":
-        check_append(writer_options)
+    settings = Settings.parse({**given, "path": uri}, Use.WRITE, keywords=keywords)
+    if not overwrite:
+        check_append(given)
     merge = settings.merge_schema()
     table = open_or_create(settings, df.schema)
+    write_mode = settings.write_mode(overwrite)
     if (
-        mode == "overwrite"
+        isinstance(write_mode, OverwriteTable)
         and table.partition_by
         and not settings.given(registry.OVERWRITE_PARTITIONS)
         and not settings.given(registry.PARTITION_OVERWRITE_MODE)
         and _session_dynamic(df.sparkSession)
     ):
-        writer_options[registry.PARTITION_OVERWRITE_MODE.name] = "dynamic"
-        settings = Settings.parse({**writer_options, "path": uri}, Use.WRITE)
+        write_mode = OverwriteDynamic()
     data = spark_arrow_schema(df.schema)
     if merge:
         evolution.merge_schema(table, data)
@@ -173,8 +181,9 @@ def write_table(
     if native and unsupported:
         raise at.InvalidOptionError(f"no native write path for {uri}: {unsupported}")
     if native is False or unsupported:
-        writer = _clustered(df, uri, storage_options).write.format(FORMAT).mode(mode)
-        for key, value in writer_options.items():
+        spark_mode, format_options = _format_options(given, settings, keywords, write_mode)
+        writer = _clustered(df, uri, storage_options).write.format(FORMAT).mode(spark_mode)
+        for key, value in format_options.items():
             writer = writer.option(key, value)
         writer.save(uri)
         return
@@ -185,11 +194,9 @@ def write_table(
         write_staged(
             df,
             table,
-            overwrite=mode == "overwrite",
+            mode=write_mode,
             commit_user=user or f"spark-write-{uuid.uuid4().hex}",
             identifier=identifier,
-            partitions=settings.overwrite_partitions(),
-            dynamic=settings.dynamic_overwrite(),
             merge=merge,
             owner=settings.commit_owner(),
         )
@@ -206,18 +213,27 @@ def _text(value: object) -> str:
     return str(value)
 
 
-def _keyword_text(option: SparkOption[Any], value: object) -> str:
-    """A helper keyword's value as its option's text."""
-    if option is registry.PARTITION_BY:
-        if not isinstance(value, str | Iterable):
-            raise at.InvalidArgumentError(
-                f"partition_by must be a column name or a list of them, got {value!r}"
-            )
-        keys = [value] if isinstance(value, str) else list(value)
-        return ",".join(str(k) for k in keys)
-    if option is registry.OVERWRITE_PARTITIONS:
-        return json.dumps(value, default=str)
-    return _text(value)
+def _format_options(
+    given: Mapping[str, str],
+    settings: Settings,
+    keywords: Iterable[SparkOption[Any]],
+    mode: WriteMode,
+) -> tuple[SparkMode, dict[str, str]]:
+    """How ``write_table`` hands the write to the format: Spark's mode, and the options given
+    (but those saying which rows an overwrite replaces: the mode's options say that, the
+    session's setting included) with the keywords' settings as option texts."""
+    spark_mode, mode_options = format_write(mode)
+    options = {
+        key: value
+        for key, value in given.items()
+        if registry.lookup(key.lower()) not in MODE_OPTIONS
+    }
+    for option in keywords:
+        if option is registry.PARTITION_BY:
+            options[option.name] = ",".join(settings.partition_by())
+        elif option is registry.MERGE_SCHEMA:
+            options[option.name] = _text(settings.merge_schema())
+    return spark_mode, {**options, **mode_options}
 
 
 def foreach_batch_sink(

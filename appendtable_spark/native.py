@@ -17,8 +17,8 @@ import functools
 import json
 import math
 import operator
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, assert_never
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -110,48 +110,53 @@ def _column(name: object, schema: pa.Schema) -> tuple[Column, pa.DataType | None
     return F.col(path), dtype
 
 
-def _condition(term: Sequence[object], schema: pa.Schema) -> Column:
+def _condition(term: object, schema: pa.Schema) -> Column:
     """One filter term as a Spark condition with the core's semantics, which for floats are
     IEEE's where Spark's differ: NaN equals nothing and orders with nothing (Spark: NaN = NaN,
     NaN above every number), so it passes only ``!=`` and ``not in``; nulls pass only
-    ``is null``."""
+    ``is null``. The term was checked by the core's scan first."""
+    assert isinstance(term, list | tuple)  # read_table's scan checked the filter first
     column, dtype = _column(term[0], schema)
-    op = str(term[1])
-    if op == "is null":
-        return column.isNull()
-    if op == "is not null":
-        return column.isNotNull()
+    op = at.FilterOp.parse(term[1])
+    assert op is not None
     floating = dtype is not None and pa.types.is_floating(dtype)
     nan = F.isnan(column) if floating else F.lit(False)
-    value = term[2]
-    if op in ("in", "not in"):
-        assert isinstance(value, Iterable)  # read_table's scan checked the filter first
-        values = [_literal(v) for v in value if not _is_nan(v)]
-        inside = column.isin(values) & ~nan if values else F.lit(False)
-        return inside if op == "in" else ~inside & column.isNotNull()
-    if _is_nan(value):
-        return column.isNotNull() if op == "!=" else F.lit(False)
-    if op == "!=":
-        return (column != _literal(value)) | nan
-    compare: Callable[[Column, Column], Column] = {
-        "=": operator.eq,
-        "==": operator.eq,
-        "<": operator.lt,
-        "<=": operator.le,
-        ">": operator.gt,
-        ">=": operator.ge,
-    }[op]
-    return compare(column, _literal(value)) & ~nan
+    match op:
+        case at.FilterOp.IS_NULL:
+            return column.isNull()
+        case at.FilterOp.IS_NOT_NULL:
+            return column.isNotNull()
+        case at.FilterOp.IN | at.FilterOp.NOT_IN:
+            listed = term[2]
+            assert isinstance(listed, Iterable)
+            values = [_literal(v) for v in listed if not _is_nan(v)]
+            inside = column.isin(values) & ~nan if values else F.lit(False)
+            return inside if op is at.FilterOp.IN else ~inside & column.isNotNull()
+        case (
+            at.FilterOp.EQ
+            | at.FilterOp.NE
+            | at.FilterOp.LT
+            | at.FilterOp.LE
+            | at.FilterOp.GT
+            | at.FilterOp.GE
+        ):
+            rule = at.filter_operator(op)
+            value = term[2]
+            if _is_nan(value):
+                return column.isNotNull() if rule.matches_nan else F.lit(False)
+            compared: Column = rule.test(column, _literal(value))  # the Python operator
+            return compared | nan if rule.matches_nan else compared & ~nan
+        case _:
+            assert_never(op)
 
 
 def _where(filter_terms: Sequence[Any], schema: pa.Schema) -> Column:
-    nested = bool(filter_terms) and isinstance(filter_terms[0], list)
-    clauses = filter_terms if nested else [filter_terms]
+    """The filter as one Spark condition: its clauses read as the core reads them."""
     return functools.reduce(
         operator.or_,
         (
-            functools.reduce(operator.and_, (_condition(t, schema) for t in clause))
-            for clause in clauses
+            functools.reduce(operator.and_, (_condition(term, schema) for term in clause))
+            for clause in at.filter_clauses(filter_terms)
         ),
     )
 

@@ -70,6 +70,8 @@ class SparkOption(Generic[T_co]):
     doc: str
     aliases: tuple[str, ...] = ()
     keyword: str | None = None
+    #: how the helper keyword's Python value becomes the option's value (None: as its text)
+    from_keyword: Callable[[object], T_co] | None = None
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -78,8 +80,20 @@ class SparkOption(Generic[T_co]):
 
     def value(self, text: str) -> T_co:
         """The parsed value; InvalidOptionError naming the option if it does not parse."""
+        return self._checked(self.parse, text)
+
+    def keyword_value(self, value: object) -> T_co:
+        """The value of the helper keyword standing for this option, checked as the option's
+        text is; InvalidOptionError naming the option if it is not one."""
+        if self.from_keyword is None:
+            return self.value(str(value))
+        return self._checked(self.from_keyword, value)
+
+    def _checked(self, convert: Callable[[Any], T_co], given: object) -> T_co:
         try:
-            return self.parse(text)
+            return convert(given)
+        except at.AppendTableError:  # some derive from ValueError: already specific
+            raise
         except ValueError as exc:
             raise at.InvalidOptionError(f"invalid value for option '{self.name}': {exc}") from None
 
@@ -125,7 +139,22 @@ def _identifier(text: str) -> int:
 
 
 def _columns(text: str) -> tuple[str, ...]:
-    columns = tuple(c.strip() for c in text.split(",") if c.strip())
+    return _column_names(text.split(","))
+
+
+def _column_keyword(value: object) -> tuple[str, ...]:
+    """``partition_by=``: a column name or a list of them (each may list several, separated
+    by commas, as the option's text does)."""
+    if not isinstance(value, str | Iterable):
+        raise at.InvalidArgumentError(
+            f"partition_by must be a column name or a list of them, got {value!r}"
+        )
+    names = [value] if isinstance(value, str) else [str(name) for name in value]
+    return _column_names(part for name in names for part in name.split(","))
+
+
+def _column_names(names: Iterable[str]) -> tuple[str, ...]:
+    columns = tuple(c.strip() for c in names if c.strip())
     if not columns:
         raise ValueError("no column named")
     seen: set[str] = set()
@@ -148,9 +177,14 @@ def _partitions(text: str) -> tuple[dict[str, object], ...]:
         specs = json.loads(text)
     except ValueError as exc:
         raise ValueError(f"{text!r} is not JSON ({exc})") from None
-    if not isinstance(specs, list) or not all(isinstance(s, dict) for s in specs):
+    return _partition_specs(specs)
+
+
+def _partition_specs(specs: object) -> tuple[dict[str, object], ...]:
+    """``partitions=`` (or the option's JSON): a list of partition specs, column to value."""
+    if not isinstance(specs, list | tuple) or not all(isinstance(s, dict) for s in specs):
         raise ValueError('it must be a JSON list of objects such as [{"day": "2024-05-01"}]')
-    return tuple(specs)
+    return tuple(dict(spec) for spec in specs)
 
 
 def _choice(*allowed: str) -> Callable[[str], str]:
@@ -245,6 +279,7 @@ PARTITION_BY = _define(
         "comma-separated partition columns of a table the write creates",
         aliases=("partition-by",),
         keyword="partition_by",
+        from_keyword=_column_keyword,
     )
 )
 SPARK_PARTITION_COLUMNS = _define(
@@ -322,6 +357,7 @@ OVERWRITE_PARTITIONS = _define(
         'the static partitions an overwrite replaces, as JSON: `[{"day": "2024-05-01"}]` '
         "(a row of any other partition fails the write; refused with an append)",
         keyword="partitions",
+        from_keyword=_partition_specs,
     )
 )
 PARTITION_OVERWRITE_MODE = _define(

@@ -16,11 +16,12 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import appendtable as at
 from appendtable_spark import options as registry
 from appendtable_spark.options import SparkOption, Use
+from appendtable_spark.write_mode import WriteMode, resolve
 
 __all__ = ["Settings", "check_append"]
 
@@ -52,18 +53,26 @@ def _local_path(path: str) -> str:
 @dataclass(frozen=True)
 class Settings:
     """Checked options: the table location, storage options, the core's options (strings, as
-    the core takes them) and the adapter's own (strings, keyed by option name)."""
+    the core takes them) and the adapter's own (their values, keyed by option name)."""
 
     uri: str
     storage_options: dict[str, Any] = field(default_factory=dict)
     format_options: dict[str, str] = field(default_factory=dict)
-    adapter: dict[str, str] = field(default_factory=dict)
+    adapter: dict[str, Any] = field(default_factory=dict)
 
     @staticmethod
-    def parse(options: Mapping[str, str], use: Use, *, location: str | None = None) -> Settings:
+    def parse(
+        options: Mapping[str, str],
+        use: Use,
+        *,
+        location: str | None = None,
+        keywords: Mapping[SparkOption[Any], object] | None = None,
+    ) -> Settings:
         """Check every key and value of ``options`` for ``use`` (where the options were given;
         several flags when not yet known, such as at ``load()``). ``location``: the table's
-        location when the options cannot name it (a catalog table)."""
+        location when the options cannot name it (a catalog table). ``keywords``: values of
+        the helpers' keywords standing for adapter options (``write_table(partitions=...)``),
+        checked as those options are; an option may be given either way, not both."""
         given = {str(k).lower(): str(k) for k in options}  # as written, for messages
         lowered = {str(k).lower(): str(v) for k, v in dict(options).items()}
         path = lowered.get("path") or lowered.get("location") or location
@@ -73,7 +82,8 @@ class Settings:
             )
         storage: dict[str, Any] = {}
         core: dict[str, str] = {}
-        adapter: dict[str, str] = {}
+        adapter: dict[str, Any] = {}
+        texts: dict[str, str] = {}
         core_keys = at.option_keys()
         for key, value in lowered.items():
             if Use.CREATE in use and key.startswith("option."):
@@ -84,7 +94,7 @@ class Settings:
             elif key in core_keys:
                 core[key] = value
             elif option is not None:
-                _take(adapter, option, value, use)
+                _take(adapter, texts, option, value, use)
             elif key in registry.SPARK_KEYS or (Use.CREATE in use and key in registry.CATALOG_KEYS):
                 continue
             else:
@@ -92,6 +102,12 @@ class Settings:
                     registry.unknown_key_message(given.get(key, key), core_keys)
                 )
         at.check_options(core)
+        for option, keyword in (keywords or {}).items():
+            if option.name in adapter:
+                raise at.InvalidArgumentError(
+                    f"give {option.keyword}= or option '{option.name}', not both"
+                )
+            adapter[option.name] = option.keyword_value(keyword)
         for group in _EXCLUSIVE:
             both = [option.name for option in group if option.name in adapter]
             if len(both) > 1:
@@ -104,8 +120,9 @@ class Settings:
 
     def get(self, option: SparkOption[T]) -> T:
         """The option's value, or its default when it was not given."""
-        text = self.adapter.get(option.name)
-        return option.default if text is None else option.value(text)
+        if option.name not in self.adapter:
+            return option.default
+        return cast(T, self.adapter[option.name])
 
     def given(self, option: SparkOption[Any]) -> bool:
         return option.name in self.adapter
@@ -151,6 +168,14 @@ class Settings:
         """Option ``partitionOverwriteMode`` = ``dynamic``: an overwrite replaces only the
         partitions it writes rows into."""
         return self.get(registry.PARTITION_OVERWRITE_MODE) == "dynamic"
+
+    def write_mode(self, overwrite: bool) -> WriteMode:
+        """What a write Spark says appends or overwrites does, by these options."""
+        return resolve(
+            overwrite,
+            partitions=self.overwrite_partitions() or (),
+            dynamic=self.dynamic_overwrite(),
+        )
 
     def merge_schema(self) -> bool:
         """Option ``mergeSchema``: add the DataFrame's new columns (and struct fields) to the
@@ -198,13 +223,15 @@ def check_append(options: Mapping[str, str]) -> None:
             )
 
 
-def _take(adapter: dict[str, str], option: SparkOption[Any], value: str, use: Use) -> None:
+def _take(
+    adapter: dict[str, Any], texts: dict[str, str], option: SparkOption[Any], value: str, use: Use
+) -> None:
     if not option.uses & use:
         raise at.InvalidOptionError(
             f"option '{option.name}' applies to {option.uses.describe()}, not to {use.describe()}"
         )
-    if option.name in adapter and adapter[option.name] != value:
+    if option.name in texts and texts[option.name] != value:
         names = " and ".join(f"'{name}'" for name in (option.name, *option.aliases))
         raise at.InvalidOptionError(f"options {names} name the same setting: give one")
-    option.value(value)
-    adapter[option.name] = value
+    adapter[option.name] = option.value(value)
+    texts[option.name] = value

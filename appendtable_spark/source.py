@@ -149,7 +149,7 @@ class AppendTableDataSource(DataSource):
             commit_user=user or f"spark-write-{uuid.uuid4().hex}",
             identifier=identifier,
             base_snapshot_id=latest.id if latest is not None else None,
-            overwrite=overwrite,
+            mode=settings.write_mode(overwrite),
             skip=user is not None
             and identifier is not None
             and table.has_committed(user, identifier),
@@ -169,7 +169,7 @@ class AppendTableDataSource(DataSource):
         return StreamWriter(
             settings,
             commit_user=settings.get(registry.COMMIT_USER) or None,
-            overwrite=overwrite,
+            mode=settings.write_mode(overwrite),
             reuse=settings.get(registry.COMMIT_USER_REUSE),
         )
 

@@ -39,6 +39,7 @@ import appendtable as at
 from appendtable_spark.evolution import check_write, shaped_columns
 from appendtable_spark.locations import spark_location
 from appendtable_spark.types import spark_arrow_schema, spark_type
+from appendtable_spark.write_mode import WriteMode, commit_files
 
 __all__ = ["bucket_partitioning", "staged_write_unsupported", "write_staged"]
 
@@ -220,22 +221,18 @@ def write_staged(
     df: DataFrame,
     table: at.Table,
     *,
-    overwrite: bool,
+    mode: WriteMode,
     commit_user: str,
     identifier: int | None,
-    partitions: list[dict[str, object]] | None = None,
-    dynamic: bool = False,
     merge: bool = False,
     owner: str = "",
 ) -> at.Snapshot | None:
-    """Write ``df`` with Spark's Parquet writer and commit it as one snapshot (an OVERWRITE of
-    the whole table with ``overwrite``, or of the static ``partitions``, or with ``dynamic`` of
-    the partitions it writes rows into). Returns the snapshot,
-    or None when nothing was committed (no rows, or this identifier had already landed).
-    ``merge``: the nullable columns and struct fields ``df`` lacks are written as nulls (the
-    table was already merged with its schema). The files are written in the schema the
-    staging area pins, which ``df`` is checked against, and recorded with it. ``owner`` is
-    recorded with the identifier."""
+    """Write ``df`` with Spark's Parquet writer and commit it as one snapshot, as ``mode`` says
+    (see ``appendtable_spark.write_mode``). Returns the snapshot, or None when nothing was
+    committed (no rows, or this identifier had already landed). ``merge``: the nullable
+    columns and struct fields ``df`` lacks are written as nulls (the table was already merged
+    with its schema). The files are written in the schema the staging area pins, which ``df``
+    is checked against, and recorded with it. ``owner`` is recorded with the identifier."""
     with _checked_area(table, df, merge) as area:
         frame, hidden = _shaped(df, table, area.view.arrow_schema)
         base = area.since_snapshot_id  # the latest snapshot before anything was written
@@ -244,17 +241,14 @@ def write_staged(
         messages = area.adopt(files, buckets=buckets)
         committer = table.committer(commit_user)
         with committer.discarding(messages, since_snapshot_id=base):
-            if overwrite:
-                landed = committer.overwrite(
-                    messages,
-                    partitions=partitions,
-                    dynamic=dynamic,
-                    base_snapshot_id=base,
-                    identifier=identifier,
-                    owner=owner,
-                )
-            else:
-                landed = committer.commit(messages, identifier=identifier, owner=owner)
+            landed = commit_files(
+                committer,
+                messages,
+                mode,
+                base_snapshot_id=base,
+                identifier=identifier,
+                owner=owner,
+            )
         if landed is None and messages:
             committer.abort(messages, since_snapshot_id=base)  # this identifier had landed
     return landed

@@ -31,10 +31,12 @@ from pyspark.sql.datasource import (
 )
 
 import appendtable as at
+from appendtable_spark import options as registry
 from appendtable_spark.evolution import pad_batch
 from appendtable_spark.identity import Skip, checkpoint_query_id, decide
 from appendtable_spark.settings import Settings
 from appendtable_spark.tables import cached_table
+from appendtable_spark.write_mode import WriteMode, commit_files
 
 __all__ = ["BatchWriter", "FilesMessage", "StreamWriter"]
 
@@ -86,35 +88,28 @@ def commit_staged(
     *,
     commit_user: str,
     identifier: int | None,
-    overwrite: bool,
+    mode: WriteMode,
     base_snapshot_id: int | None,
-    partitions: list[dict[str, object]] | None = None,
-    dynamic: bool = False,
     owner: str = "",
 ) -> at.Snapshot | None:
-    """Move the files of ``messages`` out of ``area`` and commit them as one snapshot (an
-    OVERWRITE of the whole table with ``overwrite``, or of the static ``partitions``: rows of
-    any other partition then fail the commit with SchemaMismatchError and nothing lands; or
-    with ``dynamic`` of the partitions the files hold rows of); the
-    area is removed afterwards, and the post-commit maintenance is waited for. Files
-    of a commit that definitely failed, or of a replay whose identifier had landed, are
-    discarded. ``owner`` is recorded with the identifier (see ``appendtable_spark.identity``)."""
+    """Move the files of ``messages`` out of ``area`` and commit them as one snapshot, as
+    ``mode`` says (see ``appendtable_spark.write_mode``); the area is removed afterwards, and
+    the post-commit maintenance is waited for. Files of a commit that definitely failed, or of
+    a replay whose identifier had landed, are discarded. ``owner`` is recorded with the
+    identifier (see ``appendtable_spark.identity``)."""
     committer = table.committer(commit_user)
     try:
         moved = area.adopt_written(messages)
         since = area.since_snapshot_id
         with committer.discarding(moved, since_snapshot_id=since):
-            if overwrite:
-                landed = committer.overwrite(
-                    moved,
-                    partitions=partitions,
-                    dynamic=dynamic,
-                    base_snapshot_id=base_snapshot_id,
-                    identifier=identifier,
-                    owner=owner,
-                )
-            else:
-                landed = committer.commit(moved, identifier=identifier, owner=owner)
+            landed = commit_files(
+                committer,
+                moved,
+                mode,
+                base_snapshot_id=base_snapshot_id,
+                identifier=identifier,
+                owner=owner,
+            )
         if landed is None and moved:
             committer.abort(moved, since_snapshot_id=since)  # this identifier had landed
         return landed
@@ -126,7 +121,7 @@ def commit_staged(
 
 
 class BatchWriter(DataSourceArrowWriter):
-    """A write of one DataFrame as one snapshot (OVERWRITE when ``overwrite``)."""
+    """A write of one DataFrame as one snapshot, as ``mode`` says."""
 
     def __init__(
         self,
@@ -135,7 +130,7 @@ class BatchWriter(DataSourceArrowWriter):
         commit_user: str,
         identifier: int | None,
         base_snapshot_id: int | None,
-        overwrite: bool,
+        mode: WriteMode,
         skip: bool,
         owner: str = "",
     ) -> None:
@@ -144,7 +139,7 @@ class BatchWriter(DataSourceArrowWriter):
         self._identifier = identifier
         self._owner = owner
         self._base = base_snapshot_id
-        self._overwrite = overwrite
+        self._mode = mode
         self._skip = skip  # this (commit user, identifier) already landed: write nothing
         # Spark pickles this writer once, for the tasks and for the driver's commit or abort,
         # which therefore agree on the write's staging area
@@ -169,10 +164,8 @@ class BatchWriter(DataSourceArrowWriter):
             _decode(_ours(messages)),
             commit_user=self._commit_user,
             identifier=self._identifier,
-            overwrite=self._overwrite,
+            mode=self._mode,
             base_snapshot_id=self._base,
-            partitions=self._settings.overwrite_partitions(),
-            dynamic=self._settings.dynamic_overwrite(),
             owner=self._owner,
         )
 
@@ -210,14 +203,14 @@ class StreamWriter(DataSourceStreamArrowWriter):
         settings: Settings,
         *,
         commit_user: str | None,
-        overwrite: bool,
+        mode: WriteMode,
         reuse: str = "fail",
     ) -> None:
         self._settings = settings
         self._commit_user = commit_user
-        self._overwrite = overwrite
+        self._mode = mode
         self._reuse = reuse
-        self._checkpoint = settings.adapter.get("checkpointLocation") or None
+        self._checkpoint = settings.get(registry.CHECKPOINT_LOCATION) or None
 
     def _area_key(self, query_id: str | None) -> str | None:
         """What names this query's staging areas (None: not known here)."""
@@ -303,7 +296,7 @@ class StreamWriter(DataSourceStreamArrowWriter):
             decoded,
             commit_user=user,
             identifier=decision.identifier,
-            overwrite=self._overwrite,
+            mode=self._mode,
             base_snapshot_id=None,
             owner=decision.owner.text(),
         )

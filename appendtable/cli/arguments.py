@@ -10,9 +10,11 @@ import decimal
 import json
 import re
 from collections.abc import Sequence
+from typing import assert_never
 
 import pyarrow as pa
 
+import appendtable as at
 from appendtable.cli.errors import UsageError
 
 __all__ = [
@@ -38,20 +40,12 @@ _SECONDS = {
     "d": 86400.0,
     "w": 604800.0,
 }
-#: Operators, longest first so that "<=" is not read as "<".
-_OPERATORS = (
-    "is not null",
-    "is null",
-    "not in",
-    "in",
-    "<=",
-    ">=",
-    "!=",
-    "<>",
-    "==",
-    "=",
-    "<",
-    ">",
+#: The filter operators' spellings: the core's, and SQL's ``<>`` for ``!=``; longest first so
+#: that "<=" is not read as "<".
+_OPERATORS = sorted(
+    [(spelled, op) for op in at.FilterOp for spelled in (op.value, *at.filter_operator(op).aliases)]
+    + [("<>", at.FilterOp.NE)],
+    key=lambda item: (-len(item[0]), item[0]),
 )
 _COLUMN = re.compile(r"[^\s=!<>]+")
 #: One part of a dotted column path: no dots, spaces, operators or quotes.
@@ -359,28 +353,29 @@ def parse_filter(text: str, schema: pa.Schema) -> tuple[object, ...]:
     column, shown, dtype, rest = _filter_column(text.strip(), schema, what)
     rest = rest.strip()
     lowered = rest.lower()
-    for op in _OPERATORS:
-        if not lowered.startswith(op):
+    for spelled, op in _OPERATORS:
+        if not lowered.startswith(spelled):
             continue
-        after = rest[len(op) :]
-        if op[-1].isalpha() and after[:1].isalnum():
+        after = rest[len(spelled) :]
+        if spelled[-1].isalpha() and after[:1].isalnum():
             continue  # "inx" is not "in"
-        if op in ("is null", "is not null"):
-            if after.strip():
-                raise UsageError(f"{what}: unexpected {after.strip()!r} after '{op}'")
-            return (column, op)
-        if op in ("in", "not in"):
-            values = [_scalar(item, dtype, shown, what) for item in _split_list(after, what)]
-            return (column, op, values)
-        if not after.strip():
-            raise UsageError(f"{what}: '{op}' needs a value")
-        normal = {"==": "=", "<>": "!="}.get(op, op)
-        return (column, normal, _scalar(after, dtype, shown, what))
+        operands = at.filter_operator(op).operands
+        match operands:
+            case at.FilterOperands.NONE:
+                if after.strip():
+                    raise UsageError(f"{what}: unexpected {after.strip()!r} after '{spelled}'")
+                return (column, op.value)
+            case at.FilterOperands.LIST:
+                values = [_scalar(item, dtype, shown, what) for item in _split_list(after, what)]
+                return (column, op.value, values)
+            case at.FilterOperands.ONE:
+                if not after.strip():
+                    raise UsageError(f"{what}: '{spelled}' needs a value")
+                return (column, op.value, _scalar(after, dtype, shown, what))
+            case _:
+                assert_never(operands)
     found = rest.split()[0] if rest.split() else "nothing"
-    raise UsageError(
-        f"{what}: unknown operator {found!r} (use =, !=, <, <=, >, >=, in, not in, is null, "
-        "is not null)"
-    )
+    raise UsageError(f"{what}: unknown operator {found!r} (use {', '.join(at.FilterOp)})")
 
 
 def _scalar(text: str, dtype: pa.DataType, column: str, what: str) -> object:

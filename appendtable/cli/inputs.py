@@ -22,7 +22,7 @@ import re
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, Literal, assert_never, get_args
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -36,6 +36,7 @@ from appendtable.cli.json_maps import entries_type, from_entries, has_map, rewri
 
 __all__ = [
     "INPUT_FORMATS",
+    "InputFormat",
     "NULL_VALUES",
     "STDIN",
     "InputFile",
@@ -44,8 +45,9 @@ __all__ = [
     "read_schema",
 ]
 
-INPUT_FORMATS = ("parquet", "csv", "jsonl")
-_EXTENSIONS = {
+InputFormat = Literal["parquet", "csv", "jsonl"]
+INPUT_FORMATS: tuple[InputFormat, ...] = get_args(InputFormat)
+_EXTENSIONS: dict[str, InputFormat] = {
     ".parquet": "parquet",
     ".pq": "parquet",
     ".parq": "parquet",
@@ -61,7 +63,7 @@ STDIN = "-"
 NULL_VALUES = ("",)
 
 
-def format_of(path: str, explicit: str | None) -> str:
+def format_of(path: str, explicit: InputFormat | None) -> InputFormat:
     if explicit is not None:
         return explicit
     extension = os.path.splitext(path)[1].lower()
@@ -292,7 +294,7 @@ class InputFile:
     """An open input: ``batches()`` yields (batch, input bytes consumed so far)."""
 
     path: str
-    fmt: str
+    fmt: InputFormat
     size: int
     schema: pa.Schema
     null_values: tuple[str, ...] = NULL_VALUES
@@ -440,7 +442,10 @@ def _json_problem(path: str, schema: pa.Schema) -> str | None:
 
 
 def open_input(
-    path: str, fmt: str | None, schema: pa.Schema, null_values: tuple[str, ...] = NULL_VALUES
+    path: str,
+    fmt: InputFormat | None,
+    schema: pa.Schema,
+    null_values: tuple[str, ...] = NULL_VALUES,
 ) -> InputFile:
     """An input file to append to a table of ``schema`` (``-``: standard input, which needs
     an explicit format); ``null_values``: the CSV texts read as null. Raises InputError if it
@@ -459,22 +464,25 @@ def open_input(
     return InputFile(path, chosen, size, schema, null_values)
 
 
-def read_schema(path: str, fmt: str | None = None) -> pa.Schema:
+def read_schema(path: str, fmt: InputFormat | None = None) -> pa.Schema:
     """The schema of a Parquet file (from its footer), or inferred from a CSV / JSON file."""
     chosen = format_of(path, fmt)
     try:
-        if chosen == "parquet":
-            schema = pq.read_schema(path)
-        elif chosen == "csv":
-            inference = pacsv.ConvertOptions(
-                null_values=list(NULL_VALUES),
-                strings_can_be_null=True,
-                quoted_strings_can_be_null=False,
-            )
-            with pacsv.open_csv(path, convert_options=inference) as reader:
-                schema = reader.schema
-        else:
-            schema = _json_schema(path)
+        match chosen:
+            case "parquet":
+                schema = pq.read_schema(path)
+            case "csv":
+                inference = pacsv.ConvertOptions(
+                    null_values=list(NULL_VALUES),
+                    strings_can_be_null=True,
+                    quoted_strings_can_be_null=False,
+                )
+                with pacsv.open_csv(path, convert_options=inference) as reader:
+                    schema = reader.schema
+            case "jsonl":
+                schema = _json_schema(path)
+            case _:
+                assert_never(chosen)
     except (OSError, pa.ArrowException) as exc:
         raise _problem(path, exc) from exc
     return schema.remove_metadata()

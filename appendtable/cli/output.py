@@ -13,13 +13,14 @@ import json
 import time
 import unicodedata
 from collections.abc import Iterable, Sequence
-from typing import IO, Protocol
+from typing import IO, Literal, Protocol, assert_never, get_args
 
 import pyarrow as pa
 
 __all__ = [
     "plural",
     "FORMATS",
+    "OutputFormat",
     "Progress",
     "RowWriter",
     "cell_text",
@@ -30,7 +31,8 @@ __all__ = [
     "write_rows",
 ]
 
-FORMATS = ("table", "csv", "jsonl")
+OutputFormat = Literal["table", "csv", "jsonl"]
+FORMATS: tuple[OutputFormat, ...] = get_args(OutputFormat)
 MAX_CELL_WIDTH = 40
 #: The text table measures its columns on this many rows, then streams the rest.
 MEASURE_ROWS = 500
@@ -231,17 +233,21 @@ class JsonLines:
 
 
 def make_writer(
-    fmt: str, out: IO[str], schema: pa.Schema, *, header: bool = True, footer: bool = True
+    fmt: OutputFormat, out: IO[str], schema: pa.Schema, *, header: bool = True, footer: bool = True
 ) -> RowWriter:
-    if fmt == "csv":
-        return CsvRows(out, schema, header=header)
-    if fmt == "jsonl":
-        return JsonLines(out)
-    return TextTable(out, schema, footer=footer)
+    match fmt:
+        case "csv":
+            return CsvRows(out, schema, header=header)
+        case "jsonl":
+            return JsonLines(out)
+        case "table":
+            return TextTable(out, schema, footer=footer)
+        case _:
+            assert_never(fmt)
 
 
 def write_rows(
-    fmt: str,
+    fmt: OutputFormat,
     out: IO[str],
     schema: pa.Schema,
     batches: Iterable[pa.RecordBatch | pa.Table],

@@ -15,6 +15,7 @@ import decimal
 import functools
 import math
 import operator
+from typing import assert_never
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -23,6 +24,7 @@ from appendtable.datafiles.arrow_schema import arrow_type
 from appendtable.metadata.models import StatValue
 from appendtable.metadata.types import TypeSpec
 from appendtable.planning.filters import Filter, Predicate
+from appendtable.planning.operators import FilterOperands, filter_operator
 
 __all__ = ["needs_exact_pass", "pushdown_expression", "to_expression"]
 
@@ -67,23 +69,34 @@ def _floating(predicate: Predicate) -> bool:
 
 
 def _nan_unsafe(predicate: Predicate) -> bool:
-    return _floating(predicate) and predicate.op in ("!=", "not in")
+    """A predicate comparing values that NaN satisfies (``!=``, ``not in``) on a float column:
+    statistics leave NaN out (see the module). Null tests are decided by null counts."""
+    rule = filter_operator(predicate.op)
+    return _floating(predicate) and rule.matches_nan and rule.operands is not FilterOperands.NONE
 
 
 def _not_null(predicate: Predicate) -> pc.Expression:
     return pc.field(predicate.column, *predicate.path).is_valid()
 
 
+def _literal_type(type_spec: TypeSpec) -> pa.DataType:
+    """The type of a filter literal of a column: a float in float64, as ``=`` compares (a
+    float32 cast would round 1e300 to infinity), bytes of any length for fixed-size binary."""
+    if type_spec.kind in ("float16", "float32", "float64"):
+        return pa.float64()
+    if type_spec.kind == "fixed_size_binary":
+        return pa.binary()
+    return arrow_type(type_spec)
+
+
 def _scalar(value: StatValue, type_spec: TypeSpec) -> pa.Scalar:
-    dtype = arrow_type(type_spec)
+    dtype = _literal_type(type_spec)
     if type_spec.kind == "decimal" and isinstance(value, str):
         return pa.scalar(decimal.Decimal(value), type=dtype)
     if type_spec.kind == "date64" and isinstance(value, int):
         return pa.scalar(value * 86_400_000, type=dtype)
     if type_spec.kind in ("float16", "float32", "float64"):
-        return pa.scalar(float(value), type=pa.float64())  # type: ignore[arg-type]
-    if type_spec.kind == "fixed_size_binary":  # a literal of another length too
-        return pa.scalar(value, type=pa.binary())
+        return pa.scalar(float(value), type=dtype)  # type: ignore[arg-type]
     return pa.scalar(value, type=dtype)  # integers: within the column's range (parse_filter)
 
 
@@ -99,35 +112,22 @@ def _float_set(scalars: list[pa.Scalar]) -> list[pa.Scalar]:
 
 def _predicate(predicate: Predicate) -> pc.Expression:
     field = pc.field(predicate.column, *predicate.path)  # a struct field: null under a null struct
-    op = predicate.op
-    if op == "is null":
-        return field.is_null()
-    if op == "is not null":
-        return field.is_valid()
-    scalars = [_scalar(v, predicate.type) for v in predicate.values]
-    if predicate.type.kind == "fixed_size_binary":  # compared as bytes, whatever the length
-        field = field.cast(pa.binary())
-    if op in ("=", "=="):
-        return field == scalars[0]
-    floating = _floating(predicate)
-    if op == "!=":
-        return field != scalars[0]
-    if op == "<":
-        return field < scalars[0]
-    if op == "<=":
-        return field <= scalars[0]
-    if op == ">":
-        return field > scalars[0]
-    if op == ">=":
-        return field >= scalars[0]
-    member = field
-    if floating:
-        scalars = _float_set(scalars)
-        # compared in float64, as = compares: isin would round 1e300 to a float32 infinity
-        member = field.cast(pa.float64())
-    if not scalars:  # nothing is in an empty list; every non-null value is not in it
-        return pc.scalar(False) if op == "in" else field.is_valid()
-    values = pa.array([s.as_py() for s in scalars], type=scalars[0].type)
-    membership = member.isin(values)
-    # SQL semantics, as in pruning: a null is neither in nor not in a list.
-    return membership if op == "in" else ~membership & field.is_valid()
+    rule = filter_operator(predicate.op)
+    operands = rule.operands
+    if operands is not FilterOperands.NONE and predicate.type.kind == "fixed_size_binary":
+        field = field.cast(pa.binary())  # compared as bytes, whatever the length
+    match operands:
+        case FilterOperands.NONE:
+            return rule.arrow(field, None)
+        case FilterOperands.ONE:
+            return rule.arrow(field, _scalar(predicate.values[0], predicate.type))
+        case FilterOperands.LIST:
+            scalars = [_scalar(v, predicate.type) for v in predicate.values]
+            if _floating(predicate):
+                scalars = _float_set(scalars)
+                # compared in float64, as = compares: isin would round 1e300 to a float32 inf
+                field = field.cast(pa.float64())
+            values = pa.array([s.as_py() for s in scalars], type=_literal_type(predicate.type))
+            return rule.arrow(field, values)
+        case _:
+            assert_never(operands)

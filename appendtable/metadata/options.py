@@ -10,6 +10,7 @@ milliseconds. :class:`Options` gives typed access with defaults.
 from __future__ import annotations
 
 import difflib
+import enum
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -409,18 +410,24 @@ SPLIT_OPEN_FILE_COST = _define(
 SPLIT_TARGET_SIZE = _define(
     "source.split.target-size", parse_size, 128 * MB, "target size of read splits"
 )
+
+
 # ---- scans and streams --------------------------------------------------------------------------
-#: Start modes of a stream (``full`` is a deprecated alias of ``latest-full``).
-SCAN_MODES = (
-    "default",
-    "latest-full",
-    "latest",
-    "from-snapshot",
-    "from-snapshot-full",
-    "from-timestamp",
-    "from-file-creation-time",
-    "compacted-full",
-)
+class StartMode(enum.StrEnum):
+    """Where a stream starts: option ``scan.mode`` once ``default`` is resolved."""
+
+    LATEST_FULL = "latest-full"
+    LATEST = "latest"
+    FROM_SNAPSHOT = "from-snapshot"
+    FROM_SNAPSHOT_FULL = "from-snapshot-full"
+    FROM_TIMESTAMP = "from-timestamp"
+    FROM_FILE_CREATION_TIME = "from-file-creation-time"
+    COMPACTED_FULL = "compacted-full"
+
+
+#: Values of ``scan.mode``: ``default`` (resolved from the other scan options) and the start
+#: modes (``full`` is also taken, a deprecated alias of ``latest-full``).
+SCAN_MODES: tuple[str, ...] = ("default", *(mode.value for mode in StartMode))
 SCAN_MODE = _define("scan.mode", _choice(*SCAN_MODES, "full"), "default", "where a stream starts")
 SCAN_SNAPSHOT_ID = _define(
     "scan.snapshot-id", _parse_snapshot_id, 0, "snapshot for from-snapshot(-full)"

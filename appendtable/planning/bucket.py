@@ -58,6 +58,7 @@ array offset applied, so slices and chunked arrays cost no copies.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal, assert_never
 
 import numpy as np
 import numpy.typing as npt
@@ -256,14 +257,18 @@ def _var_width(arr: pa.Array, offset_dtype: str) -> tuple[pa.Buffer | bytes, _I6
     return data, offsets[:-1], np.diff(offsets)
 
 
-def _unit_to_micros(values: _I64, unit: str) -> _I64:
-    if unit == "s":
-        return values * 1_000_000
-    if unit == "ms":
-        return values * 1000
-    if unit == "ns":
-        return values // 1000  # floor division, as Spark when it ingests Arrow nanoseconds
-    return values
+def _unit_to_micros(values: _I64, unit: Literal["s", "ms", "us", "ns"]) -> _I64:
+    match unit:
+        case "s":
+            return values * 1_000_000
+        case "ms":
+            return values * 1000
+        case "us":
+            return values
+        case "ns":
+            return values // 1000  # floor division, as Spark when it ingests Arrow nanoseconds
+        case _:
+            assert_never(unit)
 
 
 def _decimal_bytes_hash(arr: pa.Array, width: int, seed: _U32) -> _U32:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import assert_never
 
 from appendtable.errors import InvalidOptionError, SchemaChangeError
 from appendtable.metadata import options as opt
@@ -393,20 +394,23 @@ class _Change:
     # -- the changes
 
     def apply(self, change: SchemaChange) -> None:
-        if isinstance(change, AddColumn):
-            self._add(change)
-        elif isinstance(change, RenameColumn):
-            self._rename(change)
-        elif isinstance(change, DropColumn):
-            self._drop(change)
-        elif isinstance(change, UpdateColumn):
-            self._update(change)
-        elif isinstance(change, MoveColumn):
-            self._move(change)
-        elif isinstance(change, SetOptions):
-            self._set_options(change.options)
-        else:
-            self._unset_options(change.keys)
+        match change:
+            case AddColumn():
+                self._add(change)
+            case RenameColumn():
+                self._rename(change)
+            case DropColumn():
+                self._drop(change)
+            case UpdateColumn():
+                self._update(change)
+            case MoveColumn():
+                self._move(change)
+            case SetOptions():
+                self._set_options(change.options)
+            case UnsetOptions():
+                self._unset_options(change.keys)
+            case _:
+                assert_never(change)
 
     def _check_not_a_path(self, name: str, full: str) -> None:
         """A top-level name must not read as the dotted path of a struct field."""

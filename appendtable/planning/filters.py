@@ -29,35 +29,31 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import enum
 import itertools
 import math
-import operator
 import re
-from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, assert_never
 
 import numpy as np
 
 from appendtable.errors import InvalidFilterError
 from appendtable.metadata.models import DataFileMeta, FieldStats, PartitionValues, StatValue
 from appendtable.metadata.types import INTEGER_KINDS, TypeSpec
+from appendtable.planning.operators import (
+    FilterOp,
+    FilterOperands,
+    filter_operator,
+    operator_spellings,
+)
 
-__all__ = ["Filter", "Predicate", "parse_filter", "to_stored"]
+__all__ = ["Filter", "Predicate", "filter_clauses", "parse_filter", "to_stored"]
 
-_OPS = frozenset({"=", "==", "!=", "<", "<=", ">", ">=", "in", "not in", "is null", "is not null"})
 _EPOCH_DATE = dt.date(1970, 1, 1)
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _MAX_BUCKET_COMBINATIONS = 4096
-_COMPARE: dict[str, Callable[[Any, Any], Any]] = {
-    "=": operator.eq,
-    "==": operator.eq,
-    "!=": operator.ne,
-    "<": operator.lt,
-    "<=": operator.le,
-    ">": operator.gt,
-    ">=": operator.ge,
-}
 
 
 @dataclass(frozen=True)
@@ -68,11 +64,27 @@ class Predicate:
     field's)."""
 
     column: str
-    op: str
+    op: FilterOp
     values: tuple[StatValue, ...]
     type: TypeSpec
     path: tuple[str, ...] = ()
     field_id: int | None = None
+    #: the values as sort keys, in the form the operator takes them (derived)
+    _operand: Any = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        operands = filter_operator(self.op).operands
+        operand: Any
+        match operands:
+            case FilterOperands.NONE:
+                operand = None
+            case FilterOperands.ONE:
+                operand = _sort_key(self.values[0], self.type)
+            case FilterOperands.LIST:
+                operand = [_sort_key(v, self.type) for v in self.values]
+            case _:
+                assert_never(operands)
+        object.__setattr__(self, "_operand", operand)
 
     @property
     def name(self) -> str:
@@ -81,21 +93,10 @@ class Predicate:
 
     def test(self, value: StatValue) -> bool:
         """Exact evaluation on one stored value (SQL semantics: null matches only is null)."""
-        op = self.op
-        if op == "is null":
-            return value is None
-        if op == "is not null":
-            return value is not None
+        rule = filter_operator(self.op)
         if value is None:
-            return False
-        key = _sort_key(value, self.type)
-        targets = [_sort_key(v, self.type) for v in self.values]
-        # compared with ==, never by identity (as ``in`` does): NaN equals nothing
-        if op == "in":
-            return any(key == target for target in targets)
-        if op == "not in":
-            return not any(key == target for target in targets)
-        return bool(_COMPARE[op](key, targets[0]))
+            return rule.matches_null
+        return bool(rule.test(_sort_key(value, self.type), self._operand))
 
     def may_match(
         self,
@@ -107,35 +108,14 @@ class Predicate:
     ) -> bool:
         """False only if no row of a file with these statistics can satisfy the predicate
         (``stats_truncate``: the table's statistics truncation, see ``_trusted``)."""
-        op = self.op
-        if op == "is null":
-            return nulls is None or nulls > 0
-        if op == "is not null":
-            return nulls is None or nulls < rows
-        if nulls is not None and nulls >= rows:
-            return False  # only nulls: no comparison holds
-        if low is None or high is None or not _trusted(low, high, self.type, stats_truncate):
-            return True
-        lo, hi = _sort_key(low, self.type), _sort_key(high, self.type)
-        targets = [_sort_key(v, self.type) for v in self.values]
-        if op in ("=", "=="):
-            return bool(lo <= targets[0] <= hi)
-        if op == "<":
-            return bool(lo < targets[0])
-        if op == "<=":
-            return bool(lo <= targets[0])
-        if op == ">":
-            return bool(hi > targets[0])
-        if op == ">=":
-            return bool(hi >= targets[0])
-        if op == "in":
-            return any(lo <= t <= hi for t in targets)
-        # NaN is in no statistics, and differs from every value: a file whose statistics
-        # hold only the value may still hold NaN rows matching != and not in
-        floating = self.type.kind in ("float16", "float32", "float64")
-        if op == "!=":
-            return floating or not bool(lo == hi == targets[0])
-        return floating or not bool(lo == hi and lo in targets)  # not in
+        spec = self.type
+        if low is None or high is None or not _trusted(low, high, spec, stats_truncate):
+            low_key = high_key = None
+        else:
+            low_key, high_key = _sort_key(low, spec), _sort_key(high, spec)
+        floating = spec.kind in ("float16", "float32", "float64")
+        rule = filter_operator(self.op)
+        return rule.may_match(low_key, high_key, nulls, rows, self._operand, floating)
 
 
 @dataclass(frozen=True)
@@ -233,7 +213,7 @@ class Filter:
                 pinned = [
                     p
                     for p in clause
-                    if p.column == column and not p.path and p.op in ("=", "==", "in")
+                    if p.column == column and not p.path and filter_operator(p.op).pins_values
                 ]
                 if not pinned:
                     return None
@@ -269,6 +249,15 @@ def parse_filter(raw: object, column_types: Mapping[str, TypeSpec]) -> Filter | 
         return None
     if isinstance(raw, Filter):
         return raw
+    clauses = tuple(
+        tuple(_predicate(item, column_types) for item in clause) for clause in filter_clauses(raw)
+    )
+    return Filter(clauses)
+
+
+def filter_clauses(raw: object) -> list[Sequence[object]]:
+    """The clauses (OR'ed lists of AND'ed terms) of a filter in pyarrow's DNF form, as given:
+    a flat list of terms is one clause. InvalidFilterError if it has no such shape."""
     if not isinstance(raw, list | tuple) or not raw:
         raise InvalidFilterError(
             "a filter is a list of (column, op, value) tuples, or a list of such lists"
@@ -284,12 +273,7 @@ def parse_filter(raw: object, column_types: Mapping[str, TypeSpec]) -> Filter | 
         and isinstance(first[0], list | tuple)
         and not (len(first) in (2, 3) and isinstance(first[1], str))
     )
-    clauses_raw = raw if nested else [raw]
-    clauses = tuple(
-        tuple(_predicate(item, column_types) for item in _as_clause(clause))
-        for clause in clauses_raw
-    )
-    return Filter(clauses)
+    return [_as_clause(clause) for clause in (raw if nested else [raw])]
 
 
 def _as_clause(clause: object) -> Sequence[object]:
@@ -311,7 +295,7 @@ class _Target:
     def name(self) -> str:
         return ".".join((self.column, *self.path))
 
-    def predicate(self, op: str, values: tuple[StatValue, ...]) -> Predicate:
+    def predicate(self, op: FilterOp, values: tuple[StatValue, ...]) -> Predicate:
         return Predicate(self.column, op, values, self.type, self.path, self.field_id)
 
 
@@ -356,35 +340,66 @@ def _predicate(item: object, column_types: Mapping[str, TypeSpec]) -> Predicate:
     if not isinstance(item, list | tuple) or len(item) not in (2, 3):
         raise InvalidFilterError(f"filter term {item!r} must be (column, op, value)")
     target = _resolve(item[0], column_types)
-    column, op = target.name, str(item[1]).lower().strip()
-    if op not in _OPS:
+    op = FilterOp.parse(item[1])
+    if op is None:
         raise InvalidFilterError(
-            f"unknown filter operator {item[1]!r} on column '{column}' (use one of "
-            f"{', '.join(sorted(_OPS))})"
+            f"unknown filter operator {item[1]!r} on column '{target.name}' (use one of "
+            f"{', '.join(sorted(operator_spellings()))})"
         )
-    type_spec = target.type
-    if op in ("is null", "is not null"):
-        return target.predicate(op, ())
+    operands = filter_operator(op).operands
+    match operands:
+        case FilterOperands.NONE:
+            return target.predicate(op, ())
+        case FilterOperands.LIST:
+            return _listed(target, op, _operand(item, target, op))
+        case FilterOperands.ONE:
+            return _compared(target, op, _operand(item, target, op))
+        case _:
+            assert_never(operands)
+
+
+def _operand(item: list[object] | tuple[object, ...], target: _Target, op: FilterOp) -> object:
     if len(item) != 3:
-        raise InvalidFilterError(f"filter term on column '{column}' with '{op}' needs a value")
-    raw_value = item[2]
-    if op in ("in", "not in"):
-        if isinstance(raw_value, str | bytes) or not hasattr(raw_value, "__iter__"):
-            raise InvalidFilterError(f"'{op}' on column '{column}' needs a list of values")
-        # ``in`` is the OR of ``=``: a value no stored value can equal (between two steps of
-        # the column's unit or scale, beyond its range, NaN) matches nothing: drop it.
-        placed = [_placed(v, type_spec, column) for v in raw_value]
-        return target.predicate(op, tuple(v for v, where in placed if where == _EXACT))
-    value, where = _placed(raw_value, type_spec, column)
-    if where == _EXACT:
-        return target.predicate(op, (value,))
-    if where == _BETWEEN:
-        return _between_steps(target, op, value)
-    return _beyond(target, op, where)
+        raise InvalidFilterError(f"filter term on column '{target.name}' with '{op}' needs a value")
+    return item[2]
 
 
-#: Where a filter value lies among the values a column can store.
-_EXACT, _BETWEEN, _ABOVE, _BELOW, _UNORDERED = "exact", "between", "above", "below", "unordered"
+def _listed(target: _Target, op: FilterOp, raw_values: object) -> Predicate:
+    if isinstance(raw_values, str | bytes) or not isinstance(raw_values, Iterable):
+        raise InvalidFilterError(f"'{op}' on column '{target.name}' needs a list of values")
+    # ``in`` is the OR of ``=``: a value no stored value can equal (between two steps of the
+    # column's unit or scale, beyond its range, NaN) matches nothing: drop it.
+    placed = [_placed(v, target.type, target.name) for v in raw_values]
+    return target.predicate(op, tuple(v for v, where in placed if where is _Where.EXACT))
+
+
+def _compared(target: _Target, op: FilterOp, raw_value: object) -> Predicate:
+    value, where = _placed(raw_value, target.type, target.name)
+    match where:
+        case _Where.EXACT:
+            return target.predicate(op, (value,))
+        case _Where.BETWEEN:
+            return _between_steps(target, op, value)
+        case _Where.ABOVE:
+            return _beyond(target, op, 1)
+        case _Where.BELOW:
+            return _beyond(target, op, -1)
+        case _Where.UNORDERED:
+            return _beyond(target, op, math.nan)
+        case _:
+            assert_never(where)
+
+
+class _Where(enum.Enum):
+    """Where a filter value lies among the values a column can store (see ``_placed``)."""
+
+    EXACT = "exact"
+    BETWEEN = "between"
+    ABOVE = "above"
+    BELOW = "below"
+    UNORDERED = "unordered"
+
+
 _INTEGER_RANGES = {
     "int8": (-(2**7), 2**7 - 1),
     "int16": (-(2**15), 2**15 - 1),
@@ -403,7 +418,7 @@ _INTEGER_RANGES = {
 }
 
 
-def _placed(value: object, type_spec: TypeSpec, column: str) -> tuple[StatValue, str]:
+def _placed(value: object, type_spec: TypeSpec, column: str) -> tuple[StatValue, _Where]:
     """``value`` in the column's stored form, and where it lies: ``exact`` (a value the column
     can hold), ``between`` (strictly between the returned stored value and the next one: a
     timestamp, date or time finer than the column's unit, a decimal finer than the scale, a
@@ -413,34 +428,34 @@ def _placed(value: object, type_spec: TypeSpec, column: str) -> tuple[StatValue,
     kind = type_spec.kind
     if kind in INTEGER_KINDS and isinstance(value, float) and not isinstance(value, bool):
         if math.isnan(value):
-            return None, _UNORDERED
+            return None, _Where.UNORDERED
         if math.isinf(value):
-            return None, _ABOVE if value > 0 else _BELOW
+            return None, _Where.ABOVE if value > 0 else _Where.BELOW
         floor = math.floor(value)
-        return _in_range(floor, kind, _EXACT if floor == value else _BETWEEN)
+        return _in_range(floor, kind, _Where.EXACT if floor == value else _Where.BETWEEN)
     if kind in _TEMPORAL_KINDS:
         nanos = _temporal_nanos(value, type_spec, column)
         ticks, rest = divmod(nanos, _step_nanos(type_spec))
-        return _in_range(ticks, kind, _BETWEEN if rest else _EXACT)
+        return _in_range(ticks, kind, _Where.BETWEEN if rest else _Where.EXACT)
     plain = _plain_stored(value, type_spec, column)
     if kind == "decimal":
         return _decimal_placed(decimal.Decimal(str(plain)), type_spec)
-    return _in_range(plain, kind, _EXACT)
+    return _in_range(plain, kind, _Where.EXACT)
 
 
-def _in_range(stored: StatValue, kind: str, where: str) -> tuple[StatValue, str]:
+def _in_range(stored: StatValue, kind: str, where: _Where) -> tuple[StatValue, _Where]:
     bounds = _INTEGER_RANGES.get(kind)
     if bounds is None or not isinstance(stored, int) or isinstance(stored, bool):
         return stored, where
     low, high = bounds
-    if stored > high or (stored == high and where == _BETWEEN):
-        return None, _ABOVE
+    if stored > high or (stored == high and where == _Where.BETWEEN):
+        return None, _Where.ABOVE
     if stored < low:
-        return None, _BELOW
+        return None, _Where.BELOW
     return stored, where
 
 
-def _decimal_placed(number: decimal.Decimal, type_spec: TypeSpec) -> tuple[StatValue, str]:
+def _decimal_placed(number: decimal.Decimal, type_spec: TypeSpec) -> tuple[StatValue, _Where]:
     scale, precision = type_spec.scale or 0, type_spec.precision or 38
     step = decimal.Decimal(1).scaleb(-scale)
     with decimal.localcontext() as context:
@@ -448,36 +463,38 @@ def _decimal_placed(number: decimal.Decimal, type_spec: TypeSpec) -> tuple[StatV
         floor = number.quantize(step, rounding=decimal.ROUND_FLOOR)
         limit = decimal.Decimal(10) ** (precision - scale)
     if floor >= limit:  # storable: -limit < x < limit
-        return None, _ABOVE
+        return None, _Where.ABOVE
     if floor <= -limit:
-        return None, _BELOW
-    return format(floor, "f"), _EXACT if floor == number else _BETWEEN
+        return None, _Where.BELOW
+    return format(floor, "f"), _Where.EXACT if floor == number else _Where.BETWEEN
 
 
-def _beyond(target: _Target, op: str, where: str) -> Predicate:
+def _beyond(target: _Target, op: FilterOp, side: float) -> Predicate:
     """The predicate equivalent to comparing with a value beyond every value the column can
-    hold (or NaN, which compares false with everything and unequal to everything)."""
-    nothing = target.predicate("in", ())
-    everything = target.predicate("is not null", ())
-    if op == "!=":
-        return everything
-    if where == _ABOVE:
-        return everything if op in ("<", "<=") else nothing
-    if where == _BELOW:
-        return everything if op in (">", ">=") else nothing
-    return nothing  # NaN
+    hold (``side`` 1: above them, -1: below, NaN: unordered, as NaN compares false with
+    everything and unequal to everything): it holds for every stored value or for none, as it
+    holds for 0 compared with ``side``."""
+    return _all_or_nothing(target, bool(filter_operator(op).test(0, side)))
 
 
-def _between_steps(target: _Target, op: str, floor: StatValue) -> Predicate:
+def _between_steps(target: _Target, op: FilterOp, floor: StatValue) -> Predicate:
     """The predicate on stored values equivalent to comparing with a value strictly between
-    ``floor`` and the next storable value."""
-    if op in ("=", "=="):
-        return target.predicate("in", ())  # no stored value equals it
-    if op == "!=":
-        return target.predicate("is not null", ())
-    if op in ("<", "<="):
-        return target.predicate("<=", (floor,))
-    return target.predicate(">", (floor,))  # > and >=
+    ``floor`` and the next storable value: it holds for the stored values up to ``floor``
+    when it holds for 0 compared with 0.5, and for those above when it holds for 1."""
+    test = filter_operator(op).test
+    below, above = bool(test(0, 0.5)), bool(test(1, 0.5))
+    if below == above:
+        return _all_or_nothing(target, below)
+    if below:
+        return target.predicate(FilterOp.LE, (floor,))
+    return target.predicate(FilterOp.GT, (floor,))
+
+
+def _all_or_nothing(target: _Target, everything: bool) -> Predicate:
+    """Every non-null value, or nothing (``in`` an empty list)."""
+    if everything:
+        return target.predicate(FilterOp.IS_NOT_NULL, ())
+    return target.predicate(FilterOp.IN, ())
 
 
 def to_stored(value: object, type_spec: TypeSpec, column: str) -> StatValue:
@@ -485,10 +502,11 @@ def to_stored(value: object, type_spec: TypeSpec, column: str) -> StatValue:
     spec names. InvalidFilterError naming the column for a value the column cannot hold
     exactly (beyond its range, finer than its unit or scale)."""
     stored, where = _placed(value, type_spec, column)
-    if where != _EXACT:
+    if where is not _Where.EXACT:
+        why = "finer than its unit or scale" if where is _Where.BETWEEN else "out of range"
         raise InvalidFilterError(
             f"value {value!r} is not a value column '{column}' of type {type_spec.kind} can "
-            f"hold ({'finer than its unit or scale' if where == _BETWEEN else 'out of range'})"
+            f"hold ({why})"
         )
     return stored
 

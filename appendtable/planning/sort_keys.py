@@ -9,14 +9,23 @@ that files hold narrow ranges of *every* sorted column, which sharpens min/max p
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Sequence
+from typing import assert_never
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["hilbert_index", "hilbert_keys", "sort_indices", "zorder_index", "zorder_keys"]
+__all__ = [
+    "SortStrategy",
+    "hilbert_index",
+    "hilbert_keys",
+    "sort_indices",
+    "zorder_index",
+    "zorder_keys",
+]
 
 _U64 = np.uint64
 
@@ -96,9 +105,27 @@ def hilbert_index(
     return keys
 
 
-def sort_indices(table: pa.Table, columns: Sequence[str], strategy: str) -> pa.Array:
-    """Row indices that put ``table`` in the order of ``strategy`` over ``columns``."""
-    if strategy == "order" or len(columns) == 1:
-        return pc.sort_indices(table, sort_keys=[(name, "ascending", "at_end") for name in columns])
-    keys = zorder_keys(table, columns) if strategy == "zorder" else hilbert_keys(table, columns)
+class SortStrategy(enum.StrEnum):
+    """The row orders of sort compaction."""
+
+    ORDER = "order"  #: lexicographic
+    ZORDER = "zorder"
+    HILBERT = "hilbert"
+
+
+def sort_indices(table: pa.Table, columns: Sequence[str], strategy: SortStrategy) -> pa.Array:
+    """Row indices that put ``table`` in the order of ``strategy`` over ``columns`` (over one
+    column every order is the lexicographic one)."""
+    if len(columns) == 1:
+        strategy = SortStrategy.ORDER
+    match strategy:
+        case SortStrategy.ORDER:
+            sort_keys = [(name, "ascending", "at_end") for name in columns]
+            return pc.sort_indices(table, sort_keys=sort_keys)
+        case SortStrategy.ZORDER:
+            keys = zorder_keys(table, columns)
+        case SortStrategy.HILBERT:
+            keys = hilbert_keys(table, columns)
+        case _:
+            assert_never(strategy)
     return pa.array(np.argsort(keys, kind="stable"))

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import assert_never
 
 from appendtable.errors import InvalidOptionError, SnapshotExpiredError
 from appendtable.metadata.models import CommitKind, WatermarkMember
-from appendtable.metadata.options import SCAN_MODES
+from appendtable.metadata.options import SCAN_MODES, StartMode
 
 __all__ = [
     "MODES",
+    "StartMode",
     "StartRequest",
     "StreamStart",
     "emits_rows",
@@ -45,22 +47,22 @@ class StartRequest:
     file_creation_time_ms: int | None = None
 
 
-def resolve_mode(request: StartRequest) -> str:
+def resolve_mode(request: StartRequest) -> StartMode:
     """``default`` resolves from the other options, else ``latest-full``; ``full`` is an alias."""
     mode = request.mode
     if mode == "full":
-        return "latest-full"
+        return StartMode.LATEST_FULL
     if mode != "default":
         if mode not in MODES:
             raise InvalidOptionError(f"option 'scan.mode': unknown mode {mode!r}")
-        return mode
+        return StartMode(mode)
     if request.timestamp_ms is not None:
-        return "from-timestamp"
+        return StartMode.FROM_TIMESTAMP
     if request.snapshot_id is not None:
-        return "from-snapshot"
+        return StartMode.FROM_SNAPSHOT
     if request.file_creation_time_ms is not None:
-        return "from-file-creation-time"
-    return "latest-full"
+        return StartMode.FROM_FILE_CREATION_TIME
+    return StartMode.LATEST_FULL
 
 
 def resolve_start(
@@ -74,45 +76,61 @@ def resolve_start(
     """The position a new stream starts from (a consumer's saved progress takes precedence and
     is handled by the caller). Raises SnapshotExpiredError rather than skip data silently."""
     mode = resolve_mode(request)
-    if mode == "latest-full":
-        return StreamStart(latest, full=True)
-    if mode == "latest":
-        return StreamStart((latest or 0) + 1, full=False)
-    if mode in ("from-snapshot", "from-snapshot-full"):
-        if request.snapshot_id is None:
-            raise InvalidOptionError(f"scan.mode '{mode}' needs option 'scan.snapshot-id'")
-        wanted = request.snapshot_id
-        if earliest is not None and wanted < earliest:
-            raise SnapshotExpiredError(
-                f"the stream should start at snapshot {wanted}, which has expired (earliest "
-                f"retained is {earliest}); use a consumer id so the snapshots a reader still "
-                "needs are kept"
-            )
-        return StreamStart(wanted, full=mode == "from-snapshot-full")
-    if mode == "from-timestamp":
-        if request.timestamp_ms is None:
-            raise InvalidOptionError("scan.mode 'from-timestamp' needs 'scan.timestamp-millis'")
-        if latest is None:
-            return StreamStart(1, full=False)
-        found = first_at_or_after(request.timestamp_ms)
-        if found is None:
-            return StreamStart(latest + 1, full=False)
-        if found == earliest and earliest is not None and earliest > 1:
-            raise SnapshotExpiredError(
-                f"snapshots up to {earliest - 1} have expired, and some of them may have been "
-                f"committed after {request.timestamp_ms}; use a consumer id so the snapshots a "
-                "reader still needs are kept"
-            )
-        return StreamStart(found, full=False)
-    if mode == "from-file-creation-time":
-        if request.file_creation_time_ms is None:
-            raise InvalidOptionError(
-                "scan.mode 'from-file-creation-time' needs 'scan.file-creation-time-millis'"
-            )
-        return StreamStart(latest, full=True)
-    # compacted-full: the newest COMPACT snapshot in full, else the latest.
-    compacted = latest_compacted()
-    return StreamStart(compacted if compacted is not None else latest, full=True)
+    match mode:
+        case StartMode.LATEST_FULL:
+            return StreamStart(latest, full=True)
+        case StartMode.LATEST:
+            return StreamStart((latest or 0) + 1, full=False)
+        case StartMode.FROM_SNAPSHOT | StartMode.FROM_SNAPSHOT_FULL:
+            return _from_snapshot(request, mode, earliest)
+        case StartMode.FROM_TIMESTAMP:
+            return _from_timestamp(request, earliest, latest, first_at_or_after)
+        case StartMode.FROM_FILE_CREATION_TIME:
+            if request.file_creation_time_ms is None:
+                raise InvalidOptionError(
+                    "scan.mode 'from-file-creation-time' needs 'scan.file-creation-time-millis'"
+                )
+            return StreamStart(latest, full=True)
+        case StartMode.COMPACTED_FULL:  # the newest COMPACT snapshot in full, else the latest
+            compacted = latest_compacted()
+            return StreamStart(compacted if compacted is not None else latest, full=True)
+        case _:
+            assert_never(mode)
+
+
+def _from_snapshot(request: StartRequest, mode: StartMode, earliest: int | None) -> StreamStart:
+    if request.snapshot_id is None:
+        raise InvalidOptionError(f"scan.mode '{mode}' needs option 'scan.snapshot-id'")
+    wanted = request.snapshot_id
+    if earliest is not None and wanted < earliest:
+        raise SnapshotExpiredError(
+            f"the stream should start at snapshot {wanted}, which has expired (earliest "
+            f"retained is {earliest}); use a consumer id so the snapshots a reader still "
+            "needs are kept"
+        )
+    return StreamStart(wanted, full=mode is StartMode.FROM_SNAPSHOT_FULL)
+
+
+def _from_timestamp(
+    request: StartRequest,
+    earliest: int | None,
+    latest: int | None,
+    first_at_or_after: Callable[[int], int | None],
+) -> StreamStart:
+    if request.timestamp_ms is None:
+        raise InvalidOptionError("scan.mode 'from-timestamp' needs 'scan.timestamp-millis'")
+    if latest is None:
+        return StreamStart(1, full=False)
+    found = first_at_or_after(request.timestamp_ms)
+    if found is None:
+        return StreamStart(latest + 1, full=False)
+    if found == earliest and earliest is not None and earliest > 1:
+        raise SnapshotExpiredError(
+            f"snapshots up to {earliest - 1} have expired, and some of them may have been "
+            f"committed after {request.timestamp_ms}; use a consumer id so the snapshots a "
+            "reader still needs are kept"
+        )
+    return StreamStart(found, full=False)
 
 
 def emits_rows(kind: CommitKind, *, read_overwrite: bool) -> bool:

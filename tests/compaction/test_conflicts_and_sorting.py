@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime as dt
 import threading
 
+import fsspec
+import msgspec
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -166,3 +168,22 @@ def test_sort_compaction_is_for_scalable_tables(uri: str) -> None:
     plain.append(events(0, 100, days=2))
     plain.sort_compact(["value"], partitions=[{"day": dt.date(2024, 1, 1)}])
     assert sorted(plain.scan().to_arrow().column("seq").to_pylist()) == list(range(100))
+
+
+def test_a_task_of_an_unknown_sort_strategy_is_refused_not_run_in_another_order(
+    uri: str,
+) -> None:
+    """A task travels as bytes (to Spark executors, to other processes): one naming a strategy
+    this version does not know is refused, naming it, and writes nothing."""
+    table = at.create_table(uri, EVENTS)
+    table.append(events(0, 50))
+    table.append(events(50, 50))
+    compactor = table.compactor()
+    plan = compactor.plan_sort(["key", "value"], strategy="zorder")
+    (task,) = plan.tasks
+    renamed = msgspec.structs.replace(task, strategy="peano")
+    fs, root = fsspec.core.url_to_fs(uri)
+    before = fs.find(root)
+    with pytest.raises(at.InvalidArgumentError, match="peano"):
+        compactor.run_task(at.CompactionTask.from_bytes(renamed.to_bytes()))
+    assert fs.find(root) == before

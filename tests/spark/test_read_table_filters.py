@@ -102,6 +102,46 @@ def test_read_table_filters_as_the_core_does(spark_at: Any, table: at.Table, ter
     assert Counter(map(_key, got)) == Counter(map(_key, expected)), term
 
 
+@pytest.mark.parametrize(
+    "term",
+    [
+        ("f", " IN ", [NAN, 1.0]),
+        ("g", "Not In", [1.5]),
+        ("st.y", "IS NULL"),
+        ("f", "is NOT null"),
+        ("f", "==", 1.0),
+        ("d", " >= ", 0),
+    ],
+    ids=repr,
+)
+def test_read_table_takes_every_spelling_of_an_operator_the_core_takes(
+    spark_at: Any, table: at.Table, term: Any
+) -> None:
+    """Operators are matched ignoring case and surrounding spaces, ``==`` is ``=``: as the
+    core's ``scan(filter=...)`` reads them."""
+    expected = table.scan(filter=[term]).to_arrow().to_pylist()
+    got = appendtable_spark.read_table(spark_at, table.uri, filter=[term]).toArrow().to_pylist()
+    assert expected and Counter(map(_key, got)) == Counter(map(_key, expected)), term
+
+
+@pytest.mark.parametrize(
+    "dnf",
+    [
+        [["id", "<", 30]],  # pyarrow's flat form after a JSON round trip: one term
+        [[("st", "y"), "=", "a"]],  # one term whose column is a path
+        [[["id", "<", 30], ["s", "=", "a"]]],  # one clause of two terms, as lists
+        (("id", ">=", 30), ("f", "!=", 1.0)),  # a flat filter as a tuple
+    ],
+    ids=repr,
+)
+def test_read_table_reads_every_shape_of_filter_the_core_reads(
+    spark_at: Any, table: at.Table, dnf: Any
+) -> None:
+    expected = table.scan(filter=dnf).to_arrow().to_pylist()
+    got = appendtable_spark.read_table(spark_at, table.uri, filter=dnf).toArrow().to_pylist()
+    assert expected and Counter(map(_key, got)) == Counter(map(_key, expected))
+
+
 def test_or_of_and_clauses(spark_at: Any, table: at.Table) -> None:
     dnf = [[("f", ">", 1.0), ("g", "!=", 1.5)], [("d", "<", 0)], [("st.x", "=", -0.0)]]
     expected = table.scan(filter=dnf).to_arrow().to_pylist()

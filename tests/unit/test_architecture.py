@@ -234,17 +234,19 @@ BUILTIN_RAISES_ALLOWED = {
     "appendtable.metadata.options:_parse_stats_mode",
     "appendtable.metadata.options:_parse_snapshot_id",
     "appendtable.metadata.options:_parse_consumer_id",
-    # The Spark adapter's option value parsers: each is the ``parse`` of a SparkOption, which
-    # only SparkOption.value calls, catching ValueError and raising InvalidOptionError naming
-    # the option.
+    # The Spark adapter's option value parsers: each is the ``parse`` (or ``from_keyword``) of
+    # a SparkOption, which only SparkOption.value (keyword_value) calls, catching ValueError and
+    # raising InvalidOptionError naming the option; _column_names is called only by _columns
+    # and _column_keyword, _partition_specs only by _partitions and as a from_keyword.
     "appendtable_spark.options:_text",
     "appendtable_spark.options:_system_table",
     "appendtable_spark.options:_boolean",
     "appendtable_spark.options:_positive",
     "appendtable_spark.options:_identifier",
-    "appendtable_spark.options:_columns",
+    "appendtable_spark.options:_column_names",
     "appendtable_spark.options:_json_columns",
     "appendtable_spark.options:_partitions",
+    "appendtable_spark.options:_partition_specs",
     "appendtable_spark.options:_choice.parse",
     # Literal coercion of temporal filter values: _instant_nanos is called only inside
     # _temporal_nanos's try, which catches TypeError and ValueError and raises
