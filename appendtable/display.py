@@ -6,7 +6,9 @@ raise: a table whose latest snapshot cannot be read says so instead.
 
 The metadata structs (``Snapshot``, ``Split``, ``CompactionTask``) format themselves in
 ``appendtable.metadata.models``: that layer stays importable without pyarrow and must not import
-this facade module.
+this facade module. The facade objects rendered here (``Table``, ``StreamUnit``,
+``CompactionPlan``, ``ExpireResult``, ...) are described by the small protocols below, never
+imported: their modules import this one, and no import cycle joins them.
 """
 
 from __future__ import annotations
@@ -14,22 +16,16 @@ from __future__ import annotations
 import datetime as dt
 import html
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, assert_never
+from typing import Protocol, assert_never
 
+from appendtable._state import SchemaView, TableState
 from appendtable.errors import AppendTableError
-from appendtable.metadata.models import Snapshot, Split
+from appendtable.metadata.models import CommitKind, CompactionTask, Snapshot, Split
 from appendtable.metadata.types import FieldSpec
 from appendtable.metadata.values import to_python
 from appendtable.planning.evolution import describe_type
 from appendtable.planning.filters import Filter, Predicate
 from appendtable.planning.operators import FilterOperands, filter_operator
-
-if TYPE_CHECKING:
-    from appendtable._state import SchemaView
-    from appendtable.compaction import CompactionPlan, CompactionProgress
-    from appendtable.maintenance import ExpireResult, OrphanResult
-    from appendtable.stream import StreamUnit
-    from appendtable.table import Table
 
 __all__ = [
     "expire_html",
@@ -49,6 +45,107 @@ __all__ = [
     "unit_html",
     "unit_repr",
 ]
+
+
+# ---- what is rendered ---------------------------------------------------------------------------
+
+
+class ShownTable(Protocol):
+    """A table handle, as its card shows it (``appendtable.table.Table``)."""
+
+    @property
+    def uri(self) -> str: ...
+    @property
+    def partition_by(self) -> list[str]: ...
+    @property
+    def bucket(self) -> int: ...
+    @property
+    def bucket_key(self) -> list[str]: ...
+    def latest_snapshot(self) -> Snapshot | None: ...
+
+
+class _Position(Protocol):
+    def to_json(self) -> str: ...
+
+
+class ShownUnit(Protocol):
+    """A unit of a stream (``appendtable.stream.StreamUnit``)."""
+
+    @property
+    def snapshot_id(self) -> int: ...
+    @property
+    def full(self) -> bool: ...
+    @property
+    def commit_kind(self) -> CommitKind: ...
+    @property
+    def splits(self) -> Sequence[Split]: ...
+    @property
+    def watermark(self) -> int | None: ...
+    @property
+    def next_position(self) -> _Position: ...
+    @property
+    def row_count(self) -> int: ...
+    @property
+    def file_count(self) -> int: ...
+
+
+class ShownExpiration(Protocol):
+    """What an expiration removed (``appendtable.maintenance.ExpireResult``)."""
+
+    @property
+    def expired_snapshots(self) -> Sequence[int]: ...
+    @property
+    def deleted_data_files(self) -> Sequence[str]: ...
+    @property
+    def deleted_metadata_files(self) -> Sequence[str]: ...
+    @property
+    def expired_consumers(self) -> Sequence[str]: ...
+    @property
+    def expired_groups(self) -> Sequence[str]: ...
+    @property
+    def earliest_snapshot(self) -> int | None: ...
+    @property
+    def dry_run(self) -> bool: ...
+
+
+class ShownOrphans(Protocol):
+    """What an orphan-file removal found (``appendtable.orphans.OrphanResult``)."""
+
+    @property
+    def files(self) -> Sequence[str]: ...
+    @property
+    def bytes(self) -> int: ...
+    @property
+    def dry_run(self) -> bool: ...
+    @property
+    def not_table_files(self) -> Sequence[str]: ...
+
+
+class ShownPlan(Protocol):
+    """A compaction plan (``appendtable.compaction.CompactionPlan``)."""
+
+    @property
+    def snapshot_id(self) -> int | None: ...
+    @property
+    def tasks(self) -> Sequence[CompactionTask]: ...
+
+
+class ShownProgress(Protocol):
+    """How far a compaction got (``appendtable.compaction.CompactionProgress``)."""
+
+    @property
+    def tasks_done(self) -> int: ...
+    @property
+    def tasks_total(self) -> int: ...
+    @property
+    def files_read(self) -> int: ...
+    @property
+    def bytes_read(self) -> int: ...
+    @property
+    def files_written(self) -> int: ...
+    @property
+    def bytes_written(self) -> int: ...
+
 
 #: Lists in HTML cards (files of a result, tasks of a plan) show at most this many items.
 MAX_LISTED = 20
@@ -179,7 +276,7 @@ def _snapshot_text(snapshot: Snapshot) -> str:
     return text
 
 
-def _latest(table: Table) -> tuple[Snapshot | None, str | None]:
+def _latest(table: ShownTable) -> tuple[Snapshot | None, str | None]:
     """The latest snapshot, or an error message instead of raising (reprs never raise)."""
     try:
         return table.latest_snapshot(), None
@@ -187,10 +284,9 @@ def _latest(table: Table) -> tuple[Snapshot | None, str | None]:
         return None, f"unavailable ({type(exc).__name__}: {exc})"
 
 
-def _view(table: Table, snapshot: Snapshot | None, problem: str | None) -> SchemaView:
+def _view(state: TableState, snapshot: Snapshot | None, problem: str | None) -> SchemaView:
     """The schema version of the latest snapshot, without reading anything more (reprs never
     raise: with the latest snapshot unreadable, the one the handle last knew)."""
-    state = table._state
     if problem is None and snapshot is not None:
         try:
             return state.view_at(snapshot)
@@ -199,13 +295,13 @@ def _view(table: Table, snapshot: Snapshot | None, problem: str | None) -> Schem
     return state.view
 
 
-def _layout_text(table: Table) -> str:
+def _layout_text(table: ShownTable) -> str:
     if table.bucket > 0:
         return f"{table.bucket} buckets on {', '.join(table.bucket_key)}"
     return "scalable (bucket = -1)"
 
 
-def table_repr(table: Table) -> str:
+def table_repr(table: ShownTable, state: TableState) -> str:
     snapshot, problem = _latest(table)
     if problem is not None:
         latest = problem
@@ -217,7 +313,7 @@ def table_repr(table: Table) -> str:
             f"{_plural(snapshot.total_record_count, 'row')}, "
             f"{_plural(snapshot.total_file_count, 'file')}"
         )
-    columns = len(_view(table, snapshot, problem).arrow_schema)
+    columns = len(_view(state, snapshot, problem).arrow_schema)
     return (
         f"Table({table.uri!r}, {_plural(columns, 'column')}, "
         f"partition_by={_cut(str(table.partition_by))}, {_layout_text(table)}, {latest})"
@@ -246,7 +342,7 @@ def _splits_text(splits: Sequence[Split]) -> str:
     return f"{_plural(len(splits), 'split')}, {_plural(files, 'file')}, {_plural(rows, 'row')}"
 
 
-def unit_repr(unit: StreamUnit) -> str:
+def unit_repr(unit: ShownUnit) -> str:
     watermark = "" if unit.watermark is None else f", watermark={format_ms(unit.watermark)}"
     return (
         f"StreamUnit(snapshot={unit.snapshot_id} {unit.commit_kind.value}, "
@@ -254,7 +350,7 @@ def unit_repr(unit: StreamUnit) -> str:
     )
 
 
-def expire_repr(result: ExpireResult) -> str:
+def expire_repr(result: ShownExpiration) -> str:
     verb = "would expire" if result.dry_run else "expired"
     return (
         f"ExpireResult({verb} snapshots {_range(result.expired_snapshots)}, "
@@ -266,7 +362,7 @@ def expire_repr(result: ExpireResult) -> str:
     )
 
 
-def orphan_repr(result: OrphanResult) -> str:
+def orphan_repr(result: ShownOrphans) -> str:
     verb = "would delete" if result.dry_run else "deleted"
     foreign = (
         f", {_plural(len(result.not_table_files), 'path')} not the table's"
@@ -279,7 +375,7 @@ def orphan_repr(result: OrphanResult) -> str:
     )
 
 
-def plan_repr(plan: CompactionPlan) -> str:
+def plan_repr(plan: ShownPlan) -> str:
     files = sum(len(task.files) for task in plan.tasks)
     size = sum(task.file_size for task in plan.tasks)
     return (
@@ -288,7 +384,7 @@ def plan_repr(plan: CompactionPlan) -> str:
     )
 
 
-def progress_text(progress: CompactionProgress) -> str:
+def progress_text(progress: ShownProgress) -> str:
     return (
         f"{progress.tasks_done}/{progress.tasks_total} tasks: "
         f"{_plural(progress.files_read, 'file')} ({format_bytes(progress.bytes_read)}) read, "
@@ -338,7 +434,7 @@ def _listing(items: Sequence[str]) -> str:
     )
 
 
-def table_html(table: Table) -> str:
+def table_html(table: ShownTable, state: TableState) -> str:
     partition_keys = set(table.partition_by)
     bucket_keys = set(table.bucket_key)
 
@@ -348,7 +444,7 @@ def table_html(table: Table) -> str:
         return "bucket key" if name in bucket_keys else ""
 
     snapshot, problem = _latest(table)
-    view = _view(table, snapshot, problem)
+    view = _view(state, snapshot, problem)
     fields = list(view.arrow_schema)
     schema = _grid(
         ["column", "type", "nullable", ""],
@@ -422,7 +518,7 @@ def _split_grid(splits: Sequence[Split]) -> str:
     return grid
 
 
-def unit_html(unit: StreamUnit) -> str:
+def unit_html(unit: ShownUnit) -> str:
     rows = [
         ("kind", _e(f"{unit.commit_kind.value} ({'full read' if unit.full else 'delta'})")),
         ("rows", f"{unit.row_count:,}"),
@@ -435,7 +531,7 @@ def unit_html(unit: StreamUnit) -> str:
     return _card("StreamUnit", f"snapshot {unit.snapshot_id}", rows)
 
 
-def expire_html(result: ExpireResult) -> str:
+def expire_html(result: ShownExpiration) -> str:
     rows = [
         ("snapshots", _e(_range(result.expired_snapshots))),
         ("data files", _listing(result.deleted_data_files)),
@@ -447,14 +543,14 @@ def expire_html(result: ExpireResult) -> str:
     return _card("ExpireResult", "dry run" if result.dry_run else "done", rows)
 
 
-def orphan_html(result: OrphanResult) -> str:
+def orphan_html(result: ShownOrphans) -> str:
     rows = [("files", _listing(result.files)), ("size", _e(format_bytes(result.bytes)))]
     if result.not_table_files:
         rows.append(("not the table's", _listing(result.not_table_files)))
     return _card("OrphanResult", "dry run" if result.dry_run else "deleted", rows)
 
 
-def plan_html(plan: CompactionPlan) -> str:
+def plan_html(plan: ShownPlan) -> str:
     shown = plan.tasks[:MAX_LISTED]
     grid = _grid(
         ["partition", "bucket", "files", "size", "kind"],

@@ -271,10 +271,10 @@ class Table:
         return list(self._state.options.bucket_key)
 
     def __repr__(self) -> str:
-        return display.table_repr(self)
+        return display.table_repr(self, self._state)
 
     def _repr_html_(self) -> str:
-        return display.table_html(self)
+        return display.table_html(self, self._state)
 
     # ---- evolution --------------------------------------------------------------------------
 

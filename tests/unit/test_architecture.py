@@ -328,3 +328,104 @@ def test_deliberate_errors_derive_from_appendtable_error() -> None:
                 offenders.append(f"{key} (line {line}) raises {name}")
     assert offenders == [], "raise an AppendTableError subclass (InvalidArgumentError, ...)"
     assert used == BUILTIN_RAISES_ALLOWED, "allowed entries that no longer raise a builtin"
+
+
+# ---- no import cycles ---------------------------------------------------------------------------
+# Every import statement counts, wherever it sits: ``if TYPE_CHECKING:`` blocks included (a cycle
+# hidden from the interpreter is still two modules that cannot be understood one without the
+# other). An import of a package's submodule is an edge to that submodule, not to the package.
+
+
+def _import_graph() -> dict[str, set[str]]:
+    files = {_module_name(path): path for path in _package_files()}
+    graph: dict[str, set[str]] = {module: set() for module in files}
+    for module, path in files.items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*anchor, *([base] if base else [])])
+                targets = [
+                    f"{base}.{alias.name}" if f"{base}.{alias.name}" in files else base
+                    for alias in node.names
+                ]
+            else:
+                continue
+            for target in targets:
+                while target and target not in files:  # ``import a.b.c`` of a module a.b
+                    target = target.rpartition(".")[0]
+                if target and target != module:
+                    graph[module].add(target)
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for target in sorted(graph[module]):
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in on_stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == module:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def _cycle_path(graph: dict[str, set[str]], component: list[str]) -> str:
+    """One cycle through the component's first module, as ``a -> b -> a``."""
+    members = set(component)
+    start = component[0]
+    paths = {start: [start]}
+    queue = [start]
+    while queue:
+        module = queue.pop(0)
+        for target in sorted(graph[module] & members):
+            if target == start:
+                return " -> ".join([*paths[module], start])
+            if target not in paths:
+                paths[target] = [*paths[module], target]
+                queue.append(target)
+    return ", ".join(component)
+
+
+def test_the_import_graph_has_no_cycle() -> None:
+    graph = _import_graph()
+    cycles = [
+        f"{_cycle_path(graph, component)} (the cycle joins {', '.join(component)})"
+        for component in _cycles(graph)
+    ]
+    assert cycles == [], "import cycles (TYPE_CHECKING imports included)"
+
+
+def test_the_cycle_check_finds_a_type_only_cycle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _cycles(graph) == [["a", "b", "c"]]
+    assert _cycle_path(graph, ["a", "b", "c"]) == "a -> b -> c -> a"
+    assert _cycles({"a": {"b"}, "b": set()}) == []
