@@ -72,7 +72,7 @@ from appendtable.system import (
     system_table_schema,
 )
 from appendtable.table import Table, create_table, open_table
-from appendtable.write import TableCommit
+from appendtable.table_commit import TableCommit
 
 __version__ = "0.1.0"
 

@@ -13,6 +13,8 @@ import pyarrow as pa
 
 from appendtable import arguments, display
 from appendtable._state import TableState
+from appendtable.after_commit.guard import publish_mirror_quietly
+from appendtable.after_commit.hook import PostCommit
 from appendtable.commit.changes import CommitRequest
 from appendtable.commit.consumers import ConsumerStore
 from appendtable.commit.groups import delete_group
@@ -41,7 +43,6 @@ from appendtable.errors import (
 )
 from appendtable.evolution import UpdateSchema, check_table_schema, commit_schema_change
 from appendtable.group import ConsumerGroup, GroupReader, describe_groups, open_member
-from appendtable.interop import publish_mirror_quietly
 from appendtable.lag import consumer_lag
 from appendtable.locations import check_not_nested
 from appendtable.maintenance import (
@@ -64,7 +65,6 @@ from appendtable.metadata.models import (
 from appendtable.planning.bucket import unsupported_bucket_key_reason
 from appendtable.planning.evolution import merge_changes, with_field_ids
 from appendtable.planning.filters import parse_filter
-from appendtable.post_commit import PostCommit
 from appendtable.scan import Scan, check_columns, read_split
 from appendtable.staging import StagingArea
 from appendtable.storage import Storage, open_storage
@@ -72,7 +72,7 @@ from appendtable.stream import StreamPosition, StreamReader, stream_config
 from appendtable.system import read_system_table
 from appendtable.system.files import file_listing
 from appendtable.system.log import history_table
-from appendtable.write import TableCommit
+from appendtable.table_commit import TableCommit
 
 __all__ = ["Table", "create_table", "open_table"]
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 import appendtable as at
-from appendtable import post_commit
-from appendtable.background import BackgroundMaintenance, MaintenanceRound
+from appendtable.after_commit import hook
+from appendtable.after_commit.worker import BackgroundMaintenance, MaintenanceRound
 from appendtable.compaction import AutoCompaction
 from appendtable.metadata.models import CommitKind, Snapshot
 from tests.helpers.data import EVENTS, events
@@ -237,7 +237,7 @@ def test_maintenance_failures_on_the_worker_are_logged_not_raised(
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("expiration exploded")
 
-    monkeypatch.setattr(post_commit, "expire_snapshots", broken)
+    monkeypatch.setattr(hook, "expire_snapshots", broken)
     table = at.create_table(str(tmp_path / "t"), EVENTS)
     with caplog.at_level(logging.WARNING):
         for i in range(4):

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 import appendtable as at
+from appendtable.after_commit.guard import run_maintenance
 from appendtable.errors import CommitConflictError
-from appendtable.write import run_maintenance
 from tests.helpers.data import EVENTS, events
 from tests.helpers.processes import run_in_processes
 

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import appendtable as at
-from appendtable.background import wait_for_idle
+from appendtable.after_commit.worker import wait_for_idle
 from appendtable.commit.metadata_cache import clear_metadata_caches
 from appendtable.commit.snapshots import flush_hints
 from appendtable.commit.tags import TagStore

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 import appendtable as at
-from appendtable import post_commit
+from appendtable.after_commit import hook
 from appendtable.commit.discard import referenced_files
 from appendtable.commit.manifests import ManifestStore
 from appendtable.commit.snapshots import SnapshotStore
@@ -145,7 +145,7 @@ POST_PUBLISH_STEPS = {
     "auto-compaction": (AutoCompaction, "after_commit"),
     "compaction-rewrite": (Compactor, "run_task"),
     "compaction-commit": (Compactor, "commit"),
-    "expiration": (post_commit, "expire_snapshots"),
+    "expiration": (hook, "expire_snapshots"),
     "latest-hint": (SnapshotStore, "_write_hint"),
 }
 ERRORS = [

@@ -116,10 +116,11 @@ def test_no_function_local_imports_in_the_core() -> None:
 BROAD_HANDLERS_ALLOWED = {
     # A landed commit is reported as landed: post-commit maintenance may fail in any way
     # (a bug, a foreign library's error), and that must never reach the committer's caller.
-    "appendtable.write:run_maintenance",
-    # The same for the Iceberg mirror after a snapshot that did not go through TableCommit
-    # (compaction, rollback, schema change): it follows the landed snapshot, never fails it.
-    "appendtable.interop:publish_mirror_quietly",
+    "appendtable.after_commit.guard:run_maintenance",
+    # The same for the Iceberg mirror after a snapshot, also one that did not go through
+    # TableCommit (compaction, rollback, schema change): it follows the landed snapshot, never
+    # fails it. Both sit in the one guard module of the after-commit package.
+    "appendtable.after_commit.guard:publish_mirror_quietly",
 }
 
 

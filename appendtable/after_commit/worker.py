@@ -15,7 +15,8 @@ Guarantees:
   compacts). A process killed meanwhile loses nothing: the snapshots landed, and the next
   commit or a maintenance job does what was left.
 * **Failures are logged, never raised**, neither to the commit that asked for the work nor to
-  a later one (the runner given to the worker is the one place that catches them).
+  a later one (the runner given to the worker runs each round under
+  ``appendtable.after_commit.guard.run_maintenance``).
 * The thread exists only while there is work, and lingers a quarter of a second for more
   (so a stream of commits does not start one thread each): an idle handle holds no thread.
 """

@@ -1,6 +1,7 @@
 """What runs after each commit of a table handle (unless ``write-only``): compaction of what
-was just written, then snapshot expiration; inline in the commit or on the handle's background
-worker, as ``commit.maintenance`` says (see ``appendtable.background``).
+was just written, then snapshot expiration, then the Iceberg mirror; inline in the commit or on
+the handle's background worker, as ``commit.maintenance`` says (see
+``appendtable.after_commit.worker``). Every round runs under ``guard.run_maintenance``.
 
 The background worker works on a table state of its own (the same storage): the committing
 thread's state is never touched from the worker, and the worker's compaction commits race the
@@ -12,13 +13,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from appendtable._state import TableState
-from appendtable.background import BackgroundMaintenance, MaintenanceRound
+from appendtable.after_commit.guard import publish_mirror_quietly, run_maintenance
+from appendtable.after_commit.worker import BackgroundMaintenance, MaintenanceRound
 from appendtable.compaction import AutoCompaction
-from appendtable.interop import publish_mirror_quietly
 from appendtable.maintenance import expire_snapshots
 from appendtable.metadata import options as opt
 from appendtable.metadata.models import CommitMessage, Snapshot
-from appendtable.write import run_maintenance
 
 __all__ = ["PostCommit"]
 

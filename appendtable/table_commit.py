@@ -3,8 +3,9 @@
 Guarantees of ``TableCommit``:
 
 * A commit that landed is reported as landed. Once the snapshot is published, nothing raises
-  out of ``commit``/``overwrite``: post-commit maintenance (compaction, expiration) that fails
-  is logged with the snapshot id and left for the next commit or a maintenance job.
+  out of ``commit``/``overwrite``: post-commit maintenance (compaction, expiration) runs under
+  ``appendtable.after_commit.guard.run_maintenance``, which logs a failure with the snapshot
+  id and leaves the work for the next commit or a maintenance job.
 * ``abort`` deletes files only through the discard gate (``appendtable.commit.discard``), so
   it never deletes a file a snapshot references, even when called after a commit that landed;
   after ``CommitStateUnknownError`` it deletes nothing at all.
@@ -19,14 +20,15 @@ from dataclasses import replace
 
 from appendtable import arguments
 from appendtable._state import TableState
+from appendtable.after_commit.guard import run_maintenance
 from appendtable.commit.changes import CommitRequest, PartitionScope
 from appendtable.commit.committer import Committer
 from appendtable.commit.discard import DiscardResult
-from appendtable.errors import CommitConflictError, CommitStateUnknownError, InvalidArgumentError
+from appendtable.errors import CommitStateUnknownError, InvalidArgumentError
 from appendtable.metadata import options as opt
 from appendtable.metadata.models import CommitKind, CommitMessage, Snapshot
 
-__all__ = ["AfterCommit", "BeforeCommit", "TableCommit", "run_maintenance"]
+__all__ = ["AfterCommit", "BeforeCommit", "TableCommit"]
 
 log = logging.getLogger("appendtable")
 
@@ -216,30 +218,6 @@ class TableCommit:
             )
             return DiscardResult(left=tuple(paths))
         return self._state.discard(paths, since_snapshot_id=since_snapshot_id)
-
-
-def run_maintenance(work: Callable[[], object], snapshot: Snapshot) -> None:
-    """Run post-commit maintenance after ``snapshot`` landed, which must never make a landed
-    commit look failed: whatever it raises is logged with the snapshot id (the one place that
-    catches every exception, inline or on the background worker)."""
-    try:
-        work()
-    except CommitConflictError as exc:  # ordinary contention: other writers got there first
-        log.warning(
-            "snapshot %d landed; the maintenance after it gave way to concurrent writers "
-            "(left for the next commit or a maintenance job): %s",
-            snapshot.id,
-            " ".join(str(exc).split()),
-        )
-    except Exception as exc:  # any failure: the commit landed, so report it as landed
-        log.warning(
-            "snapshot %d landed, but the maintenance after it failed (left for the next "
-            "commit or a maintenance job): %s: %s",
-            snapshot.id,
-            type(exc).__name__,
-            exc,
-            exc_info=True,
-        )
 
 
 def _written_partitions(messages: Sequence[CommitMessage], keys: Sequence[str]) -> PartitionScope:
