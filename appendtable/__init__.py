@@ -43,7 +43,6 @@ from appendtable.errors import (
     TransientStorageError,
     UnsupportedFormatVersionError,
 )
-from appendtable.evolution import UpdateSchema
 from appendtable.group import ConsumerGroup, GroupReader
 from appendtable.lag import LAG_SCHEMA
 from appendtable.maintenance import ExpireResult, OrphanResult
@@ -62,6 +61,7 @@ from appendtable.planning.bucket import bucket_ids
 from appendtable.planning.filters import filter_clauses
 from appendtable.planning.operators import FilterOp, FilterOperands, FilterOperator, filter_operator
 from appendtable.scan import Scan
+from appendtable.schema_update import UpdateSchema
 from appendtable.staging import StagingArea
 from appendtable.storage import FileInfo, Storage, StorageFactory, register_storage
 from appendtable.stream import END_OF_STREAM, StreamPosition, StreamReader, StreamUnit

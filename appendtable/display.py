@@ -23,9 +23,9 @@ from appendtable.errors import AppendTableError
 from appendtable.metadata.models import CommitKind, CompactionTask, Snapshot, Split
 from appendtable.metadata.types import FieldSpec
 from appendtable.metadata.values import to_python
-from appendtable.planning.evolution import describe_type
 from appendtable.planning.filters import Filter, Predicate
 from appendtable.planning.operators import FilterOperands, filter_operator
+from appendtable.planning.schema_changes import describe_type
 
 __all__ = [
     "expire_html",

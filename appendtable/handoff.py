@@ -38,8 +38,8 @@ from appendtable.datafiles.projection import FileLayout, Projection
 from appendtable.datafiles.reading import read_as
 from appendtable.metadata.models import DataFileMeta, Split, StatValue
 from appendtable.metadata.types import FieldSpec, TypeSpec
-from appendtable.planning.evolution import same_fields
 from appendtable.planning.filters import Filter
+from appendtable.planning.schema_changes import same_fields
 from appendtable.storage import Storage
 
 __all__ = [

@@ -41,7 +41,6 @@ from appendtable.errors import (
     TableExistsError,
     TableNotFoundError,
 )
-from appendtable.evolution import UpdateSchema, check_table_schema, commit_schema_change
 from appendtable.group import ConsumerGroup, GroupReader, describe_groups, open_member
 from appendtable.lag import consumer_lag
 from appendtable.locations import check_not_nested
@@ -63,9 +62,10 @@ from appendtable.metadata.models import (
     TableSchema,
 )
 from appendtable.planning.bucket import unsupported_bucket_key_reason
-from appendtable.planning.evolution import merge_changes, with_field_ids
 from appendtable.planning.filters import parse_filter
+from appendtable.planning.schema_changes import merge_changes, with_field_ids
 from appendtable.scan import Scan, check_columns, read_split
+from appendtable.schema_update import UpdateSchema, check_table_schema, commit_schema_change
 from appendtable.staging import StagingArea
 from appendtable.storage import Storage, open_storage
 from appendtable.stream import StreamPosition, StreamReader, stream_config

@@ -13,7 +13,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 import appendtable as at
-from appendtable_spark import evolution, identity
+from appendtable_spark import identity, write_schema
 from appendtable_spark import options as registry
 from appendtable_spark.options import SparkOption, Use
 from appendtable_spark.settings import Settings, check_append
@@ -173,9 +173,9 @@ def write_table(
         write_mode = OverwriteDynamic()
     data = spark_arrow_schema(df.schema)
     if merge:
-        evolution.merge_schema(table, data)
-    evolution.check_write(table, data, merge=merge)
-    unsupported = staged_write_unsupported(table) or evolution.unchecked_cast(
+        write_schema.merge_schema(table, data)
+    write_schema.check_write(table, data, merge=merge)
+    unsupported = staged_write_unsupported(table) or write_schema.unchecked_cast(
         df.schema, table.schema
     )
     if native and unsupported:

@@ -31,7 +31,6 @@ from appendtable_spark.catalog import (
     with_entry,
 )
 from appendtable_spark.ddl import parse_columns
-from appendtable_spark.evolution import check_write, merge_schema
 from appendtable_spark.options import Use
 from appendtable_spark.pinning import ReadPin, pin
 from appendtable_spark.reader import BatchReader
@@ -39,6 +38,7 @@ from appendtable_spark.settings import Settings, check_append
 from appendtable_spark.streaming import RefusedStream, StreamSource, check_start
 from appendtable_spark.system import SystemTableReader, system_schema
 from appendtable_spark.types import spark_arrow_schema, spark_schema
+from appendtable_spark.write_schema import check_write, merge_schema
 from appendtable_spark.writer import BatchWriter, StreamWriter
 
 __all__ = ["FORMAT", "AppendTableDataSource", "check_user_schema", "open_or_create"]

@@ -36,10 +36,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
 import appendtable as at
-from appendtable_spark.evolution import check_write, shaped_columns
 from appendtable_spark.locations import spark_location
 from appendtable_spark.types import spark_arrow_schema, spark_type
 from appendtable_spark.write_mode import WriteMode, commit_files
+from appendtable_spark.write_schema import check_write, shaped_columns
 
 __all__ = ["bucket_partitioning", "staged_write_unsupported", "write_staged"]
 

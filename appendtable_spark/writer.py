@@ -32,11 +32,11 @@ from pyspark.sql.datasource import (
 
 import appendtable as at
 from appendtable_spark import options as registry
-from appendtable_spark.evolution import pad_batch
 from appendtable_spark.identity import Skip, checkpoint_query_id, decide
 from appendtable_spark.settings import Settings
 from appendtable_spark.tables import cached_table
 from appendtable_spark.write_mode import WriteMode, commit_files
+from appendtable_spark.write_schema import pad_batch
 
 __all__ = ["BatchWriter", "FilesMessage", "StreamWriter"]
 

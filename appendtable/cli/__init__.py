@@ -30,7 +30,6 @@ from appendtable.cli.commands import (
     run_snapshots,
 )
 from appendtable.cli.errors import CliError, UsageError
-from appendtable.cli.evolve import ALTER_FLAGS, run_alter, run_schema, run_tag
 from appendtable.cli.follow import run_tail
 from appendtable.cli.inputs import INPUT_FORMATS
 from appendtable.cli.maintain import (
@@ -44,6 +43,7 @@ from appendtable.cli.maintain import (
 )
 from appendtable.cli.output import FORMATS
 from appendtable.cli.system import run_system
+from appendtable.cli.versions import ALTER_FLAGS, run_alter, run_schema, run_tag
 
 __all__ = ["build_parser", "main"]
 

@@ -22,8 +22,8 @@ from appendtable.metadata.models import (
     Snapshot,
     TableSchema,
 )
-from appendtable.planning.evolution import missing_required
 from appendtable.planning.partitions import outside_overwrite
+from appendtable.planning.schema_changes import missing_required
 
 __all__ = [
     "ROLLBACK_PROPERTY",

@@ -48,7 +48,7 @@ from appendtable.metadata.avro import read_container, read_header, write_contain
 from appendtable.metadata.models import FileKind, ManifestEntry, Snapshot, TableSchema
 from appendtable.metadata.types import TypeSpec
 from appendtable.planning import iceberg
-from appendtable.planning.evolution import stats_positions
+from appendtable.planning.schema_changes import stats_positions
 from appendtable.storage import Storage
 from appendtable.storage.containment import path_problem
 

@@ -7,7 +7,7 @@ snapshot log, not by the files: the current schema is the one the latest snapsho
 race, or crashed before committing) is ignored, and its id and field ids are not reused.
 
 Schemas are returned with their field ids (implicit ids for format version 1 schemas, see
-``planning.evolution``) and cached by id.
+``planning.schema_changes``) and cached by id.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import threading
 from appendtable.errors import ObjectNotFoundError, TableNotFoundError
 from appendtable.metadata import codec, layout
 from appendtable.metadata.models import Snapshot, TableSchema
-from appendtable.planning.evolution import with_field_ids
+from appendtable.planning.schema_changes import with_field_ids
 from appendtable.storage import Storage
 
 __all__ = ["SchemaStore"]

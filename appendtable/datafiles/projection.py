@@ -25,7 +25,7 @@ from appendtable.datafiles.arrow_schema import arrow_schema
 from appendtable.errors import SchemaMismatchError
 from appendtable.metadata.models import TableSchema
 from appendtable.metadata.types import FieldSpec
-from appendtable.planning.evolution import same_fields, stats_positions
+from appendtable.planning.schema_changes import same_fields, stats_positions
 
 __all__ = ["FileLayout", "Projection"]
 

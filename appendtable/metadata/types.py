@@ -66,7 +66,7 @@ class FieldSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     ``id`` is the field's stable identity (format version 2): data files are read by id, so a
     rename or a drop never rewrites data. Ids are unique across the whole schema (nested
     children included) and never reused. Fields of format version 1 schemas carry no id; they
-    are given implicit ids when read (``planning.evolution.with_field_ids``)."""
+    are given implicit ids when read (``planning.schema_changes.with_field_ids``)."""
 
     name: str
     type: TypeSpec

@@ -7,7 +7,7 @@ operators, and pruning with statistics and bloom filters (``filters``, ``operato
 ``file_index``, ``parquet_bloom``); partition directory names (``partitions``); ordering and
 packing files into read splits (``splits``); which files to compact and in what row order
 (``compaction``, ``sort_keys``); which manifests to merge (``manifest_merge``); which
-snapshots may expire (``expiration``); schema changes as data (``evolution``); where a stream
+snapshots may expire (``expiration``); schema changes as data (``schema_changes``); where a stream
 starts and what each snapshot emits (``streaming``); which group member reads which unit
 (``groups``); and the Iceberg v2 view of a table (``iceberg``). The layers above execute these
 plans: ``commit`` publishes them, the facade reads and writes the files.

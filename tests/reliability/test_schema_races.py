@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 import appendtable as at
-from appendtable.planning.evolution import fields_by_id
+from appendtable.planning.schema_changes import fields_by_id
 from tests.helpers.processes import run_in_processes
 
 pytestmark = pytest.mark.slow

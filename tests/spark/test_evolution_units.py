@@ -12,9 +12,9 @@ import pytest
 pytest.importorskip("pyspark")
 
 import appendtable as at
-from appendtable_spark.evolution import Addition, additions, merge_schema, pad_batch
 from appendtable_spark.options import Use
 from appendtable_spark.settings import Settings
+from appendtable_spark.write_schema import Addition, additions, merge_schema, pad_batch
 
 TABLE = pa.schema([("id", pa.int64()), ("s", pa.struct([("x", pa.int64())])), ("v", pa.string())])
 

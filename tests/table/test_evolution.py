@@ -14,7 +14,7 @@ import pytest
 import appendtable as at
 from appendtable.datafiles.arrow_schema import type_spec
 from appendtable.metadata.types import FieldSpec, TypeSpec
-from appendtable.planning.evolution import AddColumn, apply_changes, fields_by_id, is_widening
+from appendtable.planning.schema_changes import AddColumn, apply_changes, fields_by_id, is_widening
 
 DAY1, DAY2 = dt.date(2024, 1, 1), dt.date(2024, 1, 2)
 SCHEMA = pa.schema(

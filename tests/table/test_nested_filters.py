@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 import appendtable as at
 from appendtable.commit.snapshots import flush_hints
-from appendtable.evolution import column_path
+from appendtable.schema_update import column_path
 
 INNER = pa.struct([("d", pa.date32()), ("f", pa.float64())])
 PAYLOAD = pa.struct(

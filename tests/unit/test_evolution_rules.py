@@ -1,4 +1,4 @@
-"""The pure schema-change planner (``planning.evolution``): random change lists either apply
+"""The pure schema-change planner (``planning.schema_changes``): random change lists either apply
 whole, with ids that are unique, stable and never reused, or raise a named refusal."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from appendtable.datafiles.arrow_schema import field_specs
 from appendtable.errors import InvalidOptionError, SchemaChangeError
 from appendtable.metadata.models import TableSchema
 from appendtable.metadata.types import FieldSpec
-from appendtable.planning.evolution import (
+from appendtable.planning.schema_changes import (
     AddColumn,
     DropColumn,
     MoveColumn,

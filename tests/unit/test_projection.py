@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from appendtable.datafiles.arrow_schema import field_specs
 from appendtable.datafiles.projection import Projection
 from appendtable.metadata.models import TableSchema
-from appendtable.planning.evolution import (
+from appendtable.planning.schema_changes import (
     AddColumn,
     DropColumn,
     RenameColumn,

@@ -1,7 +1,7 @@
 """Changing a table in place: schema changes, option changes, and the rules a table's schema
 must always satisfy (shared with ``create_table``).
 
-A change is data (``planning.evolution``'s change structs), applied by one pure function to the
+A change is data (``planning.schema_changes``'s change structs), applied by one pure function to the
 current schema. Committing it writes the new schema version (put-if-absent: one winner per
 schema id) and then an ALTER snapshot naming it, whose precondition is that the schema it was
 planned on is still current. Losing a race on either step re-plans the same changes on the new
@@ -26,7 +26,9 @@ from appendtable.metadata import options as opt
 from appendtable.metadata.models import CommitKind, Snapshot, TableSchema
 from appendtable.metadata.types import NESTED_KINDS, FieldSpec, replaced
 from appendtable.mirror_data import check_data_mirrorable
-from appendtable.planning.evolution import (
+from appendtable.planning.file_index import check_index_columns
+from appendtable.planning.iceberg import check_mirrorable
+from appendtable.planning.schema_changes import (
     AddColumn,
     DropColumn,
     MoveColumn,
@@ -38,8 +40,6 @@ from appendtable.planning.evolution import (
     apply_changes,
     same_fields,
 )
-from appendtable.planning.file_index import check_index_columns
-from appendtable.planning.iceberg import check_mirrorable
 
 __all__ = ["UpdateSchema", "check_table_schema", "commit_schema_change", "column_path"]
 
