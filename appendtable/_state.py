@@ -10,7 +10,7 @@ import pyarrow as pa
 from appendtable.commit.changes import PartitionScope
 from appendtable.commit.committer import Committer
 from appendtable.commit.discard import DiscardResult, discard_files, discard_tree
-from appendtable.commit.iceberg import IcebergMirror
+from appendtable.commit.iceberg_mirror import IcebergMirror
 from appendtable.commit.manifests import ManifestStore
 from appendtable.commit.schemas import SchemaStore
 from appendtable.commit.snapshots import SnapshotStore
@@ -94,7 +94,7 @@ class TableState:
         return self._mirror
 
     def publish_mirror(self, *, rebuild: bool = False) -> str | None:
-        """Bring the Iceberg mirror up to date (see ``commit.iceberg``); its location."""
+        """Bring the Iceberg mirror up to date (see ``commit.iceberg_mirror``); its location."""
         return self.mirror.publish(self.options.get(opt.ICEBERG_MAX_SNAPSHOTS), rebuild=rebuild)
 
     @property

@@ -49,7 +49,7 @@ from appendtable.metadata.models import (
     PartitionValues,
     Snapshot,
 )
-from appendtable.planning.compaction import (
+from appendtable.planning.compaction_selection import (
     UnawareCoordinator,
     full_runs,
     pack_unaware,

@@ -29,7 +29,7 @@ from appendtable.metadata import options as opt
 from appendtable.metadata.groups import GroupGeneration, MemberLease, UnitProgress
 from appendtable.metadata.models import ManifestEntry, Snapshot
 from appendtable.planning.groups import lease_expired, slot_of
-from appendtable.planning.streaming import emits_rows
+from appendtable.planning.stream_rules import emits_rows
 
 __all__ = ["EXACT_WINDOW", "LAG_SCHEMA", "consumer_lag"]
 

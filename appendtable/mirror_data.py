@@ -1,6 +1,6 @@
 """What turning the Iceberg mirror on checks in the data a table already holds.
 
-The column types are checked by ``planning.iceberg.check_mirrorable``. Two things only the
+The column types are checked by ``planning.iceberg_metadata.check_mirrorable``. Two things only the
 data files can tell, each refused with InvalidSchemaError naming the column (and a schema
 change that would lead there with the mirror on, with SchemaChangeError):
 

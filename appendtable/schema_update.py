@@ -27,7 +27,7 @@ from appendtable.metadata.models import CommitKind, Snapshot, TableSchema
 from appendtable.metadata.types import NESTED_KINDS, FieldSpec, replaced
 from appendtable.mirror_data import check_data_mirrorable
 from appendtable.planning.file_index import check_index_columns
-from appendtable.planning.iceberg import check_mirrorable
+from appendtable.planning.iceberg_metadata import check_mirrorable
 from appendtable.planning.schema_changes import (
     AddColumn,
     DropColumn,

@@ -59,7 +59,7 @@ from appendtable.metadata.models import (
 )
 from appendtable.planning.filters import Filter, parse_filter
 from appendtable.planning.groups import UnitSelection
-from appendtable.planning.streaming import (
+from appendtable.planning.stream_rules import (
     StartMode,
     StartRequest,
     emits_rows,

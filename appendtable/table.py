@@ -18,7 +18,7 @@ from appendtable.after_commit.hook import PostCommit
 from appendtable.commit.changes import CommitRequest
 from appendtable.commit.consumers import ConsumerStore
 from appendtable.commit.groups import delete_group
-from appendtable.commit.iceberg import MAIN_BRANCH
+from appendtable.commit.iceberg_mirror import MAIN_BRANCH
 from appendtable.commit.schemas import SchemaStore
 from appendtable.commit.snapshots import SnapshotStore
 from appendtable.commit.tags import TagStore

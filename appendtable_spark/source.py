@@ -35,7 +35,7 @@ from appendtable_spark.options import Use
 from appendtable_spark.pinning import ReadPin, pin
 from appendtable_spark.reader import BatchReader
 from appendtable_spark.settings import Settings, check_append
-from appendtable_spark.streaming import RefusedStream, StreamSource, check_start
+from appendtable_spark.stream_source import RefusedStream, StreamSource, check_start
 from appendtable_spark.system import SystemTableReader, system_schema
 from appendtable_spark.types import spark_arrow_schema, spark_schema
 from appendtable_spark.write_schema import check_write, merge_schema

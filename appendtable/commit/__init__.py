@@ -10,5 +10,5 @@ publication, idempotence records); the snapshot log, schema versions, manifests 
 process-wide cache of immutable metadata (``metadata_cache``); the one gate every delete of
 unlanded data files takes (``discard``) and executing an expiration (``expire``); stream
 consumers and consumer groups (``consumers``, ``groups``); and writing the Iceberg mirror
-(``iceberg``).
+(``iceberg_mirror``).
 """

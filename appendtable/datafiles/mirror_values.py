@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 
 from appendtable.datafiles.casting import map_entries
 from appendtable.errors import SchemaMismatchError
-from appendtable.planning.iceberg import MICROS_RANGE
+from appendtable.planning.iceberg_metadata import MICROS_RANGE
 
 __all__ = ["check_mirrorable_rows", "has_coarse_timestamp"]
 

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 import appendtable as at
-from appendtable.planning.compaction import COMPACT_AGE, REMOVE_AGE, UnawareCoordinator
+from appendtable.planning.compaction_selection import COMPACT_AGE, REMOVE_AGE, UnawareCoordinator
 from tests.helpers.data import EVENTS, events
 
 #: Every test ends with the shared integrity check (tests/helpers/integrity.py).

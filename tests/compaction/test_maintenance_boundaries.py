@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import appendtable as at
 from appendtable.metadata.models import DataFileMeta
-from appendtable.planning.compaction import pick_windows
+from appendtable.planning.compaction_selection import pick_windows
 from appendtable.planning.expiration import expire_until
 from tests.helpers.clock import past_every_file_ms
 from tests.helpers.data import EVENTS, events

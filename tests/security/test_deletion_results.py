@@ -388,7 +388,7 @@ def test_a_missing_manifest_list_of_the_mirror_keeps_the_rest_of_it(tmp_path: Pa
 
 def test_a_damaged_mirror_manifest_list_is_named(tmp_path: Path) -> None:
     from appendtable.metadata.avro import read_container, write_container
-    from appendtable.planning.iceberg import MANIFEST_LIST_SCHEMA
+    from appendtable.planning.iceberg_metadata import MANIFEST_LIST_SCHEMA
 
     root = tmp_path / "t"
     table, metadata = _mirrored(root)

@@ -34,7 +34,7 @@ from pyspark.sql import SparkSession
 
 import appendtable_spark
 from appendtable_spark.source import AppendTableDataSource
-from appendtable_spark.streaming import StreamSource
+from appendtable_spark.stream_source import StreamSource
 from appendtable_spark.writer import StreamWriter
 
 KILL = os.environ.get("APPENDTABLE_KILL", "")

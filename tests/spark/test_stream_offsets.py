@@ -25,7 +25,7 @@ import appendtable as at
 from appendtable_spark.offsets import INITIAL, BatchEnd, Position
 from appendtable_spark.options import Use
 from appendtable_spark.settings import Settings
-from appendtable_spark.streaming import StreamSource
+from appendtable_spark.stream_source import StreamSource
 from appendtable_spark.types import spark_schema
 from tests.spark.restart_model import (
     SCHEMA,

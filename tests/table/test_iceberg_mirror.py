@@ -17,7 +17,7 @@ import pytest
 from pyiceberg.table import StaticTable
 
 import appendtable as at
-from appendtable.commit.iceberg import IcebergMirror
+from appendtable.commit.iceberg_mirror import IcebergMirror
 from appendtable.metadata.avro import read_container
 
 #: Every test ends with the shared integrity check (tests/helpers/integrity.py).

@@ -38,7 +38,7 @@ from pyiceberg.table import StaticTable
 import appendtable as at
 from appendtable.commit.snapshots import flush_hints
 from appendtable.metadata.types import TypeSpec
-from appendtable.planning.iceberg import encode_bound
+from appendtable.planning.iceberg_metadata import encode_bound
 from tests.helpers import strategies
 
 MIRROR = {"metadata.iceberg.storage": "table-location", "write-only": True}

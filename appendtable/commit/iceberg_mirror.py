@@ -47,7 +47,7 @@ from appendtable.metadata import options as opt
 from appendtable.metadata.avro import read_container, read_header, write_container
 from appendtable.metadata.models import FileKind, ManifestEntry, Snapshot, TableSchema
 from appendtable.metadata.types import TypeSpec
-from appendtable.planning import iceberg
+from appendtable.planning import iceberg_metadata
 from appendtable.planning.schema_changes import stats_positions
 from appendtable.storage import Storage
 from appendtable.storage.containment import path_problem
@@ -175,7 +175,7 @@ class IcebergMirror:
             first = max(earliest, latest.id - max(1, max_snapshots) + 1)
             retained = list(range(first, latest.id + 1))
             listed = sorted(set(retained) | {s.id for s in tags.values()})
-            refs = iceberg.refs(latest.id, {name: s.id for name, s in tags.items()})
+            refs = iceberg_metadata.refs(latest.id, {name: s.id for name, s in tags.items()})
             if not rebuild and self._restarted(current, latest):
                 rebuild = True
             if rebuild:
@@ -252,7 +252,7 @@ class IcebergMirror:
                 snapshot = tagged.get(snapshot_id) if snapshot_id not in in_log else None
                 if snapshot is None:
                     snapshot = self._snapshots.get(snapshot_id)
-                entry = iceberg.snapshot_entry(
+                entry = iceberg_metadata.snapshot_entry(
                     snapshot, self._manifest_list(snapshot), parent_retained=True
                 )
             entry = dict(entry)
@@ -265,7 +265,7 @@ class IcebergMirror:
         schemas = [self._schemas.get(i) for i in schema_ids]
         every = self._lineage(latest.schema_id)
         current_schema = self._schemas.get(latest.schema_id)
-        spec = iceberg.partition_spec(current_schema)
+        spec = iceberg_metadata.partition_spec(current_schema)
         return {
             "format-version": 2,
             "table-uuid": self._table_uuid(),
@@ -274,10 +274,10 @@ class IcebergMirror:
             "last-updated-ms": int(time.time() * 1000),
             "last-column-id": max(s.highest_field_id for s in every),
             "current-schema-id": latest.schema_id,
-            "schemas": [iceberg.iceberg_schema(s) for s in schemas],
+            "schemas": [iceberg_metadata.iceberg_schema(s) for s in schemas],
             "default-spec-id": 0,
             "partition-specs": [spec],
-            "last-partition-id": iceberg.PARTITION_FIELD_BASE + len(spec["fields"]) - 1,
+            "last-partition-id": iceberg_metadata.PARTITION_FIELD_BASE + len(spec["fields"]) - 1,
             "default-sort-order-id": 0,
             "sort-orders": [{"order-id": 0, "fields": []}],
             "properties": {
@@ -308,7 +308,7 @@ class IcebergMirror:
         with self._lock:
             cached = self._mappings.get(schema_id)
         if cached is None:
-            cached = json.dumps(iceberg.name_mapping(lineage))
+            cached = json.dumps(iceberg_metadata.name_mapping(lineage))
             with self._lock:
                 self._mappings[schema_id] = cached
         return cached
@@ -357,7 +357,7 @@ class IcebergMirror:
         digest = hashlib.sha256("\n".join(i.path for i in infos).encode()).hexdigest()[:16]
         path = f"{layout.ICEBERG_DIR}/snap-{snapshot.id}-{digest}.avro"
         body = write_container(
-            iceberg.MANIFEST_LIST_SCHEMA,
+            iceberg_metadata.MANIFEST_LIST_SCHEMA,
             records,
             metadata={
                 "snapshot-id": str(snapshot.id),
@@ -467,7 +467,9 @@ class IcebergMirror:
             status=status,
             files=len(adds),
             rows=sum(e.file.row_count for e in adds),
-            partitions=iceberg.partition_summary([e.partition for e in adds], partition_types),
+            partitions=iceberg_metadata.partition_summary(
+                [e.partition for e in adds], partition_types
+            ),
         )
         with self._lock:
             self._known[path] = info
@@ -492,7 +494,7 @@ class IcebergMirror:
                     file_schema.fields, schema.fields
                 )
             records.append(
-                iceberg.data_file_record(
+                iceberg_metadata.data_file_record(
                     status=_EXISTING if rewritten else _ADDED,
                     snapshot_id=snapshot.id,
                     uri=self._storage.uri(entry.file.path),
@@ -503,12 +505,12 @@ class IcebergMirror:
                     stats_positions=positions,
                 )
             )
-        spec = iceberg.partition_spec(schema)
+        spec = iceberg_metadata.partition_spec(schema)
         body = write_container(
-            iceberg.manifest_schema(schema, partition_types),
+            iceberg_metadata.manifest_schema(schema, partition_types),
             records,
             metadata={
-                "schema": json.dumps(iceberg.iceberg_schema(schema)),
+                "schema": json.dumps(iceberg_metadata.iceberg_schema(schema)),
                 "schema-id": str(schema.id),
                 "partition-spec": json.dumps(spec["fields"]),
                 "partition-spec-id": "0",

@@ -1,7 +1,7 @@
 """The Iceberg v2 view of a table (pure): schemas with the table's field ids, an identity
 partition spec, a name mapping for files without Parquet field ids, the binary encoding of
 bounds and partition values, and the records of Iceberg manifests, manifest lists and table
-metadata. ``commit.iceberg`` writes them.
+metadata. ``commit.iceberg_mirror`` writes them.
 
 Type mapping (anything else is refused when the mirror is turned on, naming the column):
 bool -> boolean; int8/int16/int32/uint8/uint16 -> int; int64 -> long; float32 -> float;
