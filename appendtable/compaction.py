@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import msgspec
 import pyarrow as pa
 
-from appendtable import arguments, display
+from appendtable import argument_checks, display
 from appendtable._state import TableState
 from appendtable.commit.changes import CommitRequest, PartitionScope
 from appendtable.commit.discard import DiscardResult
@@ -232,7 +232,7 @@ class Compactor:
         partitions: Sequence[Mapping[str, object]] | None = None,
     ) -> CompactionPlan:
         """One task per partition: rewrite all its files ordered by ``by``."""
-        by = arguments.names(by, "by") or []
+        by = argument_checks.names(by, "by") or []
         _sort_strategy(strategy)
         if self._ordered:
             raise InvalidOptionError(

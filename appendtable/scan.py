@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.dataset as ds
 
-from appendtable import arguments, display, handoff
+from appendtable import argument_checks, display, handoff
 from appendtable._state import SchemaView, TableState
 from appendtable.datafiles.expressions import to_expression
 from appendtable.datafiles.projection import Projection
@@ -129,7 +129,7 @@ def splits_of(
 
 
 def check_columns(view: SchemaView, columns: Sequence[str] | str | None) -> list[str] | None:
-    columns = arguments.names(columns, "columns")
+    columns = argument_checks.names(columns, "columns")
     if columns is None:
         return None
     names = view.schema.field_names()

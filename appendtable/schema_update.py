@@ -17,7 +17,7 @@ from types import TracebackType
 
 import pyarrow as pa
 
-from appendtable import arguments
+from appendtable import argument_checks
 from appendtable._state import TableState
 from appendtable.commit.changes import CommitRequest, SchemaBaseMovedError, SchemaUpdate
 from appendtable.datafiles.arrow_schema import arrow_type, field_specs
@@ -334,7 +334,7 @@ class UpdateSchema:
 
     def unset_options(self, keys: Sequence[str] | str) -> UpdateSchema:
         """Return options to their defaults."""
-        names = arguments.names(keys, "keys") or []
+        names = argument_checks.names(keys, "keys") or []
         self._changes.append(UnsetOptions(keys=tuple(names)))
         return self
 

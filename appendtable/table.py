@@ -11,7 +11,7 @@ from typing import Any, overload
 
 import pyarrow as pa
 
-from appendtable import arguments, display
+from appendtable import argument_checks, display
 from appendtable._state import TableState
 from appendtable.after_commit.guard import publish_mirror_quietly
 from appendtable.after_commit.hook import PostCommit
@@ -104,7 +104,7 @@ def create_table(
         raise InvalidSchemaError(f"schema must be a pyarrow.Schema, got {type(schema).__name__}")
     fields = field_specs(schema)
     names = [f.name for f in fields]
-    partition_keys = tuple(arguments.names(partition_by, "partition_by") or ())
+    partition_keys = tuple(argument_checks.names(partition_by, "partition_by") or ())
     for key in partition_keys:
         if key not in names:
             raise InvalidSchemaError(
@@ -400,7 +400,7 @@ class Table:
             data = self._merge_schema(data)
         return self._write_and_commit(
             data,
-            watermark=arguments.maybe_epoch_ms(watermark, "watermark"),
+            watermark=argument_checks.maybe_epoch_ms(watermark, "watermark"),
             overwrite=None,
             schema_mode=schema_mode,
         )
@@ -446,7 +446,7 @@ class Table:
             data = self._merge_schema(data)
         return self._write_and_commit(
             data,
-            watermark=arguments.maybe_epoch_ms(watermark, "watermark"),
+            watermark=argument_checks.maybe_epoch_ms(watermark, "watermark"),
             overwrite=partitions or [],
             schema_mode=schema_mode,
         )
@@ -566,9 +566,9 @@ class Table:
         if tag is not None:
             return TagStore(self._state.storage).get(layout.validate_tag_name(tag)).snapshot
         if snapshot_id is not None:
-            return snapshots.get(arguments.snapshot_id(snapshot_id))
+            return snapshots.get(argument_checks.snapshot_id(snapshot_id))
         if timestamp_ms is not None:
-            timestamp_ms = arguments.epoch_ms(timestamp_ms, "timestamp_ms")
+            timestamp_ms = argument_checks.epoch_ms(timestamp_ms, "timestamp_ms")
             found = snapshots.find_by_time(timestamp_ms)
             if found is None:
                 raise SnapshotNotFoundError(
@@ -693,13 +693,15 @@ class Table:
             self._state,
             options,
             mode=mode,
-            snapshot_id=arguments.maybe_snapshot_id(snapshot_id),
-            timestamp_ms=arguments.maybe_epoch_ms(timestamp_ms, "timestamp_ms"),
-            file_creation_time_ms=arguments.maybe_epoch_ms(
+            snapshot_id=argument_checks.maybe_snapshot_id(snapshot_id),
+            timestamp_ms=argument_checks.maybe_epoch_ms(timestamp_ms, "timestamp_ms"),
+            file_creation_time_ms=argument_checks.maybe_epoch_ms(
                 file_creation_time_ms, "file_creation_time_ms"
             ),
             consumer_id=consumer_id,
-            bounded_watermark=arguments.maybe_epoch_ms(bounded_watermark, "bounded_watermark"),
+            bounded_watermark=argument_checks.maybe_epoch_ms(
+                bounded_watermark, "bounded_watermark"
+            ),
             buckets=buckets,
             poll_interval=poll_interval,
         )
@@ -772,7 +774,7 @@ class Table:
             self._state,
             retain_min=retain_min,
             retain_max=retain_max,
-            older_than_ms=arguments.maybe_epoch_ms(older_than_ms, "older_than_ms"),
+            older_than_ms=argument_checks.maybe_epoch_ms(older_than_ms, "older_than_ms"),
             dry_run=dry_run,
         )
 
@@ -839,7 +841,7 @@ class Table:
         if isinstance(older_than, dt.timedelta):
             cut = int((time.time() - older_than.total_seconds()) * 1000)
         else:
-            cut = arguments.epoch_ms(older_than, "older_than")
+            cut = argument_checks.epoch_ms(older_than, "older_than")
         return remove_orphan_files(self._state, older_than_ms=cut, dry_run=dry_run)
 
     def rollback_to(
@@ -872,7 +874,7 @@ class Table:
             tagged = TagStore(self._state.storage).get(layout.validate_tag_name(tag)).snapshot
             snapshot_id = tagged.id
         else:
-            snapshot_id = arguments.snapshot_id(snapshot_id)
+            snapshot_id = argument_checks.snapshot_id(snapshot_id)
             self._state.snapshots.get(snapshot_id)  # exists and is retained, or raise
         mirrored = self._state.refresh().options.get(opt.ICEBERG_STORAGE) != "disabled"
         landed = self._state.committer().commit(
@@ -934,7 +936,7 @@ class Table:
         if snapshot_id is None:
             target = latest
         else:
-            target = state.snapshots.get(arguments.snapshot_id(snapshot_id))
+            target = state.snapshots.get(argument_checks.snapshot_id(snapshot_id))
         if name == MAIN_BRANCH and state.refresh(latest).options.get(opt.ICEBERG_STORAGE) != (
             "disabled"
         ):
@@ -982,7 +984,7 @@ class Table:
         return None if earliest is None else self._state.snapshots.get(earliest)
 
     def snapshot(self, snapshot_id: int) -> Snapshot:
-        return self._state.snapshots.get(arguments.snapshot_id(snapshot_id))
+        return self._state.snapshots.get(argument_checks.snapshot_id(snapshot_id))
 
     def snapshots(self) -> list[Snapshot]:
         """Every retained snapshot, oldest first."""

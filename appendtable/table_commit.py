@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 
-from appendtable import arguments
+from appendtable import argument_checks
 from appendtable._state import TableState
 from appendtable.after_commit.guard import run_maintenance
 from appendtable.commit.changes import CommitRequest, PartitionScope
@@ -69,7 +69,7 @@ class TableCommit:
 
     def _watermark(self, messages: Sequence[CommitMessage], explicit: object) -> int | None:
         if explicit is not None:
-            return arguments.epoch_ms(explicit, "watermark")
+            return argument_checks.epoch_ms(explicit, "watermark")
         event_times = [m.max_event_time_ms for m in messages if m.max_event_time_ms is not None]
         if not event_times:
             return None

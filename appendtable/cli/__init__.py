@@ -18,7 +18,6 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 import appendtable as at
-from appendtable.cli.arguments import parse_storage_options
 from appendtable.cli.commands import (
     Context,
     run_append,
@@ -29,8 +28,8 @@ from appendtable.cli.commands import (
     run_scan,
     run_snapshots,
 )
-from appendtable.cli.errors import CliError, UsageError
 from appendtable.cli.follow import run_tail
+from appendtable.cli.input_errors import CliError, UsageError
 from appendtable.cli.inputs import INPUT_FORMATS
 from appendtable.cli.maintain import (
     run_compact,
@@ -43,6 +42,7 @@ from appendtable.cli.maintain import (
 )
 from appendtable.cli.output import FORMATS
 from appendtable.cli.system import run_system
+from appendtable.cli.value_parsing import parse_storage_options
 from appendtable.cli.versions import ALTER_FLAGS, run_alter, run_schema, run_tag
 
 __all__ = ["build_parser", "main"]

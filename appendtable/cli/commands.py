@@ -13,13 +13,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 import appendtable as at
-from appendtable.cli.arguments import (
-    parse_columns,
-    parse_filters,
-    parse_options,
-)
 from appendtable.cli.ddl import format_schema, parse_schema
-from appendtable.cli.errors import InputError, UsageError
+from appendtable.cli.input_errors import InputError, UsageError
 from appendtable.cli.inputs import NULL_VALUES, InputFile, open_input, read_schema
 from appendtable.cli.output import (
     Progress,
@@ -29,6 +24,11 @@ from appendtable.cli.output import (
     print_pairs,
     progress_bar,
     write_rows,
+)
+from appendtable.cli.value_parsing import (
+    parse_columns,
+    parse_filters,
+    parse_options,
 )
 
 __all__ = [

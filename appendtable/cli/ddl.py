@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from appendtable.cli.errors import UsageError
+from appendtable.cli.input_errors import UsageError
 
 __all__ = [
     "ColumnDefinition",

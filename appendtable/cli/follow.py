@@ -15,10 +15,15 @@ import time
 import pyarrow as pa
 
 import appendtable as at
-from appendtable.cli.arguments import parse_buckets, parse_columns, parse_duration, parse_filters
 from appendtable.cli.commands import Context
-from appendtable.cli.errors import UsageError
+from appendtable.cli.input_errors import UsageError
 from appendtable.cli.output import make_writer, plural
+from appendtable.cli.value_parsing import (
+    parse_buckets,
+    parse_columns,
+    parse_duration,
+    parse_filters,
+)
 
 __all__ = ["run_tail"]
 

@@ -31,7 +31,7 @@ import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
 from appendtable.cli.csv_lines import record_line
-from appendtable.cli.errors import InputError, UsageError
+from appendtable.cli.input_errors import InputError, UsageError
 from appendtable.cli.json_maps import entries_type, from_entries, has_map, rewrite_maps
 
 __all__ = [

@@ -20,7 +20,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from appendtable.cli.errors import InputError
+from appendtable.cli.input_errors import InputError
 
 __all__ = ["entries_type", "from_entries", "has_map", "rewrite_maps"]
 

@@ -10,10 +10,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 import appendtable as at
-from appendtable.cli.arguments import parse_columns, parse_duration, parse_partition
 from appendtable.cli.commands import Context
-from appendtable.cli.errors import InputError, UsageError
+from appendtable.cli.input_errors import InputError, UsageError
 from appendtable.cli.output import Progress, format_bytes, plural, progress_bar, write_rows
+from appendtable.cli.value_parsing import parse_columns, parse_duration, parse_partition
 
 __all__ = [
     "run_compact",

@@ -9,7 +9,7 @@ import pyarrow as pa
 
 import appendtable as at
 from appendtable.cli.commands import Context
-from appendtable.cli.errors import UsageError
+from appendtable.cli.input_errors import UsageError
 from appendtable.cli.output import TextTable, write_rows
 
 __all__ = ["run_system"]

@@ -9,7 +9,6 @@ from collections.abc import Sequence
 import pyarrow as pa
 
 import appendtable as at
-from appendtable.cli.arguments import parse_options
 from appendtable.cli.commands import Context, snapshot_line
 from appendtable.cli.ddl import (
     format_schema,
@@ -19,8 +18,9 @@ from appendtable.cli.ddl import (
     parse_path,
     parse_type,
 )
-from appendtable.cli.errors import CliError, UsageError
+from appendtable.cli.input_errors import CliError, UsageError
 from appendtable.cli.output import cell_text, plural, write_rows
+from appendtable.cli.value_parsing import parse_options
 
 __all__ = ["ALTER_FLAGS", "run_alter", "run_schema", "run_tag"]
 

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import appendtable as at
-from appendtable.cli.arguments import parse_filter as parse_cli_filter
+from appendtable.cli.value_parsing import parse_filter as parse_cli_filter
 from appendtable.datafiles.arrow_schema import type_spec
 from appendtable.datafiles.expressions import pushdown_expression, to_expression
 from appendtable.display import filter_text

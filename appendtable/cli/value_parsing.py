@@ -15,7 +15,7 @@ from typing import assert_never
 import pyarrow as pa
 
 import appendtable as at
-from appendtable.cli.errors import UsageError
+from appendtable.cli.input_errors import UsageError
 
 __all__ = [
     "parse_buckets",

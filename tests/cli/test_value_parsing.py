@@ -8,7 +8,8 @@ import decimal
 import pyarrow as pa
 import pytest
 
-from appendtable.cli.arguments import (
+from appendtable.cli.input_errors import UsageError
+from appendtable.cli.value_parsing import (
     parse_buckets,
     parse_duration,
     parse_filter,
@@ -16,7 +17,6 @@ from appendtable.cli.arguments import (
     parse_partition,
     parse_storage_options,
 )
-from appendtable.cli.errors import UsageError
 
 SCHEMA = pa.schema(
     [
