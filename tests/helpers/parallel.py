@@ -1,0 +1,52 @@
+"""How the suite spreads over pytest-xdist workers (``make test`` runs ``-n 4 --dist loadgroup``).
+
+Each worker is a process of its own with its own session fixtures: its own local Spark session,
+SeaweedFS, fake-gcs-server and Azurite (free ports, fresh temporary directories), started only
+when it runs a test that needs them. Tests run one by one on whichever worker is free, except
+those :func:`xdist_group` puts in a group, which run on one worker, one after another:
+
+* every test of a module with a module- or class-scoped fixture (a Spark table built once per
+  module, a standalone Spark cluster): building it again on each worker costs more than the
+  parallelism gains;
+* every test of a module that uses the shared Spark session: its catalog tables and temporary
+  views live in that session, and the module's tests stay on one of the few workers that pay
+  for a Spark driver;
+* the tests whose assertions depend on timing (leases, stall detection, kills at a moment):
+  they take turns, so that two of them never starve each other's processes.
+
+``--dist loadgroup`` starts the groups with the most tests first.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+__all__ = ["TIMED", "xdist_group"]
+
+#: Modules whose tests measure or depend on time (leases expiring, members stalling, processes
+#: killed at a moment): one group, so that they never run at the same time as each other.
+TIMED = frozenset(
+    {
+        "tests/groups/test_kill_rejoin.py",
+        "tests/groups/test_group_reader.py",
+        "tests/reliability/test_torture.py",
+    }
+)
+
+_WIDE_SCOPES = frozenset({"module", "class", "package"})
+
+
+def xdist_group(item: pytest.Item) -> str | None:
+    """The group ``item`` runs in (on one worker, in order), or None to run anywhere."""
+    if any(True for _ in item.iter_markers("xdist_group")):
+        return None  # the test chose its group
+    module = item.nodeid.split("::", 1)[0]
+    if module in TIMED:
+        return "timed"
+    info = getattr(item, "_fixtureinfo", None)
+    definitions = info.name2fixturedefs.values() if info is not None else ()
+    if any(d.scope in _WIDE_SCOPES for defs in definitions for d in defs):
+        return module
+    if "spark" in getattr(item, "fixturenames", ()):
+        return module
+    return None
