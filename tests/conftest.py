@@ -24,7 +24,7 @@ import pytest
 
 from appendtable.commit.snapshots import flush_hints
 from tests.emulators import Emulator, EmulatorUnavailable, start_azurite, start_fake_gcs
-from tests.helpers.parallel import xdist_group
+from tests.helpers.parallel import longest_first, xdist_group
 
 if TYPE_CHECKING:
     from tests.s3.seaweedfs import SeaweedFS
@@ -32,7 +32,11 @@ if TYPE_CHECKING:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark the tests that must share a pytest-xdist worker (``--dist loadgroup``)."""
+    """Under pytest-xdist: start the longest tests first, and mark the tests that must share a
+    worker (``--dist loadgroup``). A serial run keeps the collection order."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return
+    longest_first(items)
     for item in items:
         group = xdist_group(item)
         if group is not None:

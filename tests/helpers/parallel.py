@@ -14,14 +14,16 @@ those :func:`xdist_group` puts in a group, which run on one worker, one after an
 * the tests whose assertions depend on timing (leases, stall detection, kills at a moment):
   they take turns, so that two of them never starve each other's processes.
 
-``--dist loadgroup`` starts the groups with the most tests first.
+``--dist loadgroup`` starts the groups with the most tests first, then the other tests in the
+order of :func:`longest_first`: the slow tier (multi-process, crash injection, Spark drivers of
+their own) before the rest, so that no minute-long test starts last and runs alone.
 """
 
 from __future__ import annotations
 
 import pytest
 
-__all__ = ["TIMED", "xdist_group"]
+__all__ = ["TIMED", "longest_first", "xdist_group"]
 
 #: Modules whose tests measure or depend on time (leases expiring, members stalling, processes
 #: killed at a moment): one group, so that they never run at the same time as each other.
@@ -34,6 +36,8 @@ TIMED = frozenset(
 )
 
 _WIDE_SCOPES = frozenset({"module", "class", "package"})
+#: Markers of tests that take seconds to minutes each, in the order they should start.
+_LONG_MARKERS = ("slow", "spark", "s3", "gcs", "azure")
 
 
 def xdist_group(item: pytest.Item) -> str | None:
@@ -50,3 +54,16 @@ def xdist_group(item: pytest.Item) -> str | None:
     if "spark" in getattr(item, "fixturenames", ()):
         return module
     return None
+
+
+def longest_first(items: list[pytest.Item]) -> None:
+    """Reorder ``items`` in place (a stable sort, the same on every worker): slow tests first,
+    then Spark and object-store tests, then the rest, each in collection order."""
+
+    def rank(item: pytest.Item) -> int:
+        for index, marker in enumerate(_LONG_MARKERS):
+            if item.get_closest_marker(marker) is not None:
+                return index
+        return len(_LONG_MARKERS)
+
+    items.sort(key=rank)
