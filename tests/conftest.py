@@ -24,7 +24,7 @@ import pytest
 
 from appendtable.commit.snapshots import flush_hints
 from tests.emulators import Emulator, EmulatorUnavailable, start_azurite, start_fake_gcs
-from tests.helpers.parallel import longest_first, xdist_group
+from tests.helpers.parallel import longest_first, mark_group, xdist_group
 
 if TYPE_CHECKING:
     from tests.s3.seaweedfs import SeaweedFS
@@ -40,7 +40,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         group = xdist_group(item)
         if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
+            mark_group(item, group)
 
 
 @pytest.fixture(scope="session")
