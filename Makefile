@@ -5,10 +5,10 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?= --durations=25
-# pytest-xdist: tests spread over worker processes (many wait on Spark, emulators, subprocesses
-# and fsync, so more workers than cores pays); tests/helpers/parallel.py groups what must share
-# a worker. PYTEST_ARGS=-n0 runs serially (a later -n wins).
-PYTEST_WORKERS ?= 4
+# pytest-xdist: tests spread over worker processes; tests/helpers/parallel.py groups what must
+# share a worker. 2 workers: with 4 on 2 cores the CPU was 99% busy throughout (the Spark
+# drivers are CPU-bound). PYTEST_ARGS=-n0 runs serially (a later -n wins).
+PYTEST_WORKERS ?= 2
 XDIST  := -n $(PYTEST_WORKERS) --dist loadgroup
 
 .PHONY: help demo demo-spark test lint typecheck unit bench bench-quick mutate clean

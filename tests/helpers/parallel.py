@@ -1,4 +1,4 @@
-"""How the suite spreads over pytest-xdist workers (``make test`` runs ``-n 4 --dist loadgroup``).
+"""How the suite spreads over pytest-xdist workers (``make test``: ``-n 2 --dist loadgroup``).
 
 Each worker is a process of its own with its own session fixtures: its own local Spark session,
 SeaweedFS, fake-gcs-server and Azurite (free ports, fresh temporary directories), started only
