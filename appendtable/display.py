@@ -27,6 +27,7 @@ from appendtable.planning.operators import FilterOperands, filter_operator
 if TYPE_CHECKING:
     from appendtable._state import SchemaView
     from appendtable.compaction import CompactionPlan, CompactionProgress
+    from appendtable.deletes import DeleteResult
     from appendtable.maintenance import ExpireResult, OrphanResult
     from appendtable.stream import StreamUnit
     from appendtable.table import Table
@@ -276,6 +277,21 @@ def orphan_repr(result: OrphanResult) -> str:
     return (
         f"OrphanResult({verb} {_plural(len(result.files), 'file')}, "
         f"{format_bytes(result.bytes)}{foreign})"
+    )
+
+
+def delete_repr(result: DeleteResult) -> str:
+    verb = "would delete" if result.dry_run else "deleted"
+    how = (
+        f"{_plural(result.vectors_written, 'vector')} written"
+        if result.mode == "deletion-vectors"
+        else f"{_plural(result.files_rewritten, 'file')} rewritten"
+    )
+    snapshot = f", snapshot {result.snapshot.id}" if result.snapshot is not None else ""
+    return (
+        f"DeleteResult({verb} {_plural(result.rows, 'row')} in "
+        f"{_plural(result.files_touched, 'file')}: {how}, "
+        f"{result.files_removed:,} removed, {result.mode}{snapshot})"
     )
 
 

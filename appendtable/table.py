@@ -27,6 +27,7 @@ from appendtable.compaction import (
 )
 from appendtable.datafiles.arrow_schema import check_compatible, field_specs, to_table
 from appendtable.datafiles.table_write import TableWriter
+from appendtable.deletes import DeleteResult, delete_rows
 from appendtable.errors import (
     AtomicCreateUnsupportedError,
     CorruptMetadataError,
@@ -531,6 +532,23 @@ class Table:
         return next((r for r in records if r.user == commit_user), None)
 
     # ---- reading ----------------------------------------------------------------------------
+
+    def delete(self, filter: object, *, dry_run: bool = False) -> DeleteResult:
+        """Delete the rows matching ``filter`` (the scan's filter forms: DNF, struct fields by
+        path) as one atomic DELETE snapshot; returns how many rows and files it deleted, or
+        with ``dry_run`` would delete (then nothing is written).
+
+        With option ``deletion-vectors.enabled`` the touched files get deletion vectors
+        (merge-on-read: fast deletes, readers skip the rows); otherwise they are rewritten
+        without the rows (copy-on-write); files no row of which matches are never touched,
+        and files whose every row matches are dropped. Earlier snapshots (time travel, tags)
+        still show the rows. The delete applies to the rows of the latest snapshot when it
+        plans: rows appended concurrently are kept; a concurrent compaction or delete of the
+        same files makes it plan again. The table's format version becomes 3."""
+        dry_run = arguments.flag(dry_run, "dry_run")
+        result = delete_rows(self._state, filter, dry_run=dry_run, commit_user=self._commit_user)
+        self._landed(result.snapshot)
+        return result
 
     def scan(
         self,

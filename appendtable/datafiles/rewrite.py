@@ -33,11 +33,15 @@ def read_tables(
     schema versions are converted by field id). Runs of small files in the target schema are
     read together by Arrow's scanner (its threads open them concurrently and it keeps their
     order: per-file set-up is what compacting many small files costs); other files are read
-    one by one, a table per record batch."""
+    one by one, a table per record batch. Deleted rows (deletion vectors) are left out."""
     run: list[DataFileMeta] = []
     run_bytes = 0
     for file in files:
-        if file.file_size <= _RUN_FILE_BYTES and projection.layout(file.schema_id).native:
+        if (
+            file.file_size <= _RUN_FILE_BYTES
+            and projection.layout(file.schema_id).native
+            and file.deletion is None
+        ):
             run.append(file)
             run_bytes += file.file_size
             if run_bytes >= _RUN_BYTES:
