@@ -70,6 +70,7 @@ from appendtable.scan import Scan, check_columns, read_split
 from appendtable.staging import StagingArea
 from appendtable.storage import Storage, open_storage
 from appendtable.stream import StreamPosition, StreamReader, stream_config
+from appendtable.stream_deletes import read_stream_split
 from appendtable.system import read_system_table
 from appendtable.system.files import file_listing
 from appendtable.system.log import history_table
@@ -603,10 +604,11 @@ class Table:
         filter: object = None,
     ) -> Iterator[pa.RecordBatch]:
         """The rows of one split (from ``scan().plan()`` or a stream unit), in order, in the
-        schema the split was planned with (the scanned snapshot's, or the stream's)."""
+        schema the split was planned with (the scanned snapshot's, or the stream's). A stream
+        unit's split is read without the rows deleted since (see docs/queue.md)."""
         state = self._state
         view = state.refresh() if split.schema_id is None else state.view_of(split.schema_id)
-        return read_split(
+        return (read_stream_split if split.stream else read_split)(
             state,
             split,
             state.projection(view),

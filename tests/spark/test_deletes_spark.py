@@ -27,9 +27,7 @@ def spark_at(spark: Any) -> Any:
 
 
 @pytest.mark.parametrize("vectors", ["true", "false"])
-def test_spark_reads_honour_deletes(
-    spark_at: Any, tmp_path: Any, vectors: str
-) -> None:
+def test_spark_reads_honour_deletes(spark_at: Any, tmp_path: Any, vectors: str) -> None:
     table = at.create_table(
         str(tmp_path / "t"), SCHEMA, options={"deletion-vectors.enabled": vectors}
     )
