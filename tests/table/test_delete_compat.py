@@ -8,6 +8,7 @@ import datetime as dt
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pyarrow as pa
@@ -15,6 +16,7 @@ import pyarrow.compute as pc
 import pytest
 
 import appendtable as at
+from appendtable.metadata import codec
 
 SCHEMA = pa.schema([("id", pa.int64()), ("kind", pa.string())])
 #: A checkout of the library from before deletes existed (format version 2).
@@ -90,8 +92,6 @@ def test_this_reader_refuses_a_newer_version_even_with_unknown_values(tmp_path: 
     data = path.read_bytes()
     payload = data[20:].replace(b'"format_version":2', b'"format_version":4')
     payload = payload.replace(b'"kind":"APPEND"', b'"kind":"FUTURE"')
-    from appendtable.metadata import codec
-
     header = bytearray(data[:20])
     header[8:16] = len(payload).to_bytes(8, "little")
     header[16:20] = codec.crc32c(payload).to_bytes(4, "little")
@@ -163,3 +163,43 @@ def test_expiration_and_orphan_removal_keep_what_the_latest_snapshot_reads(
     got = sorted(again.scan().to_arrow()["id"].to_pylist())
     assert got == [i for i in range(108) if i % 4 == 3 or i >= 100]
     assert again.scan().count() == len(got)
+
+
+@pytest.mark.parametrize("vectors", ["true", "false"])
+def test_a_rollback_to_before_a_delete_brings_the_rows_back_for_good(
+    tmp_path: Path, vectors: str
+) -> None:
+    table = at.create_table(
+        str(tmp_path / "t"),
+        SCHEMA,
+        options={"deletion-vectors.enabled": vectors, "write-only": "true"},
+    )
+    table.append(rows(0, 40))
+    before = table.latest_snapshot()
+    assert before is not None
+    table.delete([("kind", "in", ["k0", "k2"])])
+    table.delete([("id", "<", 10)])
+    assert table.scan().count() == 15
+    table.rollback_to(before.id)
+    table.expire_snapshots(retain_min=1, retain_max=1, older_than_ms=2**62)
+    future = dt.datetime.now(dt.UTC) + dt.timedelta(days=30)
+    table.remove_orphan_files(older_than=future, dry_run=False)
+    at.clear_metadata_caches()
+    again = at.open_table(table.uri)
+    assert sorted(again.scan().to_arrow()["id"].to_pylist()) == list(range(40))
+    again.delete([("kind", "=", "k3")])  # and deletes work on the restored files
+    assert again.scan().count() == 30
+
+
+@pytest.mark.parametrize("vectors", ["true", "false"])
+def test_deletes_on_memory_storage(vectors: str) -> None:
+    uri = f"memory://deletes-{uuid.uuid4().hex}/t"
+    table = at.create_table(uri, SCHEMA, options={"deletion-vectors.enabled": vectors})
+    table.append(rows(0, 40))
+    table.append(rows(40, 40))
+    result = table.delete([("kind", "=", "k1")])
+    assert result.rows == 20
+    expected = [i for i in range(80) if i % 4 != 1]
+    assert sorted(table.scan().to_arrow()["id"].to_pylist()) == expected
+    assert sorted(pa.table(table.scan())["id"].to_pylist()) == expected
+    assert table.scan().count() == 60
