@@ -32,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 from pyroaring import BitMap
 
-from appendtable.errors import CorruptDataFileError
+from appendtable.errors import CorruptDataFileError, ObjectExistsError
 from appendtable.metadata.layout import INDEX_DIR
 from appendtable.metadata.models import DataFileMeta, DeletionVectorRef
 from appendtable.storage import Storage
@@ -149,8 +149,10 @@ def write_vectors(
     payload = msgspec.json.encode(_Footer(blobs=blobs, properties={"created-by": _CREATED_BY}))
     body += PUFFIN_MAGIC + payload + struct.pack("<I", len(payload)) + b"\0\0\0\0" + PUFFIN_MAGIC
     storage.ensure_parent(name)
-    if not storage.put_if_absent(name, bytes(body)):
-        raise CorruptDataFileError(f"vector file {storage.uri(name)} exists already", path=name)
+    if not storage.put_if_absent(name, bytes(body)):  # a new random name: never taken
+        raise ObjectExistsError(
+            f"vector file {storage.uri(name)} exists already", path=name, operation="write"
+        )
     return refs
 
 
