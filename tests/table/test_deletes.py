@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import struct
+import time
 import zlib
 from pathlib import Path
 
@@ -112,6 +113,15 @@ def check_reads(table: at.Table, expected: pa.Table, snapshot_id: int | None = N
     assert on_partition.count() == (pc.sum(pc.equal(model["day"], "2024-01-02")).as_py() or 0)
 
 
+def settled(root: Path, snapshot_id: int) -> None:
+    """Wait for the LATEST hint, which a commit writes in the background after it landed."""
+    hint = root / "snapshot" / "LATEST"
+    deadline = time.monotonic() + 10
+    while not (hint.exists() and hint.read_text() == str(snapshot_id)):
+        assert time.monotonic() < deadline, "the LATEST hint was never written"
+        time.sleep(0.01)
+
+
 def tree_digest(root: Path) -> dict[str, str]:
     return {
         str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
@@ -181,8 +191,8 @@ def test_dry_run_changes_nothing_and_tells_what_it_would_do(tmp_path: Path, mode
     model = rows(0, 2000, 3)
     table.append(model)
     table.wait_for_maintenance()  # background compaction after the append, if any
-    table.latest_snapshot()  # (a read brings a stale LATEST hint up to date)
     root = tmp_path / "t"
+    settled(root, table.latest_snapshot().id)  # type: ignore[union-attr]
     before = tree_digest(root)
     where = [("name", "in", ["n1", "n2"])]
     planned = table.delete(where, dry_run=True)
