@@ -11,12 +11,14 @@ import sys
 import uuid
 from pathlib import Path
 
+import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
 import appendtable as at
 from appendtable.metadata import codec
+from appendtable.metadata.models import Manifest
 
 SCHEMA = pa.schema([("id", pa.int64()), ("kind", pa.string())])
 #: A checkout of the library from before deletes existed (format version 2).
@@ -203,3 +205,38 @@ def test_deletes_on_memory_storage(vectors: str) -> None:
     assert sorted(table.scan().to_arrow()["id"].to_pylist()) == expected
     assert sorted(pa.table(table.scan())["id"].to_pylist()) == expected
     assert table.scan().count() == 60
+
+
+@pytest.mark.parametrize("where", ["../outside.puffin", "snapshot/snapshot-1", "/etc/passwd"])
+def test_a_manifest_naming_a_vector_outside_the_index_is_refused(
+    tmp_path: Path, where: str
+) -> None:
+    uri = str(tmp_path / "t")
+    table = at.create_table(
+        uri, SCHEMA, options={"deletion-vectors.enabled": "true", "write-only": "true"}
+    )
+    table.append(rows(0, 20))
+    table.delete([("kind", "=", "k1")])
+    tampered = 0
+    for path in (tmp_path / "t" / "manifest").glob("manifest-*"):
+        if path.name.startswith(("manifest-list-", "commit-users-")):
+            continue
+        manifest = codec.decode(path.read_bytes(), Manifest, codec.Kind.MANIFEST, str(path))
+        entries = [
+            msgspec.structs.replace(
+                e,
+                file=msgspec.structs.replace(
+                    e.file, deletion=msgspec.structs.replace(e.file.deletion, path=where)
+                ),
+            )
+            if e.file.deletion is not None
+            else e
+            for e in manifest.entries
+        ]
+        if entries != manifest.entries:
+            path.write_bytes(codec.encode(Manifest(entries), codec.Kind.MANIFEST))
+            tampered += 1
+    assert tampered
+    at.clear_metadata_caches()
+    with pytest.raises(at.CorruptMetadataError, match="deletion vector file"):
+        at.open_table(uri).scan().to_arrow()
