@@ -476,6 +476,7 @@ class StreamReader:
     def read(self, unit: StreamUnit) -> Iterator[pa.RecordBatch]:
         """The rows of a unit, in order (its small files are read ahead on a few threads),
         without those that deletes committed since its snapshot removed."""
+        self._later_deletes.look_again(unit.snapshot_id)
         return read_files_ahead(_files_of(unit), lambda file: self._read_file(unit, file))
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:

@@ -47,6 +47,10 @@ from appendtable.planning.filters import Filter
 
 __all__ = ["LaterDeletes", "read_stream_split"]
 
+#: Units for which the deletes committed so far were looked up (the latest snapshot is read
+#: once per unit, not once per file).
+_UNITS_REMEMBERED = 1024
+
 
 @dataclass(frozen=True)
 class _Delete:
@@ -60,7 +64,9 @@ class _Delete:
 
 class LaterDeletes:
     """The DELETE snapshots of a table after some snapshot, found once and cached (snapshots
-    never change). Thread-safe: the read-ahead threads of a stream share one."""
+    never change). The latest snapshot is looked up when the first file of a unit is read:
+    deletes committed before a unit's files are read apply to it. Thread-safe: the
+    read-ahead threads of a stream share one."""
 
     def __init__(self, state: TableState) -> None:
         self._state = state
@@ -69,6 +75,8 @@ class LaterDeletes:
         self._low: int | None = None
         self._high = 0
         self._found: dict[int, _Delete] = {}
+        #: units whose files were read since the deletes were last looked for (in order)
+        self._looked_for: dict[int, None] = {}
 
     def positions(self, file: DataFileMeta, unit_snapshot: int) -> Positions | None:
         """The positions of ``file``'s rows (of a unit of snapshot ``unit_snapshot``) that
@@ -88,10 +96,21 @@ class LaterDeletes:
             return None
         return np.unique(np.concatenate(chunks))
 
-    def _after(self, snapshot_id: int) -> list[_Delete]:
-        latest = self._state.snapshots.latest_id() or 0
-        first = snapshot_id + 1
+    def look_again(self, unit_snapshot: int) -> None:
+        """Look for new deletes when the next file of this unit is read (a unit read again)."""
         with self._lock:
+            self._looked_for.pop(unit_snapshot, None)
+
+    def _after(self, snapshot_id: int) -> list[_Delete]:
+        with self._lock:  # (the first file of a unit reads; the others wait for its answer)
+            if snapshot_id in self._looked_for and self._low is not None:
+                latest = self._high
+            else:
+                latest = self._state.snapshots.latest_id() or 0
+                self._looked_for[snapshot_id] = None
+                while len(self._looked_for) > _UNITS_REMEMBERED:
+                    del self._looked_for[next(iter(self._looked_for))]
+            first = snapshot_id + 1
             if self._low is None:
                 self._scan(first, latest)
                 self._low, self._high = first, max(latest, snapshot_id)

@@ -179,3 +179,16 @@ def test_stream_splits_serialise_their_stream_flag(tmp_path: Path) -> None:
     assert unit is not None
     assert all(at.Split.from_bytes(s.to_bytes()).stream for s in unit.splits)
     assert not any(s.stream for s in table.scan().plan())
+
+
+def test_a_unit_read_again_after_a_delete_leaves_the_rows_out(tmp_path: Path) -> None:
+    table = make(tmp_path, "dv")
+    table.append(batch(0, 40))
+    reader = table.stream(mode="from-snapshot", snapshot_id=1)
+    unit = reader.poll()
+    assert unit is not None
+    first = pa.Table.from_batches(list(reader.read(unit)), SCHEMA)
+    assert first.num_rows == 40
+    table.delete([("tag", "=", "t0")])
+    again = pa.Table.from_batches(list(reader.read(unit)), SCHEMA)
+    assert sorted(again["seq"].to_pylist()) == [s for s in range(40) if s % 5 != 0]
