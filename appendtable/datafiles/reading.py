@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
@@ -149,7 +150,10 @@ def read_files_as(
             run.clear()
 
     for file in files:
-        if projection.layout(file.schema_id).native and file.deletion is None:
+        # (files with deleted rows join runs of unfiltered reads: see ``read_files``)
+        if projection.layout(file.schema_id).native and (
+            file.deletion is None or row_filter is None
+        ):
             run.append(file)
             continue
         flush()
@@ -173,17 +177,26 @@ def read_files(
     scanner reads them concurrently and reassembles them in order), after their footers are
     checked against their recorded checksums (concurrently on object stores); unfiltered, the
     row count is checked too. Filtered with row-group pruning that keeps NaN rows (see
-    ``expressions``). Files with deleted rows are read by ``read_file``, which drops them."""
+    ``expressions``).
+
+    Files with deleted rows (deletion vectors): unfiltered, the rows are read as above, all of
+    them (the scanner keeps the files' order, so a row's file and position follow from the
+    row counts), and one mask drops the deleted ones; filtered, such files are read by
+    ``read_file`` instead (a pushed-down filter would lose the positions)."""
     if any(file.deletion is not None for file in files):
-        wanted = schema if columns is None else pa.schema([schema.field(c) for c in columns])
-        batches = [
-            batch
-            for file in files
-            for batch in read_file(
-                storage, file, schema=schema, columns=columns, row_filter=row_filter
-            )
-        ]
-        return pa.Table.from_batches(batches, schema=wanted)
+        if row_filter is not None:
+            wanted = schema if columns is None else pa.schema([schema.field(c) for c in columns])
+            batches = [
+                batch
+                for file in files
+                for batch in read_file(
+                    storage, file, schema=schema, columns=columns, row_filter=row_filter
+                )
+            ]
+            return pa.Table.from_batches(batches, schema=wanted)
+        whole = read_files(storage, [_physical(f) for f in files], schema=schema, columns=columns)
+        keep = np.concatenate([_kept_or_all(storage, f) for f in files])
+        return whole.filter(pa.array(keep))
     filesystem, root = storage.arrow_filesystem()
     paths = [file.path for file in files]
     full = [f"{root}/{storage.checked(path)}" for path in paths]
@@ -231,6 +244,17 @@ def read_files(
                 raise
             named = f"one of {len(paths)} files" if damaged is None else storage.uri(damaged)
             raise _corrupt(named, exc, path=storage.uri(damaged or paths[0])) from exc
+
+
+def _kept_or_all(storage: Storage, file: DataFileMeta) -> npt.NDArray[np.bool_]:
+    """The mask of the file's rows that are not deleted (all True without a vector)."""
+    mask = keep_mask(deleted_positions(storage, file), file.row_count)
+    return mask if mask is not None else np.ones(file.row_count, dtype=np.bool_)
+
+
+def _physical(file: DataFileMeta) -> DataFileMeta:
+    """The file with every row, as written (its deletion vector left aside)."""
+    return msgspec.structs.replace(file, deletion=None)
 
 
 def _check_footer(

@@ -37,11 +37,7 @@ def read_tables(
     run: list[DataFileMeta] = []
     run_bytes = 0
     for file in files:
-        if (
-            file.file_size <= _RUN_FILE_BYTES
-            and projection.layout(file.schema_id).native
-            and file.deletion is None
-        ):
+        if file.file_size <= _RUN_FILE_BYTES and projection.layout(file.schema_id).native:
             run.append(file)
             run_bytes += file.file_size
             if run_bytes >= _RUN_BYTES:
