@@ -14,6 +14,7 @@ from appendtable.commit.discard import DiscardResult
 from appendtable.commit.metadata_cache import clear_metadata_caches
 from appendtable.compaction import CompactionPlan, CompactionProgress, Compactor
 from appendtable.datafiles.table_write import TableWriter
+from appendtable.deletes import DeleteResult
 from appendtable.errors import (
     AppendTableError,
     AtomicCreateUnsupportedError,
@@ -24,6 +25,7 @@ from appendtable.errors import (
     ConsumerFencedError,
     CorruptDataFileError,
     CorruptMetadataError,
+    DeletesUnsupportedError,
     InvalidArgumentError,
     InvalidFilterError,
     InvalidOptionError,
@@ -95,6 +97,8 @@ __all__ = [
     "CorruptDataFileError",
     "CorruptMetadataError",
     "DataFileMeta",
+    "DeleteResult",
+    "DeletesUnsupportedError",
     "DiscardResult",
     "END_OF_STREAM",
     "ExpireResult",

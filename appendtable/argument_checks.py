@@ -71,3 +71,10 @@ def names(value: object, name: str) -> list[str] | None:
             f"{name} must hold column names (strings), got {_described(wrong[0])}"
         )
     return listed
+
+
+def flag(value: object, name: str) -> bool:
+    """A yes/no argument: True or False only (a string such as "false" is refused)."""
+    if not isinstance(value, bool):
+        raise InvalidArgumentError(f"{name} must be True or False, got {_described(value)}")
+    return value

@@ -52,6 +52,8 @@ from appendtable.metadata.models import (
 from appendtable.planning.compaction_selection import (
     UnawareCoordinator,
     full_runs,
+    live_size,
+    mostly_deleted,
     pack_unaware,
     pick_windows,
 )
@@ -183,14 +185,23 @@ class Compactor:
         return groups
 
     def choose(self, files: Sequence[DataFileMeta], *, full: bool) -> list[list[DataFileMeta]]:
-        """The file sets to merge in one (partition, bucket), files sorted by ``min_seq``."""
+        """The file sets to merge in one (partition, bucket), files sorted by ``min_seq``; and
+        each file with at least half its rows deleted that no set holds, rewritten alone
+        (without its deleted rows; a single file keeps the bucket's order)."""
+        chosen = self._choose_sets(files, full=full)
+        taken = {file.path for group in chosen for file in group}
+        return chosen + [[f] for f in files if mostly_deleted(f) and f.path not in taken]
+
+    def _choose_sets(
+        self, files: Sequence[DataFileMeta], *, full: bool
+    ) -> list[list[DataFileMeta]]:
         if self._ordered:
             if full:
                 return full_runs(files, small=self._small)
             return pick_windows(
                 files, target=self._target, min_files=self._min_files, max_files=self._max_files
             )
-        small = [f for f in files if f.file_size < self._small]
+        small = [f for f in files if live_size(f) < self._small]
         if full:
             bins, left = pack_unaware(small, target=self._target, open_cost=0, min_files=2)
             return [*bins, left] if len(left) >= 2 else bins
@@ -479,17 +490,16 @@ class AutoCompaction:
             self._coordinator.partitions.clear()
             for (partition, _), group in self._index.groups.items():
                 for entry in group.values():
-                    if entry.file.file_size < self._small:
+                    if live_size(entry.file) < self._small:
                         self._coordinator.add(partition, entry.file)
             return
         for snapshot in refresh.snapshots:
-            gone = []
-            for entry in self._state.manifests.delta_entries(snapshot):
-                if entry.kind == FileKind.ADD and entry.file.file_size < self._small:
+            entries = self._state.manifests.delta_entries(snapshot)
+            # removals first: a delete re-adds a path with its new deletion vector
+            self._coordinator.forget(e.file.path for e in entries if e.kind == FileKind.DELETE)
+            for entry in entries:
+                if entry.kind == FileKind.ADD and live_size(entry.file) < self._small:
                     self._coordinator.add(entry.partition, entry.file)
-                elif entry.kind == FileKind.DELETE:
-                    gone.append(entry.file.path)
-            self._coordinator.forget(gone)
 
 
 def merge_new_files(
@@ -524,7 +534,7 @@ def merge_new_files(
             if ordered:
                 runs = full_runs(files, small=small)
             else:
-                candidates = [f for f in files if f.file_size < small]
+                candidates = [f for f in files if live_size(f) < small]
                 bins, left = pack_unaware(
                     candidates, target=options.target_file_size, open_cost=0, min_files=2
                 )

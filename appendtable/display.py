@@ -121,6 +121,27 @@ class ShownOrphans(Protocol):
     def not_table_files(self) -> Sequence[str]: ...
 
 
+class ShownDelete(Protocol):
+    """What a delete did (``appendtable.deletes.DeleteResult``)."""
+
+    @property
+    def rows(self) -> int: ...
+    @property
+    def files_touched(self) -> int: ...
+    @property
+    def files_removed(self) -> int: ...
+    @property
+    def files_rewritten(self) -> int: ...
+    @property
+    def vectors_written(self) -> int: ...
+    @property
+    def mode(self) -> str: ...
+    @property
+    def dry_run(self) -> bool: ...
+    @property
+    def snapshot(self) -> Snapshot | None: ...
+
+
 class ShownPlan(Protocol):
     """A compaction plan (``appendtable.compaction.CompactionPlan``)."""
 
@@ -372,6 +393,21 @@ def orphan_repr(result: ShownOrphans) -> str:
     return (
         f"OrphanResult({verb} {_plural(len(result.files), 'file')}, "
         f"{format_bytes(result.bytes)}{foreign})"
+    )
+
+
+def delete_repr(result: ShownDelete) -> str:
+    verb = "would delete" if result.dry_run else "deleted"
+    how = (
+        f"{_plural(result.vectors_written, 'vector')} written"
+        if result.mode == "deletion-vectors"
+        else f"{_plural(result.files_rewritten, 'file')} rewritten"
+    )
+    snapshot = f", snapshot {result.snapshot.id}" if result.snapshot is not None else ""
+    return (
+        f"DeleteResult({verb} {_plural(result.rows, 'row')} in "
+        f"{_plural(result.files_touched, 'file')}: {how}, "
+        f"{result.files_removed:,} removed, {result.mode}{snapshot})"
     )
 
 

@@ -14,6 +14,8 @@ at the boundary where they occur and chained with ``raise ... from``::
     ├── InvalidArgumentError          an argument of the wrong type (also a TypeError)
     ├── SchemaMismatchError           input data does not fit the table schema (names the column)
     ├── UnsupportedFormatVersionError table written by a newer format version
+    ├── DeletesUnsupportedError       a read path or feature that cannot honour deleted rows
+    │                                 (deletion vectors), refusing rather than return them
     ├── CorruptMetadataError          checksum mismatch or undecodable metadata (names the file)
     ├── CorruptDataFileError          a data file that is not readable Parquet (names the file)
     ├── PathOutsideTableError         a path that would leave the table root (refused, no I/O)
@@ -46,6 +48,7 @@ __all__ = [
     "ConsumerFencedError",
     "CorruptDataFileError",
     "CorruptMetadataError",
+    "DeletesUnsupportedError",
     "InvalidArgumentError",
     "InvalidFilterError",
     "InvalidOptionError",
@@ -117,6 +120,12 @@ class SchemaMismatchError(AppendTableError, ValueError):
 
 class UnsupportedFormatVersionError(AppendTableError):
     """The table (or one of its files) was written by a newer, incompatible format version."""
+
+
+class DeletesUnsupportedError(AppendTableError):
+    """A read path or feature that cannot honour deleted rows (deletion vectors) met a table
+    or snapshot that has them: refused, so that deleted rows are never returned. The message
+    names the path and what to use instead."""
 
 
 class CorruptMetadataError(AppendTableError):

@@ -158,7 +158,11 @@ def dataset_of(
     for split in splits:
         expression = _partition_expression(split, names)
         for file in split.files:
-            if read_now or not reads_by_name(projection, projection.layout(file.schema_id), names):
+            if (
+                read_now
+                or file.deletion is not None
+                or not reads_by_name(projection, projection.layout(file.schema_id), names)
+            ):
                 converted.append(file)
                 continue
             fragments.append(

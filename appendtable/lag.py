@@ -101,7 +101,7 @@ def _aggregate(entries: Iterable[ManifestEntry], grouping: _Grouping) -> dict[in
         elif grouping is not None and len(grouping) == 2:
             unit = slot_of(entry.file.path, grouping[1])
         totals.setdefault(unit, _Amounts()).add(
-            _Amounts(entry.file.row_count, entry.file.file_size)
+            _Amounts(entry.file.live_row_count, entry.file.file_size)
         )
     return totals
 

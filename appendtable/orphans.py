@@ -52,6 +52,9 @@ _METADATA_NAMES: dict[str, re.Pattern[str]] = {
     layout.SNAPSHOT_DIR: re.compile(r"^(snapshot-\d+|LATEST|EARLIEST)$"),
     layout.CONSUMER_DIR: re.compile(r"^consumer-[A-Za-z0-9][A-Za-z0-9._-]*$"),
     layout.TAG_DIR: re.compile(r"^(tag|released)-[A-Za-z0-9][A-Za-z0-9._-]*$"),
+    # deletion vectors and delete records: kept (never orphans) until purging them knows
+    # which of them no retained snapshot or tag references
+    layout.INDEX_DIR: re.compile(r"^(dv-[0-9a-f]{32}\.puffin|delete-[0-9a-f]{32})$"),
 }
 _MANIFEST_NAME = re.compile(r"^(manifest|manifest-list|commit-users)-[A-Za-z0-9_-]+$")
 _MIRROR_NAME = re.compile(r"^(v\d+\.metadata\.json|version-hint\.text|[A-Za-z0-9_-]+\.avro)$")

@@ -68,6 +68,7 @@ from appendtable.planning.stream_rules import (
     resolve_start,
 )
 from appendtable.scan import check_columns, plan_entries, splits_of
+from appendtable.stream_deletes import LaterDeletes
 
 __all__ = ["StreamPosition", "StreamReader", "StreamUnit"]
 
@@ -257,6 +258,7 @@ class StreamReader:
         self._filter: Filter | None = parse_filter(filter, self.view.column_types)
         self._index_probe = index_probe(self.view, self._filter) if self._filter else None
         self._consumers = ConsumerStore(state.storage)
+        self._later_deletes = LaterDeletes(state)
         mode = resolve_mode(_start_request(config))
         self._creation_floor = (
             config.file_creation_time_ms if mode is StartMode.FROM_FILE_CREATION_TIME else None
@@ -421,7 +423,12 @@ class StreamReader:
             snapshot_id=snapshot.id,
             full=full,
             commit_kind=snapshot.kind,
-            splits=splits_of(self.view, snapshot, entries) if entries else [],
+            splits=[
+                msgspec.structs.replace(split, stream=True)
+                for split in splits_of(self.view, snapshot, entries)
+            ]
+            if entries
+            else [],
             watermark=snapshot.watermark,
             next_position=following,
         )
@@ -467,8 +474,10 @@ class StreamReader:
         return None
 
     def read(self, unit: StreamUnit) -> Iterator[pa.RecordBatch]:
-        """The rows of a unit, in order (its small files are read ahead on a few threads)."""
-        return read_files_ahead(_files_of(unit), self._read_file)
+        """The rows of a unit, in order (its small files are read ahead on a few threads),
+        without those that deletes committed since its snapshot removed."""
+        self._later_deletes.look_again(unit.snapshot_id)
+        return read_files_ahead(_files_of(unit), lambda file: self._read_file(unit, file))
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
         """Record batches in stream order, blocking while there is nothing new; ends when a
@@ -514,13 +523,14 @@ class StreamReader:
         finally:
             self._position = consumed
 
-    def _read_file(self, file: DataFileMeta) -> Iterator[pa.RecordBatch]:
+    def _read_file(self, unit: StreamUnit, file: DataFileMeta) -> Iterator[pa.RecordBatch]:
         return read_as(
             self._state.storage,
             file,
             self._projection,
             columns=self.columns,
             row_filter=self._filter,
+            also_deleted=self._later_deletes.positions(file, unit.snapshot_id),
         )
 
     def checkpoint(self) -> StreamPosition:

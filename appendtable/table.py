@@ -29,6 +29,7 @@ from appendtable.compaction import (
 )
 from appendtable.datafiles.arrow_schema import check_compatible, field_specs, to_table
 from appendtable.datafiles.table_write import TableWriter
+from appendtable.deletes import DeleteResult, delete_rows
 from appendtable.errors import (
     AtomicCreateUnsupportedError,
     CorruptMetadataError,
@@ -69,6 +70,7 @@ from appendtable.schema_update import UpdateSchema, check_table_schema, commit_s
 from appendtable.staging import StagingArea
 from appendtable.storage import Storage, open_storage
 from appendtable.stream import StreamPosition, StreamReader, stream_config
+from appendtable.stream_deletes import read_stream_split
 from appendtable.system import read_system_table
 from appendtable.system.files import file_listing
 from appendtable.system.log import history_table
@@ -532,6 +534,23 @@ class Table:
 
     # ---- reading ----------------------------------------------------------------------------
 
+    def delete(self, filter: object, *, dry_run: bool = False) -> DeleteResult:
+        """Delete the rows matching ``filter`` (the scan's filter forms: DNF, struct fields by
+        path) as one atomic DELETE snapshot; returns how many rows and files it deleted, or
+        with ``dry_run`` would delete (then nothing is written).
+
+        With option ``deletion-vectors.enabled`` the touched files get deletion vectors
+        (merge-on-read: fast deletes, readers skip the rows); otherwise they are rewritten
+        without the rows (copy-on-write); files no row of which matches are never touched,
+        and files whose every row matches are dropped. Earlier snapshots (time travel, tags)
+        still show the rows. The delete applies to the rows of the latest snapshot when it
+        plans: rows appended concurrently are kept; a concurrent compaction or delete of the
+        same files makes it plan again. The table's format version becomes 3."""
+        dry_run = argument_checks.flag(dry_run, "dry_run")
+        result = delete_rows(self._state, filter, dry_run=dry_run, commit_user=self._commit_user)
+        self._landed(result.snapshot)
+        return result
+
     def scan(
         self,
         *,
@@ -585,10 +604,11 @@ class Table:
         filter: object = None,
     ) -> Iterator[pa.RecordBatch]:
         """The rows of one split (from ``scan().plan()`` or a stream unit), in order, in the
-        schema the split was planned with (the scanned snapshot's, or the stream's)."""
+        schema the split was planned with (the scanned snapshot's, or the stream's). A stream
+        unit's split is read without the rows deleted since (see docs/queue.md)."""
         state = self._state
         view = state.refresh() if split.schema_id is None else state.view_of(split.schema_id)
-        return read_split(
+        return (read_stream_split if split.stream else read_split)(
             state,
             split,
             state.projection(view),

@@ -178,8 +178,8 @@ def read_table(
     bucket, then filtered exactly by Spark with the core's semantics (the same rows as
     ``table.scan(filter=...)``: for floats NaN matches only ``!=`` and ``not in``, where
     Spark's own comparisons would order it above every number). Falls back to the
-    ``appendtable`` format when a column type needs it or the files span several schema
-    versions."""
+    ``appendtable`` format when a column type needs it, the files span several schema
+    versions, or some have deleted rows (deletion vectors)."""
     table = at.open_table(uri, storage_options=storage_options)
     scan = table.scan(
         snapshot_id=snapshot_id, timestamp_ms=timestamp_ms, tag=tag, columns=columns, filter=filter
@@ -193,8 +193,13 @@ def read_table(
     wanted = list(columns) if columns is not None else snapshot_schema.names
     splits = scan.plan()
     versions = {f.schema_id for split in splits for f in split.files}
-    if not native_readable(snapshot_schema) or (
-        snapshot is not None and versions - {snapshot.schema_id}
+    # Spark's Parquet reader would return rows deleted by deletion vectors: the data
+    # source reads those files through the core, which drops them.
+    deleted = any(f.deletion is not None for split in splits for f in split.files)
+    if (
+        deleted
+        or not native_readable(snapshot_schema)
+        or (snapshot is not None and versions - {snapshot.schema_id})
     ):
         reader = spark.read.format(FORMAT)
         for key, value in (storage_options or {}).items():

@@ -34,6 +34,7 @@ from appendtable.cli.inputs import INPUT_FORMATS
 from appendtable.cli.maintain import (
     run_compact,
     run_consumers,
+    run_delete,
     run_delete_consumer,
     run_expire,
     run_iceberg,
@@ -157,6 +158,17 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
   appendtable compact /data/events
   appendtable compact /data/events --full --partition day=2024-05-01
   appendtable compact /data/logs --sort-by user_id,ts --strategy zorder""",
+    ),
+    "delete": (
+        "delete the rows matching a filter",
+        "Delete the rows matching --filter (as in scan; several must all hold) in one DELETE "
+        "snapshot. With table option deletion-vectors.enabled the rows are marked in deletion "
+        "vectors, otherwise the files holding them are rewritten without them (copy-on-write); "
+        "files holding none are never touched. Older snapshots (time travel, tags) keep the "
+        "rows until they expire. --dry-run reports what would be deleted and writes nothing.",
+        """\
+  appendtable delete /data/events --filter "user_id = 42" --dry-run
+  appendtable delete /data/events --filter 'day = 2024-05-01' --filter 'status in (x, y)'""",
     ),
     "expire": (
         "expire old snapshots",
@@ -436,6 +448,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     compact.add_argument("--parallelism", type=int, metavar="N", help="rewrite threads")
     compact.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
+
+    delete = _command(commands, "delete", run_delete)
+    delete.add_argument(
+        "--filter", action="append", metavar="'COL OP VALUE'", help="as in scan (repeatable: AND)"
+    )
+    delete.add_argument("--dry-run", action="store_true", help="only report")
 
     expire = _command(commands, "expire", run_expire)
     expire.add_argument("--retain-min", type=int, metavar="N", help="keep at least N snapshots")

@@ -13,7 +13,12 @@ import appendtable as at
 from appendtable.cli.commands import Context
 from appendtable.cli.input_errors import InputError, UsageError
 from appendtable.cli.output import Progress, format_bytes, plural, progress_bar, write_rows
-from appendtable.cli.value_parsing import parse_columns, parse_duration, parse_partition
+from appendtable.cli.value_parsing import (
+    parse_columns,
+    parse_duration,
+    parse_filters,
+    parse_partition,
+)
 
 __all__ = [
     "run_compact",
@@ -123,6 +128,29 @@ def run_expire(args: argparse.Namespace, ctx: Context) -> int:
     ctx.say(f"earliest retained snapshot: {result.earliest_snapshot}")
     if args.dry_run:
         ctx.say("dry run: nothing was deleted")
+    return 0
+
+
+def run_delete(args: argparse.Namespace, ctx: Context) -> int:
+    table = ctx.open(args.uri)
+    where = parse_filters(args.filter, table.schema)
+    if where is None:
+        raise UsageError("delete needs --filter (what to delete)")
+    result = table.delete(where, dry_run=args.dry_run)
+    verb = "would delete" if args.dry_run else "deleted"
+    how = (
+        f"{plural(result.vectors_written, 'deletion vector')} written"
+        if result.mode == "deletion-vectors"
+        else f"{plural(result.files_rewritten, 'file')} rewritten"
+    )
+    ctx.say(
+        f"{verb} {plural(result.rows, 'row')} in {plural(result.files_touched, 'file')} "
+        f"({how}, {result.files_removed:,} removed; {result.mode})"
+    )
+    if result.snapshot is not None:
+        ctx.say(f"snapshot {result.snapshot.id} (DELETE)")
+    if args.dry_run:
+        ctx.say("dry run: nothing was written")
     return 0
 
 

@@ -16,6 +16,7 @@ from appendtable.metadata.models import (
     CommitKind,
     CommitMessage,
     CommitUserRecord,
+    DataFileMeta,
     FileKind,
     ManifestEntry,
     PartitionValues,
@@ -128,6 +129,9 @@ class CommitRequest:
     restore_schema: bool = False
     #: A schema (or option) change: an ALTER snapshot.
     schema_change: SchemaUpdate | None = None
+    #: A DELETE's record of what it deleted (file name under ``index/``, see
+    #: ``DeleteRecord``), named by the snapshot.
+    delete_record: str | None = None
 
     @property
     def is_empty(self) -> bool:
@@ -206,14 +210,30 @@ def check_restored_schema(
         )
 
 
-def check_deletes_live(delete_paths: Iterable[str], live_paths: set[str]) -> None:
-    """A commit may only delete files that are still live (else it would resurrect or lose
-    rows rewritten by a concurrent compaction or overwrite)."""
-    gone = sorted(path for path in delete_paths if path not in live_paths)
+def check_deletes_live(
+    removed: Iterable[DataFileMeta], live: Mapping[str, ManifestEntry] | set[str]
+) -> None:
+    """A commit may only remove files that are still live as it planned them: the same path
+    with the same deletion vector (else it would resurrect rows a concurrent delete removed,
+    or lose rows rewritten by a concurrent compaction or overwrite). ``live``: the live
+    entries by path (or only the live paths, for files that never carry vectors)."""
+    gone: list[str] = []
+    changed: list[str] = []
+    for file in removed:
+        if file.path not in live:
+            gone.append(file.path)
+        elif isinstance(live, Mapping) and live[file.path].file.key != file.key:
+            changed.append(file.path)
+    if changed:
+        raise CommitConflictError(
+            f"{len(changed)} file(s) this commit removes had rows deleted by another commit "
+            f"since it planned (a new deletion vector), e.g. {sorted(changed)[0]}; re-plan and "
+            "try again"
+        )
     if gone:
         raise CommitConflictError(
             f"{len(gone)} file(s) this commit removes are no longer live (another compaction "
-            f"or overwrite changed them first), e.g. {gone[0]}; re-plan and try again"
+            f"or overwrite changed them first), e.g. {sorted(gone)[0]}; re-plan and try again"
         )
 
 
@@ -227,7 +247,12 @@ def check_overwrite(planned_deletes: set[str], live_in_scope: set[str]) -> None:
             f"overwrite started (e.g. {appeared[0]}); committing would silently drop them, so "
             "the overwrite was not applied: retry it"
         )
-    check_deletes_live(planned_deletes, live_in_scope)
+    gone = sorted(planned_deletes - live_in_scope)
+    if gone:
+        raise CommitConflictError(
+            f"{len(gone)} file(s) this commit removes are no longer live (another compaction "
+            f"or overwrite changed them first), e.g. {gone[0]}; re-plan and try again"
+        )
 
 
 def merged_watermark(previous: int | None, new: int | None) -> int | None:

@@ -51,6 +51,7 @@ from appendtable.errors import (
 from appendtable.metadata import layout
 from appendtable.metadata import options as opt
 from appendtable.metadata.models import (
+    DELETES_FORMAT_VERSION,
     CommitKind,
     FileKind,
     ManifestEntry,
@@ -252,8 +253,8 @@ class Committer:
         try:
             for snapshot_id in range(base_id + 1, latest.id + 1):
                 snapshot = self._snapshots.get(snapshot_id)
-                if snapshot.kind != CommitKind.COMPACT:
-                    continue
+                if snapshot.kind not in (CommitKind.COMPACT, CommitKind.DELETE):
+                    continue  # (a delete's outputs, like a compaction's, hold its inputs' rows)
                 entries = [
                     e
                     for e in self._manifests.delta_entries(snapshot)
@@ -301,7 +302,7 @@ class Committer:
                     for path, e in live.items()
                     if path in planned_overwrite
                 )
-            check_deletes_live((entry.file.path for entry in deletes), set(live))
+            check_deletes_live((entry.file for entry in deletes), live)
         if (
             not adds
             and not deletes
@@ -347,13 +348,16 @@ class Committer:
                 )
             )
             written.append(layout.manifest_path(users_file))
-        added_rows = sum(e.file.row_count for e in adds)
-        deleted_rows = sum(e.file.row_count for e in deletes)
+        added_rows = sum(e.file.live_row_count for e in adds)
+        deleted_rows = sum(e.file.live_row_count for e in deletes)
         kind = request.kind
         if kind == CommitKind.APPEND and deletes:
             kind = CommitKind.OVERWRITE
+        format_version = _format_version(schema, latest)
+        if kind == CommitKind.DELETE:
+            format_version = max(format_version, DELETES_FORMAT_VERSION)
         return Snapshot(
-            format_version=_format_version(schema, latest),
+            format_version=format_version,
             id=snapshot_id,
             schema_id=schema.id,
             parent_id=latest.id if latest is not None else None,
@@ -377,6 +381,7 @@ class Committer:
             properties=dict(request.properties),
             last_rollback=latest.last_rollback if latest is not None else None,
             parent_nonce=latest.nonce if latest is not None else "",
+            delete_record=request.delete_record,
         )
 
     def _prepare_rollback(
@@ -416,7 +421,7 @@ class Committer:
         properties = {ROLLBACK_PROPERTY: str(target.id), **request.properties}
         if latest.last_rollback is not None:
             properties["previous-rollback"] = str(latest.last_rollback)
-        rows = sum(e.file.row_count for e in restored)
+        rows = sum(e.file.live_row_count for e in restored)
         return Snapshot(
             format_version=_format_version(schema, latest),
             id=latest.id + 1,

@@ -130,8 +130,11 @@ def plan_expiration(
 
 
 def _deleted_by(manifests: ManifestStore, snapshot: Snapshot) -> set[str]:
-    """The data files ``snapshot`` itself removed (DELETE entries of its delta)."""
-    return {e.file.path for e in manifests.delta_entries(snapshot) if e.kind == FileKind.DELETE}
+    """The data files ``snapshot`` itself removed (DELETE entries of its delta), less those
+    it re-added with a new deletion vector (the path stays live)."""
+    entries = manifests.delta_entries(snapshot)
+    readded = {e.file.path for e in entries if e.kind == FileKind.ADD}
+    return {e.file.path for e in entries if e.kind == FileKind.DELETE} - readded
 
 
 def plan_releases(

@@ -39,6 +39,7 @@ from appendtable.commit.tags import TagStore
 from appendtable.errors import (
     CommitConflictError,
     CorruptMetadataError,
+    DeletesUnsupportedError,
     ObjectNotFoundError,
     SnapshotNotFoundError,
 )
@@ -446,6 +447,13 @@ class IcebergMirror:
         gone: frozenset[str],
     ) -> _ManifestInfo:
         snapshot, schema, partition_types = build.snapshot, build.schema, build.partition_types
+        with_vector = next((e.file.path for e in adds if e.file.deletion is not None), None)
+        if with_vector is not None:
+            raise DeletesUnsupportedError(
+                f"snapshot {snapshot.id} has rows deleted by a deletion vector (in "
+                f"{with_vector}), which the Iceberg mirror cannot describe yet: Iceberg readers "
+                "would see them; compact the table (which applies the vectors) and publish again"
+            )
         key = hashlib.sha256(
             "\n".join([source, str(schema.id), *sorted(gone)]).encode()
         ).hexdigest()[:32]

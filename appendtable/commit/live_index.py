@@ -86,7 +86,9 @@ class LiveIndex:
                 self.groups.setdefault(key, {})[entry.file.path] = entry
             else:
                 group = self.groups.get(key)
-                if group is not None:
-                    group.pop(entry.file.path, None)
+                # (a delete re-adds the path with a new vector: only the old key goes)
+                held = group.get(entry.file.path) if group is not None else None
+                if group is not None and held is not None and held.file.key == entry.file.key:
+                    del group[entry.file.path]
                     if not group:
                         del self.groups[key]

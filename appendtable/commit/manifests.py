@@ -56,33 +56,35 @@ def _decode_list(data: bytes, uri: str) -> list[ManifestFileMeta]:
 
 
 def fold_live(entries: Iterable[ManifestEntry]) -> dict[str, ManifestEntry]:
-    """The live files of a sequence of entries: every ADD not cancelled by a DELETE of the same
-    path, each path once (set semantics: a repeated ADD is one file). File names are unique and
-    never re-added, so the fold does not depend on order."""
-    added: dict[str, ManifestEntry] = {}
-    deleted: set[str] = set()
+    """The live files of a sequence of entries, by path: every ADD not cancelled by a DELETE
+    of the same file (path and deletion vector, ``DataFileMeta.key``), each once (set
+    semantics: a repeated ADD is one file). A path is re-added only with a new deletion vector
+    (whose file name is new), so keys are never re-added and the fold does not depend on
+    order; at most one key of a path is live."""
+    added: dict[tuple[str, str | None], ManifestEntry] = {}
+    deleted: set[tuple[str, str | None]] = set()
     for entry in entries:
         if entry.kind == FileKind.ADD:
-            added[entry.file.path] = entry
+            added[entry.file.key] = entry
         else:
-            deleted.add(entry.file.path)
-    for path in deleted:
-        added.pop(path, None)
-    return added
+            deleted.add(entry.file.key)
+    for key in deleted:
+        added.pop(key, None)
+    return {key[0]: entry for key, entry in added.items()}
 
 
 def _fold_keep_deletes(entries: Iterable[ManifestEntry]) -> list[ManifestEntry]:
     """Cancel ADD/DELETE pairs; keep unmatched DELETEs (their ADD lives in another manifest)."""
-    added: dict[str, ManifestEntry] = {}
-    deletes: dict[str, ManifestEntry] = {}
+    added: dict[tuple[str, str | None], ManifestEntry] = {}
+    deletes: dict[tuple[str, str | None], ManifestEntry] = {}
     for entry in entries:
         if entry.kind == FileKind.ADD:
-            added[entry.file.path] = entry
+            added[entry.file.key] = entry
         else:
-            deletes[entry.file.path] = entry
+            deletes[entry.file.key] = entry
     cancelled = added.keys() & deletes.keys()
-    kept = [entry for path, entry in added.items() if path not in cancelled]
-    kept.extend(entry for path, entry in deletes.items() if path not in cancelled)
+    kept = [entry for key, entry in added.items() if key not in cancelled]
+    kept.extend(entry for key, entry in deletes.items() if key not in cancelled)
     return kept
 
 

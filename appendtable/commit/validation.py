@@ -6,7 +6,8 @@ the table, and the chains it links must go back in ids. A file that fails raises
   ``.parquet`` and outside the table's metadata directories, so that no manifest can make
   maintenance delete a snapshot, schema, manifest or a user's file as if it were a data file.
 * Metadata file names (manifest lists, manifests, commit users records): one plain name in
-  ``manifest/``.
+  ``manifest/``; deletion vector files and delete records: ``index/dv-<uuid>.puffin`` and
+  ``index/delete-<uuid>``.
 * A manifest list names each manifest once, and a snapshot's base and delta lists share none
   (the fold of entries is by path, so a repeated manifest would only repeat work; it is
   refused as damage rather than trusted).
@@ -45,9 +46,12 @@ RESERVED_DIRS = frozenset(
         layout.TAG_DIR,
         layout.WATERMARK_DIR,
         layout.ICEBERG_DIR,
+        layout.INDEX_DIR,
     }
 )
 _METADATA_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$")
+_VECTOR_PATH = re.compile(rf"^{layout.INDEX_DIR}/dv-[0-9a-f]{{32}}\.puffin$")
+_RECORD_PATH = re.compile(rf"^{layout.INDEX_DIR}/delete-[0-9a-f]{{32}}$")
 
 
 def data_path_problem(path: object) -> str | None:
@@ -104,7 +108,14 @@ def _plainly_contained(paths: list[str]) -> bool:
 
 
 def check_entries(entries: Sequence[ManifestEntry], uri: str) -> None:
-    """Every data file path of a manifest's entries is one the table may hold."""
+    """Every data file path of a manifest's entries is one the table may hold, and every
+    deletion vector is in a vector file of ``index/``."""
+    for entry in entries:
+        vector = entry.file.deletion
+        if vector is not None and not (
+            isinstance(vector.path, str) and _VECTOR_PATH.match(vector.path)
+        ):
+            raise _corrupt(uri, "deletion vector file", vector.path, "not a vector file name")
     if _plainly_contained([e.file.path for e in entries]):
         return
     for entry in entries:
@@ -139,6 +150,9 @@ def check_snapshot(snapshot: Snapshot, uri: str) -> None:
         problem = metadata_name_problem(name)
         if problem is not None:
             raise _corrupt(uri, what, name, problem)
+    record = snapshot.delete_record
+    if record is not None and not (isinstance(record, str) and _RECORD_PATH.match(record)):
+        raise _corrupt(uri, "delete record", record, "not a delete record name")
     if snapshot.id < 1:
         raise _corrupt(uri, "snapshot id", snapshot.id, "ids start at 1")
     if snapshot.parent_id is not None and not 0 < snapshot.parent_id < snapshot.id:

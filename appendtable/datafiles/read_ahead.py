@@ -40,6 +40,8 @@ __all__ = ["ReadAheadLimits", "read_ahead", "read_files_ahead", "shared_pool"]
 
 T = TypeVar("T")
 FileReader = Callable[[DataFileMeta], Iterator[pa.RecordBatch]]
+#: Reads one file of an item (the item tells how: a stream unit's later deletes).
+ItemFileReader = Callable[[T, DataFileMeta], Iterator[pa.RecordBatch]]
 
 
 @dataclass(frozen=True)
@@ -71,14 +73,15 @@ class _Group:
         self.bytes = size
 
 
-class _File:
+class _File(Generic[T]):
     """One file of an item: read ahead (as file ``index`` of ``group``) or, until there is
     room, not started."""
 
-    __slots__ = ("file", "group", "index")
+    __slots__ = ("file", "group", "index", "item")
 
-    def __init__(self, file: DataFileMeta) -> None:
+    def __init__(self, file: DataFileMeta, item: T) -> None:
         self.file = file
+        self.item = item
         self.group: _Group | None = None
         self.index = 0
 
@@ -88,15 +91,15 @@ class _Item(Generic[T]):
 
     def __init__(self, item: T, files: Sequence[DataFileMeta]) -> None:
         self.item = item
-        self.files = deque(_File(f) for f in files)
+        self.files = deque(_File(f, item) for f in files)
 
 
 class _Window(Generic[T]):
     """Items pulled but not yet handed out, and the bytes read ahead for them."""
 
-    def __init__(self, read: FileReader, pool: Executor, limits: ReadAheadLimits) -> None:
+    def __init__(self, read: ItemFileReader[T], pool: Executor, limits: ReadAheadLimits) -> None:
         self.items: deque[_Item[T]] = deque()
-        self.unstarted: deque[_File] = deque()  # files of ``items`` not read ahead yet, in order
+        self.unstarted: deque[_File[T]] = deque()  # files of ``items`` not read ahead yet, in order
         self.read = read
         self.pool = pool
         self.limits = limits
@@ -115,7 +118,7 @@ class _Window(Generic[T]):
         room (large files are left to be read in place)."""
         limits = self.limits
         while self.unstarted and self.room():
-            entries: list[_File] = []
+            entries: list[_File[T]] = []
             size = 0
             while (
                 self.unstarted
@@ -132,24 +135,25 @@ class _Window(Generic[T]):
                 size += entry.file.file_size
             if not entries:
                 continue
-            files = [entry.file for entry in entries]
-            group = _Group(self.pool.submit(_read_all, self.read, files), len(files), size)
+            pairs: list[tuple[T, DataFileMeta]] = [(entry.item, entry.file) for entry in entries]
+            group = _Group(self.pool.submit(_read_all, self.read, pairs), len(pairs), size)
             for index, entry in enumerate(entries):
                 entry.group, entry.index = group, index
             self.in_flight += size
 
-    def take(self, entry: _File) -> Iterator[pa.RecordBatch]:
+    def take(self, entry: _File[T]) -> Iterator[pa.RecordBatch]:
         """The batches of the file at the head: read ahead, or read in place (also when its
         group failed: reading in place raises the file's own error at its turn, after every
         file before it was handed out)."""
         group = entry.group
+        item = entry.item
         if group is None:
-            return self.read(entry.file)
+            return self.read(item, entry.file)
         failed = group.future.exception() is not None  # (waits for the task)
         if entry.index == group.count - 1:
             self.in_flight -= group.bytes
         if failed:
-            return self.read(entry.file)
+            return self.read(item, entry.file)
         return iter(group.future.result()[entry.index])
 
     def drop(self) -> None:
@@ -162,20 +166,22 @@ class _Window(Generic[T]):
         self.in_flight = 0
 
 
-def _read_all(read: FileReader, files: Sequence[DataFileMeta]) -> list[list[pa.RecordBatch]]:
-    return [list(read(file)) for file in files]
+def _read_all(
+    read: ItemFileReader[T], pairs: Sequence[tuple[T, DataFileMeta]]
+) -> list[list[pa.RecordBatch]]:
+    return [list(read(item, file)) for item, file in pairs]
 
 
 def read_ahead(
     pull: Callable[[bool], T | None],
     files_of: Callable[[T], Sequence[DataFileMeta]],
-    read: FileReader,
+    read: ItemFileReader[T],
     pool: Executor,
     limits: ReadAheadLimits | None = None,
 ) -> Iterator[tuple[T, pa.RecordBatch | None]]:
     """For each item, in the order ``pull`` gives them: ``(item, batch)`` for every batch of
-    its files (``files_of(item)``, read by ``read``), then ``(item, None)`` once all of them
-    were handed out.
+    its files (``files_of(item)``, read by ``read(item, file)``), then ``(item, None)`` once
+    all of them were handed out.
 
     ``pull(block)`` gives the next item. With ``block=False`` (asked only to read ahead) it
     returns None when no item is ready now; with ``block=True`` (asked when nothing is left to
@@ -246,7 +252,7 @@ def read_files_ahead(
     for _, batch in read_ahead(
         lambda _: pending.pop() if pending else None,
         lambda file: (file,),
-        read,
+        lambda _, file: read(file),
         shared_pool(),
         limits,
     ):

@@ -15,11 +15,15 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
+import msgspec
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from appendtable.datafiles.deletion_vectors import Positions, deleted_positions, keep_mask
 from appendtable.datafiles.expressions import (
     needs_exact_pass,
     pushdown_expression,
@@ -73,11 +77,13 @@ def read_as(
     columns: Sequence[str] | None = None,
     row_filter: Filter | None = None,
     batch_size: int = 65_536,
+    also_deleted: Positions | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The rows of one data file in file order, as the projection's target schema (matched
     by field id, see ``projection``), projected to ``columns`` and filtered by ``row_filter``
-    (given on the target's columns). Files of the target's own schema go straight to
-    ``read_file``; others are read in their own schema, converted, then filtered."""
+    (given on the target's columns), without its deleted rows (``read_file``). Files of the
+    target's own schema go straight to ``read_file``; others are read in their own schema,
+    converted, then filtered."""
     layout = projection.layout(file.schema_id)
     if layout.native:
         yield from read_file(
@@ -87,6 +93,7 @@ def read_as(
             columns=columns,
             row_filter=row_filter,
             batch_size=batch_size,
+            also_deleted=also_deleted,
         )
         return
     expression = to_expression(row_filter)
@@ -94,7 +101,12 @@ def read_as(
     needed = wanted + sorted((row_filter.columns if row_filter else set()) - set(wanted))
     sources = projection.file_columns(layout, needed)
     for batch in read_file(
-        storage, file, schema=layout.arrow_schema, columns=sources, batch_size=batch_size
+        storage,
+        file,
+        schema=layout.arrow_schema,
+        columns=sources,
+        batch_size=batch_size,
+        also_deleted=also_deleted,
     ):
         if not needed:
             yield batch  # no column at all: only the row count matters
@@ -138,7 +150,10 @@ def read_files_as(
             run.clear()
 
     for file in files:
-        if projection.layout(file.schema_id).native:
+        # (files with deleted rows join runs of unfiltered reads: see ``read_files``)
+        if projection.layout(file.schema_id).native and (
+            file.deletion is None or row_filter is None
+        ):
             run.append(file)
             continue
         flush()
@@ -162,7 +177,26 @@ def read_files(
     scanner reads them concurrently and reassembles them in order), after their footers are
     checked against their recorded checksums (concurrently on object stores); unfiltered, the
     row count is checked too. Filtered with row-group pruning that keeps NaN rows (see
-    ``expressions``)."""
+    ``expressions``).
+
+    Files with deleted rows (deletion vectors): unfiltered, the rows are read as above, all of
+    them (the scanner keeps the files' order, so a row's file and position follow from the
+    row counts), and one mask drops the deleted ones; filtered, such files are read by
+    ``read_file`` instead (a pushed-down filter would lose the positions)."""
+    if any(file.deletion is not None for file in files):
+        if row_filter is not None:
+            wanted = schema if columns is None else pa.schema([schema.field(c) for c in columns])
+            batches = [
+                batch
+                for file in files
+                for batch in read_file(
+                    storage, file, schema=schema, columns=columns, row_filter=row_filter
+                )
+            ]
+            return pa.Table.from_batches(batches, schema=wanted)
+        whole = read_files(storage, [_physical(f) for f in files], schema=schema, columns=columns)
+        keep = np.concatenate([_kept_or_all(storage, f) for f in files])
+        return whole.filter(pa.array(keep))
     filesystem, root = storage.arrow_filesystem()
     paths = [file.path for file in files]
     full = [f"{root}/{storage.checked(path)}" for path in paths]
@@ -210,6 +244,17 @@ def read_files(
                 raise
             named = f"one of {len(paths)} files" if damaged is None else storage.uri(damaged)
             raise _corrupt(named, exc, path=storage.uri(damaged or paths[0])) from exc
+
+
+def _kept_or_all(storage: Storage, file: DataFileMeta) -> npt.NDArray[np.bool_]:
+    """The mask of the file's rows that are not deleted (all True without a vector)."""
+    mask = keep_mask(deleted_positions(storage, file), file.row_count)
+    return mask if mask is not None else np.ones(file.row_count, dtype=np.bool_)
+
+
+def _physical(file: DataFileMeta) -> DataFileMeta:
+    """The file with every row, as written (its deletion vector left aside)."""
+    return msgspec.structs.replace(file, deletion=None)
 
 
 def _check_footer(
@@ -313,6 +358,7 @@ def read_file(
     columns: Sequence[str] | None = None,
     row_filter: Filter | None = None,
     batch_size: int = 65_536,
+    also_deleted: Positions | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The rows of one data file in file order, projected and filtered, in exactly the table's
     types and nullability (``schema``, projected to ``columns``), whatever accepted form the
@@ -326,15 +372,24 @@ def read_file(
     through ``ParquetFile.iter_batches`` on the footer already read and checked, which costs
     about a third of a dataset scanner's set-up per file (what dominates reading many small
     files: streams catching up, compaction); filtered reads use the scanner for its row-group
-    pruning."""
+    pruning.
+
+    Deleted rows are never returned: the rows at the positions of the file's deletion vector
+    (``DataFileMeta.deletion``), and at ``also_deleted`` (positions a stream drops), are taken
+    out before filtering; a file with any is read whole (no row-group pruning), so that
+    positions stay row ordinals."""
     filesystem, root = storage.arrow_filesystem()
     full = f"{root}/{storage.checked(file.path)}"
     selected = list(columns) if columns is not None else None
     uri = storage.uri(file.path)
     expected = stored_schema(schema)
     wanted = schema if selected is None else pa.schema([schema.field(c) for c in selected])
+    keep = _kept_rows(storage, file, also_deleted)
     with storage.translated("read", file.path), _data_file_errors(uri, filesystem, full):
-        if row_filter is None:
+        if keep is not None:
+            with _opened(filesystem, full, file, uri, expected) as source:
+                yield from _read_kept(source, uri, file, keep, schema, selected, row_filter)
+        elif row_filter is None:
             with _opened(filesystem, full, file, uri, expected) as source:
                 batches = source.iter_batches(
                     batch_size=batch_size, columns=selected, use_threads=False
@@ -365,6 +420,41 @@ def read_file(
                     batch = batch.filter(expression)
                     batch = batch.select(selected) if selected is not None else batch
                 yield _as_table_batch(batch, wanted)
+
+
+def _kept_rows(
+    storage: Storage, file: DataFileMeta, also_deleted: Positions | None
+) -> npt.NDArray[np.bool_] | None:
+    """The mask of the file's rows that are not deleted; None if none is."""
+    positions = deleted_positions(storage, file)
+    if also_deleted is not None and len(also_deleted):
+        positions = also_deleted if positions is None else np.union1d(positions, also_deleted)
+    return keep_mask(positions, file.row_count)
+
+
+def _read_kept(
+    source: pq.ParquetFile,
+    uri: str,
+    file: DataFileMeta,
+    keep: npt.NDArray[np.bool_],
+    schema: pa.Schema,
+    selected: list[str] | None,
+    row_filter: Filter | None,
+) -> Iterator[pa.RecordBatch]:
+    """The rows of an opened file where ``keep`` holds (by position), in ``schema``'s
+    types, then filtered by ``row_filter`` and projected to ``selected``."""
+    columns = _with_filter_columns(selected, row_filter)
+    expression = to_expression(row_filter)
+    batches = source.iter_batches(batch_size=65_536, columns=columns, use_threads=False)
+    rows = 0
+    for batch in batches:
+        kept = batch.filter(pa.array(keep[rows : rows + batch.num_rows]))
+        rows += batch.num_rows
+        kept = _as_table_batch(kept, pa.schema([schema.field(n) for n in kept.schema.names]))
+        if expression is not None:
+            kept = kept.filter(expression)
+        yield kept.select(selected) if selected is not None else kept
+    _check_rows(uri, rows, file.row_count)
 
 
 def _with_filter_columns(selected: list[str] | None, row_filter: Filter | None) -> list[str] | None:

@@ -33,7 +33,7 @@ def read_tables(
     schema versions are converted by field id). Runs of small files in the target schema are
     read together by Arrow's scanner (its threads open them concurrently and it keeps their
     order: per-file set-up is what compacting many small files costs); other files are read
-    one by one, a table per record batch."""
+    one by one, a table per record batch. Deleted rows (deletion vectors) are left out."""
     run: list[DataFileMeta] = []
     run_bytes = 0
     for file in files:

@@ -39,8 +39,9 @@ T = TypeVar("T")
 
 MAGIC = b"ATBL"
 FRAME_VERSION = 1
-#: The highest payload ``format_version`` this library reads and the one it writes.
-FORMAT_VERSION = 2
+#: The highest payload ``format_version`` this library reads (tables without deletes are
+#: written at 2, tables with deleted rows at 3).
+FORMAT_VERSION = 3
 HEADER_SIZE = 20
 _HEADER = struct.Struct("<4sBBBBQI")
 _JSON = 1
@@ -67,6 +68,7 @@ class Kind(enum.IntEnum):
     GROUP_GENERATION = 12
     GROUP_LEASE = 13
     GROUP_PROGRESS = 14
+    DELETE_RECORD = 15
 
 
 #: Human-readable files use JSON; bulky ones MessagePack.
@@ -79,6 +81,7 @@ _ENCODING = {
     Kind.GROUP_GENERATION: _JSON,
     Kind.GROUP_LEASE: _JSON,
     Kind.GROUP_PROGRESS: _JSON,
+    Kind.DELETE_RECORD: _MSGPACK,
     Kind.MANIFEST_LIST: _MSGPACK,
     Kind.MANIFEST: _MSGPACK,
     Kind.COMMIT_USERS: _MSGPACK,
@@ -143,6 +146,7 @@ def decode(data: bytes, type_: type[T], kind: Kind, path: str) -> T:
         )
     if crc32c(payload) != checksum:
         raise CorruptMetadataError(f"checksum mismatch in metadata file {path}", path=path)
+    _check_version(payload, encoding, path)
     decoder = _decoder(encoding, type_, path)
     try:
         if length >= _GC_PAUSE_BYTES:
@@ -161,6 +165,32 @@ def decode(data: bytes, type_: type[T], kind: Kind, path: str) -> T:
             f"supports up to {FORMAT_VERSION}: upgrade appendtable to read this table"
         )
     return obj
+
+
+class _Versioned(msgspec.Struct):
+    """Only the ``format_version`` of a JSON payload (other keys ignored)."""
+
+    format_version: int = 0
+
+
+_version_decoder = msgspec.json.Decoder(_Versioned)
+
+
+def _check_version(payload: memoryview, encoding: int, path: str) -> None:
+    """Refuse a JSON payload of a newer table format version before decoding it as a type:
+    a newer version may use values this one cannot decode (a new snapshot kind), which must
+    read as "upgrade", never as damage."""
+    if encoding != _JSON:
+        return
+    try:
+        found = _version_decoder.decode(payload).format_version
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        return  # not an object with an integer version: the typed decode names the damage
+    if found > FORMAT_VERSION:
+        raise UnsupportedFormatVersionError(
+            f"{path} was written with table format version {found}; this library "
+            f"supports up to {FORMAT_VERSION}: upgrade appendtable to read this table"
+        )
 
 
 def _decoder(

@@ -8,6 +8,7 @@
     consumer/consumer-<id>
     consumer/groups/<group>/...   (consumer groups: see ``metadata.groups``)
     tag/tag-<name>, tag/released-<name>-<uuid>   (tags; a deleted tag until expiration frees it)
+    index/dv-<uuid>.puffin, index/delete-<uuid>   (deletion vectors, delete records)
     _staging/<uuid>/...   (files written by other engines, until adopted or removed)
     <k1>=<v1>/<k2>=<v2>/bucket-<b>/data-<uuid>-<n>.parquet
 """
@@ -27,6 +28,7 @@ __all__ = [
     "SNAPSHOT_DIR",
     "STAGING_DIR",
     "ICEBERG_DIR",
+    "INDEX_DIR",
     "ICEBERG_VERSION_HINT",
     "TAG_DIR",
     "WATERMARK_DIR",
@@ -55,6 +57,8 @@ TAG_DIR = "tag"
 TAG_PREFIX = "tag-"
 RELEASED_TAG_PREFIX = "released-"
 WATERMARK_DIR = "watermark"
+#: Deletion vectors (``dv-<uuid>.puffin``) and delete records (``delete-<uuid>``).
+INDEX_DIR = "index"
 STAGING_DIR = "_staging"
 #: The Iceberg mirror (option ``metadata.iceberg.storage``): Iceberg's own names and layout.
 ICEBERG_DIR = "metadata"

@@ -29,6 +29,9 @@ __all__ = [
     "CompactionTask",
     "ConsumerState",
     "DataFileMeta",
+    "DeleteRecord",
+    "DeletionVectorRef",
+    "StoredPredicate",
     "FieldStats",
     "FileKind",
     "FileSource",
@@ -60,6 +63,10 @@ PartitionValues: TypeAlias = "tuple[_Stored, ...]"
 #: 2: field ids, schema changes (ALTER snapshots), tags. A table stays at version 1 until its
 #: first schema change or tag, which upgrades it in place without rewriting data.
 FORMAT_VERSION = 2
+#: The format version of a table that has deleted rows (DELETE snapshots, deletion vectors):
+#: its first delete upgrades it, so that a reader knowing only version 2 refuses it rather
+#: than return deleted rows.
+DELETES_FORMAT_VERSION = 3
 
 
 class CommitKind(enum.StrEnum):
@@ -70,6 +77,9 @@ class CommitKind(enum.StrEnum):
     OVERWRITE = "OVERWRITE"
     #: A schema or option change (format version 2): no data file added or removed.
     ALTER = "ALTER"
+    #: Rows deleted by a predicate (format version 3): files re-added with a deletion vector,
+    #: rewritten without the rows (copy-on-write), or removed when all their rows went.
+    DELETE = "DELETE"
 
 
 class FileKind(enum.IntEnum):
@@ -128,6 +138,32 @@ class DataFileMeta(msgspec.Struct, frozen=True, array_like=True, gc=False):
     #: Statistics of struct fields below the top level (leaves reached through structs
     #: only), by field id; () when the writer recorded none (older files, other engines').
     nested_stats: tuple[FieldStats, ...] = ()
+    #: The rows of this file that are deleted (format version 3); None: none are.
+    deletion: DeletionVectorRef | None = None
+
+    @property
+    def live_row_count(self) -> int:
+        """Rows not deleted: ``row_count`` minus the deletion vector's cardinality."""
+        return self.row_count - (self.deletion.cardinality if self.deletion else 0)
+
+    @property
+    def key(self) -> tuple[str, str | None]:
+        """The identity of this file in a snapshot: its path and its deletion vector's. A
+        delete re-adds a path with a new vector (DELETE of the old key, ADD of the new), so a
+        manifest fold by key stays independent of order (vector files are never reused)."""
+        return (self.path, self.deletion.path if self.deletion else None)
+
+
+class DeletionVectorRef(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    """Where a data file's deletion vector is: a ``deletion-vector-v1`` blob (Iceberg v3) of
+    ``length`` bytes at byte ``offset`` of the Puffin file ``path`` (relative to the table
+    root, under ``index/``), holding ``cardinality`` row positions (row ordinals in the data
+    file, from 0) that are deleted."""
+
+    path: str
+    offset: int
+    length: int
+    cardinality: int
 
 
 class FieldStats(msgspec.Struct, frozen=True, array_like=True, gc=False):
@@ -203,6 +239,31 @@ class ManifestList(msgspec.Struct, frozen=True, array_like=True, gc=False):
     manifests: list[ManifestFileMeta]
 
 
+class StoredPredicate(msgspec.Struct, frozen=True, array_like=True):
+    """One comparison of a recorded delete filter: ``column`` (a top-level column; ``path``
+    the struct fields below it, ``field_id`` the compared field's id), the operator's text
+    (``=``, ``in``, ``is null``, ...), its values in stored form, and the field's type."""
+
+    column: str
+    path: tuple[str, ...]
+    op: str
+    values: tuple[_Stored, ...]
+    type: TypeSpec
+    field_id: int | None = None
+
+
+class DeleteRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """``index/delete-<uuid>``: what a DELETE snapshot deleted, for streams. Its rows are the
+    rows of snapshot ``base_snapshot`` that match ``clauses`` (DNF: any clause whose
+    predicates all hold), read as schema ``schema_id``; rows appended after the base are
+    never deleted by it. Kept out of the snapshot, so that later snapshots and tags do not
+    copy the deleted values."""
+
+    base_snapshot: int
+    schema_id: int
+    clauses: tuple[tuple[StoredPredicate, ...], ...]
+
+
 class CommitUserRecord(msgspec.Struct, frozen=True, array_like=True):
     """The last identifier a commit user committed, and when. ``owner``: who numbers that
     user's identifiers, as the committing engine describes it (a Spark streaming query: its
@@ -249,6 +310,9 @@ class Snapshot(msgspec.Struct, frozen=True, kw_only=True):
     #: The parent's nonce: links the log, so a snapshot re-created under an id that had
     #: expired (by a commit that stalled past the retention) is recognised as not part of it.
     parent_nonce: str = ""
+    #: A DELETE snapshot's record of what it deleted (``index/delete-<uuid>``, see
+    #: ``DeleteRecord``); None for every other snapshot.
+    delete_record: str | None = None
 
     @property
     def identifier(self) -> int:
@@ -354,6 +418,9 @@ class Split(msgspec.Struct, frozen=True, kw_only=True):
     #: The schema version the split's rows read as (files of other versions are projected
     #: onto it by field id); None in splits made before schema evolution: the latest.
     schema_id: int | None = None
+    #: A split of a stream unit of snapshot ``snapshot_id``: read without the rows that
+    #: deletes committed after that snapshot removed (see ``appendtable.stream_deletes``).
+    stream: bool = False
 
     @property
     def partition(self) -> dict[str, object]:
@@ -367,7 +434,8 @@ class Split(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def row_count(self) -> int:
-        return sum(f.row_count for f in self.files)
+        """Rows to read: the files' rows minus those their deletion vectors delete."""
+        return sum(f.live_row_count for f in self.files)
 
     @property
     def file_size(self) -> int:

@@ -289,6 +289,13 @@ WRITE_PARALLELISM = _define(
     0,
     "threads that encode Parquet files concurrently (0: one per CPU)",
 )
+DELETION_VECTORS_ENABLED = _define(
+    "deletion-vectors.enabled",
+    parse_bool,
+    False,
+    "Table.delete() marks deleted rows in deletion vectors (merge-on-read) instead of "
+    "rewriting the files that hold them (copy-on-write)",
+)
 WRITE_ONLY = _define(
     "write-only", parse_bool, False, "writers never compact or expire: a dedicated job does"
 )

@@ -8,6 +8,9 @@ each one in order keeps the bucket's write order. A *full* compaction instead re
 maximal run of adjacent small files (below ``small`` bytes) of at least two files: big files are
 never rewritten, and order is kept for the same reason.
 
+Sizes are *live* sizes (``live_size``): a file's bytes scaled by the share of its rows not
+deleted, so a file whose rows are mostly deleted counts as small and is merged sooner.
+
 **Scalable mode** (``bucket = -1``), per partition, no order: small files are bin-packed by size
 (smallest first) into tasks; a bin is emitted once it holds more than one file and its weight
 (bytes plus ``open_cost`` per file) reaches ``2 x target``; what is left becomes one more task if
@@ -27,6 +30,8 @@ __all__ = [
     "PartitionState",
     "UnawareCoordinator",
     "full_runs",
+    "live_size",
+    "mostly_deleted",
     "pack_unaware",
     "pick_windows",
 ]
@@ -35,6 +40,20 @@ __all__ = [
 COMPACT_AGE = 5
 #: Rounds without new files after which an idle partition is dropped from memory.
 REMOVE_AGE = 10
+
+
+def live_size(file: DataFileMeta) -> int:
+    """The bytes of a file's rows that are not deleted (its size, scaled by the share of its
+    rows a deletion vector leaves): what compaction weighs a file by, so that a file with
+    many deleted rows counts as small."""
+    if file.deletion is None or file.row_count <= 0:
+        return file.file_size
+    return file.file_size * file.live_row_count // file.row_count
+
+
+def mostly_deleted(file: DataFileMeta) -> bool:
+    """Whether at least half of a file's rows are deleted: worth rewriting on its own."""
+    return file.deletion is not None and 2 * file.deletion.cardinality >= file.row_count
 
 
 def pick_windows(
@@ -50,13 +69,13 @@ def pick_windows(
     size = 0
     for file in files:
         window.append(file)
-        size += file.file_size
+        size += live_size(file)
         if (len(window) >= min_files and size >= target) or len(window) >= max_files:
             windows.append(window)
             window, size = [], 0
             continue
         while size > 2 * target and window:
-            size -= window.pop(0).file_size
+            size -= live_size(window.pop(0))
     return windows
 
 
@@ -65,7 +84,7 @@ def full_runs(files: Sequence[DataFileMeta], *, small: int) -> list[list[DataFil
     runs: list[list[DataFileMeta]] = []
     run: list[DataFileMeta] = []
     for file in files:
-        if file.file_size < small:
+        if live_size(file) < small:
             run.append(file)
             continue
         if len(run) >= 2:
@@ -87,9 +106,9 @@ def pack_unaware(
     bins: list[list[DataFileMeta]] = []
     current: list[DataFileMeta] = []
     weight = 0
-    for file in sorted(files, key=lambda f: (f.file_size, f.path)):
+    for file in sorted(files, key=lambda f: (live_size(f), f.path)):
         current.append(file)
-        weight += file.file_size + open_cost
+        weight += live_size(file) + open_cost
         if len(current) > 1 and weight >= 2 * target:
             bins.append(current)
             current, weight = [], 0

@@ -67,7 +67,7 @@ def _file_rows(state: TableState, snapshot: Snapshot | None) -> pa.Table:
         {
             "partition": pa.array(files.partitions, pa.string()),
             "bucket": pa.array([e.bucket for e in entries], pa.int32()),
-            "record_count": pa.array([e.file.row_count for e in entries], pa.int64()),
+            "record_count": pa.array([e.file.live_row_count for e in entries], pa.int64()),
             "file_size_in_bytes": pa.array([e.file.file_size for e in entries], pa.int64()),
             "creation_time": pa.array([e.file.creation_time_ms for e in entries], UTC_MS),
             "total_buckets": pa.array([e.total_buckets for e in entries], pa.int32()),

@@ -66,7 +66,9 @@ FILES = Info(
         ),
         Column("file_format", STRING, "Always parquet."),
         Column("schema_id", INT64, "The schema version the file was written with."),
-        Column("record_count", INT64, "Rows in the file."),
+        Column(
+            "record_count", INT64, "Rows in the file, less those deleted (its deletion vector)."
+        ),
         Column("file_size_in_bytes", INT64, "The file's size."),
         Column(
             "min_sequence_number",
@@ -170,7 +172,7 @@ def _base_columns(state: TableState, files: LiveFiles) -> dict[str, Sequence[obj
         "bucket": [e.bucket for e in entries],
         "file_path": [e.file.path for e in entries],
         "file_uri": [state.storage.uri(e.file.path) for e in entries],
-        "record_count": [e.file.row_count for e in entries],
+        "record_count": [e.file.live_row_count for e in entries],
         "file_size_in_bytes": [e.file.file_size for e in entries],
         "min_sequence_number": [e.file.min_seq for e in entries],
         "max_sequence_number": [e.file.max_seq for e in entries],

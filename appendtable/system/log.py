@@ -64,7 +64,8 @@ SNAPSHOTS = SystemTableInfo(
             "commit_kind",
             STRING,
             "APPEND (files added), COMPACT (files rewritten, same rows), OVERWRITE (rows "
-            "replaced or removed, also rollbacks) or ALTER (a schema or option change).",
+            "replaced or removed, also rollbacks), ALTER (a schema or option change) or DELETE "
+            "(rows deleted by a filter).",
         ),
         Column("commit_time", UTC_MS, "When the snapshot was committed."),
         Column(

@@ -40,7 +40,7 @@ THIRD_PARTY = {
     # fsspec and, by name only, the stores' libraries; pyarrow for each backend's native
     # pyarrow file system (Storage.arrow_filesystem)
     3: {"fsspec", "pyarrow"},
-    4: {"pyarrow", "numpy", "msgspec"},
+    4: {"pyarrow", "numpy", "msgspec", "pyroaring"},
     5: {"msgspec"},
     6: {"pyarrow", "numpy", "msgspec"},
 }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -22,8 +23,10 @@ from appendtable.metadata.models import (
     CommitMessage,
     CommitUserRecord,
     DataFileMeta,
+    DeletionVectorRef,
     FileKind,
     FileSource,
+    ManifestEntry,
 )
 
 DAY = 86_400_000
@@ -144,15 +147,31 @@ def test_sequence_ranges_tile_the_new_rows(batch: list[CommitMessage], start: in
 # ---- conflicts ----------------------------------------------------------------------------------
 
 
+def files(*paths: str) -> list[DataFileMeta]:
+    return [data_file(path, 3) for path in paths]
+
+
 def test_deleting_live_files_is_fine() -> None:
     check_deletes_live([], set())
-    check_deletes_live(["a", "b"], {"a", "b", "c"})
+    check_deletes_live(files("a", "b"), {"a", "b", "c"})
 
 
 def test_deleting_a_file_that_is_gone_conflicts_and_names_it() -> None:
     with pytest.raises(CommitConflictError, match="gone-file") as info:
-        check_deletes_live(["a", "gone-file"], {"a", "b"})
+        check_deletes_live(files("a", "gone-file"), {"a", "b"})
     assert "1 file(s)" in str(info.value)
+
+
+def test_removing_a_file_whose_deletion_vector_changed_conflicts() -> None:
+    """A compaction (or delete) planned on a file before another delete gave it a new vector
+    must not commit: removing the old key would resurrect the rows the vector deleted."""
+    planned = data_file("a", 3)
+    vector = DeletionVectorRef("index/dv-1.puffin", 4, 20, 1)
+    now = msgspec.structs.replace(planned, deletion=vector)
+    live = {"a": ManifestEntry(FileKind.ADD, (), 0, -1, now)}
+    with pytest.raises(CommitConflictError, match="deletion vector"):
+        check_deletes_live([planned], live)
+    check_deletes_live([now], live)
 
 
 @settings(max_examples=200, deadline=None)
@@ -161,10 +180,10 @@ def test_delete_conflict_exactly_when_a_deleted_file_is_not_live(
     deleting: set[str], live: set[str]
 ) -> None:
     if deleting <= live:
-        check_deletes_live(deleting, live)
+        check_deletes_live(files(*deleting), live)
     else:
         with pytest.raises(CommitConflictError) as info:
-            check_deletes_live(sorted(deleting), live)
+            check_deletes_live(files(*sorted(deleting)), live)
         assert min(deleting - live) in str(info.value)
 
 

@@ -29,6 +29,8 @@ from appendtable.metadata.models import (
     CommitUsers,
     ConsumerState,
     DataFileMeta,
+    DeleteRecord,
+    DeletionVectorRef,
     FileKind,
     FileSource,
     Manifest,
@@ -37,6 +39,7 @@ from appendtable.metadata.models import (
     ManifestList,
     Snapshot,
     Split,
+    StoredPredicate,
     TableSchema,
     WatermarkMember,
 )
@@ -62,6 +65,15 @@ stat_values = st.one_of(
 partitions = st.lists(stat_values, max_size=3).map(tuple)
 
 
+deletion_refs = st.builds(
+    DeletionVectorRef,
+    path=st.text(min_size=1, max_size=40),
+    offset=naturals,
+    length=naturals,
+    cardinality=naturals,
+)
+
+
 @st.composite
 def data_files(draw: st.DrawFn) -> DataFileMeta:
     columns = draw(st.integers(min_value=0, max_value=4))
@@ -78,6 +90,7 @@ def data_files(draw: st.DrawFn) -> DataFileMeta:
         null_counts=tuple(draw(st.lists(st.none() | naturals, min_size=columns, max_size=columns))),
         min_values=tuple(draw(st.lists(stat_values, min_size=columns, max_size=columns))),
         max_values=tuple(draw(st.lists(stat_values, min_size=columns, max_size=columns))),
+        deletion=draw(st.none() | deletion_refs),
     )
 
 
@@ -132,6 +145,30 @@ snapshots = st.builds(
     nonce=names,
     commit_users=st.none() | names,
     properties=str_maps,
+    delete_record=st.none() | names,
+)
+
+_LEAF_KINDS_FOR_RECORDS = ["int64", "string", "float64"]
+delete_records = st.builds(
+    DeleteRecord,
+    base_snapshot=naturals,
+    schema_id=naturals,
+    clauses=st.lists(
+        st.lists(
+            st.builds(
+                StoredPredicate,
+                column=names,
+                path=st.lists(names, max_size=2).map(tuple),
+                op=st.sampled_from(["=", "in", "is null", "<"]),
+                values=st.lists(stat_values, max_size=3).map(tuple),
+                type=st.builds(TypeSpec, kind=st.sampled_from(_LEAF_KINDS_FOR_RECORDS)),
+                field_id=st.none() | st.integers(1, 1000),
+            ),
+            min_size=1,
+            max_size=3,
+        ).map(tuple),
+        max_size=3,
+    ).map(tuple),
 )
 
 _LEAF_KINDS = ["bool", "int8", "int64", "uint64", "float64", "string", "binary", "date32"]
@@ -206,6 +243,7 @@ PERSISTED: list[tuple[Kind, type[Any], st.SearchStrategy[Any]]] = [
     (Kind.WATERMARK_GROUP, WatermarkMember, watermark_members),
     (Kind.COMMIT_MESSAGE, CommitMessage, commit_messages),
     (Kind.SPLIT, Split, splits),
+    (Kind.DELETE_RECORD, DeleteRecord, delete_records),
 ]
 PERSISTED_IDS = [kind.name.lower() for kind, _, _ in PERSISTED]
 
@@ -310,7 +348,9 @@ def test_split_to_bytes_round_trip(split: Split) -> None:
     decoded = Split.from_bytes(split.to_bytes())
     assert typed(decoded) == typed(split)
     assert typed(pickle.loads(pickle.dumps(split))) == typed(split)
-    assert decoded.row_count == sum(f.row_count for f in split.files)
+    assert decoded.row_count == sum(
+        f.row_count - (f.deletion.cardinality if f.deletion else 0) for f in split.files
+    )
     assert decoded.file_size == sum(f.file_size for f in split.files)
 
 
@@ -541,6 +581,25 @@ def test_newer_payload_format_version_is_unsupported(kind: Kind, obj: msgspec.St
     with pytest.raises(UnsupportedFormatVersionError, match=PATH) as info:
         codec.decode(data, type(obj), kind, PATH)
     assert str(obj.format_version) in str(info.value)  # type: ignore[attr-defined]
+
+
+def test_newer_format_version_is_refused_before_values_it_may_add() -> None:
+    """A newer version may write values this reader cannot decode (a snapshot kind it does
+    not know): the version is checked first, so the error says "upgrade", not "corrupt"."""
+    payload = msgspec.json.encode(
+        {
+            **msgspec.to_builtins(sample_snapshot()),
+            "format_version": FORMAT_VERSION + 1,
+            "kind": "SOMETHING-NEW",
+        }
+    )
+    with pytest.raises(UnsupportedFormatVersionError, match="upgrade"):
+        codec.decode(frame(payload, Kind.SNAPSHOT, encoding=1), Snapshot, Kind.SNAPSHOT, PATH)
+    same_version = msgspec.json.encode(
+        {**msgspec.to_builtins(sample_snapshot()), "kind": "SOMETHING-NEW"}
+    )
+    with pytest.raises(CorruptMetadataError):
+        codec.decode(frame(same_version, Kind.SNAPSHOT, encoding=1), Snapshot, Kind.SNAPSHOT, PATH)
 
 
 def test_current_and_older_payload_format_versions_decode() -> None:
@@ -840,7 +899,7 @@ def test_older_shorter_structs_decode_with_defaults() -> None:
     assert decoded_snapshot == sample_snapshot(watermark=None, properties={})
     assert decoded_snapshot.nonce == ""
     assert decoded_snapshot.commit_users is None
-    assert decoded_snapshot.format_version == FORMAT_VERSION
+    assert decoded_snapshot.format_version == models.FORMAT_VERSION  # what tables start at
 
     # A schema written without options or time.
     schema_old = variant(TableSchema, keep=4)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import multiprocessing
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -35,6 +35,29 @@ def _file(name: str, size: int, rows: int) -> DataFileMeta:
         creation_time_ms=0,
         source=0,
     )
+
+
+def of_item(
+    read: Callable[[DataFileMeta], Iterator[pa.RecordBatch]],
+) -> Callable[[object, DataFileMeta], Iterator[pa.RecordBatch]]:
+    """A reader of files as ``read_ahead`` calls it: with the item the file belongs to."""
+    return lambda _item, file: read(file)
+
+
+def test_each_file_is_read_with_the_item_it_belongs_to() -> None:
+    units = {1: [_file("a", 1, 100), _file("b", 1, 100)], 2: [_file("c", 1, 100)]}
+    queue = [1, 2]
+    seen: list[tuple[object, str]] = []
+    lock = threading.Lock()
+
+    def read(item: object, file: DataFileMeta) -> Iterator[pa.RecordBatch]:
+        with lock:
+            seen.append((item, file.path))
+        yield pa.record_batch({"label": [file.path]})
+
+    limits = ReadAheadLimits(min_file_bytes=0)
+    list(read_ahead(lambda block: queue.pop(0) if queue else None, units.get, read, POOL, limits))
+    assert sorted(seen) == [(1, "a"), (1, "b"), (2, "c")]
 
 
 class Reader:
@@ -104,7 +127,7 @@ def test_same_batches_in_the_same_order_as_reading_one_by_one(
     got: list[tuple[int, str | None]] = []
     error = None
     try:
-        for unit, batch in read_ahead(pull, lambda u: units[u], reader, POOL, limits):
+        for unit, batch in read_ahead(pull, lambda u: units[u], of_item(reader), POOL, limits):
             got.append((unit, None if batch is None else batch["label"][0].as_py()))
     except Boom as exc:
         error = str(exc)
@@ -130,7 +153,7 @@ def test_reads_ahead_within_the_budget() -> None:
     stream = read_ahead(
         lambda block: queue.pop(0) if queue else None,
         lambda u: units[u],
-        Reader(set()),
+        of_item(Reader(set())),
         pool,
         limits,
     )
@@ -155,7 +178,11 @@ def test_large_files_are_read_in_place_at_their_turn() -> None:
 
     limits = ReadAheadLimits(budget_bytes=1000, min_file_bytes=0, max_file_bytes=100)
     stream = read_ahead(
-        lambda block: queue.pop(0) if queue else None, lambda u: units[u], read, POOL, limits
+        lambda block: queue.pop(0) if queue else None,
+        lambda u: units[u],
+        of_item(read),
+        POOL,
+        limits,
     )
     labels = [b["label"][0].as_py() for _, b in stream if b is not None]
     assert labels == ["small", "large", "after"]
@@ -177,7 +204,7 @@ def test_an_early_stop_cancels_what_has_not_started() -> None:
     stream = read_ahead(
         lambda block: queue.pop(0) if queue else None,
         lambda u: units[u],
-        read,
+        of_item(read),
         one_worker,
         ReadAheadLimits(budget_bytes=100, min_file_bytes=0, max_items=100),
     )
@@ -198,7 +225,13 @@ def test_pull_blocks_only_when_nothing_is_left() -> None:
         return queue.pop(0) if queue else None
 
     list(
-        read_ahead(pull, lambda u: units[u], Reader(set()), POOL, ReadAheadLimits(min_file_bytes=0))
+        read_ahead(
+            pull,
+            lambda u: units[u],
+            of_item(Reader(set())),
+            POOL,
+            ReadAheadLimits(min_file_bytes=0),
+        )
     )
     assert calls[0] is True  # nothing pulled yet
     assert calls[1] is False  # one unit in hand: only asked to read ahead
@@ -212,7 +245,7 @@ def test_failure_of_a_file_read_ahead_surfaces_at_its_turn(budget: int) -> None:
     stream = read_ahead(
         lambda block: queue.pop(0) if queue else None,
         lambda u: units[u],
-        Reader({"bad"}),
+        of_item(Reader({"bad"})),
         POOL,
         ReadAheadLimits(budget_bytes=budget, min_file_bytes=0),
     )
