@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from appendtable.compaction import CompactionPlan, CompactionProgress
     from appendtable.deletes import DeleteResult
     from appendtable.maintenance import ExpireResult, OrphanResult
+    from appendtable.purge import PurgeResult
     from appendtable.stream import StreamUnit
     from appendtable.table import Table
 
@@ -292,6 +293,25 @@ def delete_repr(result: DeleteResult) -> str:
         f"DeleteResult({verb} {_plural(result.rows, 'row')} in "
         f"{_plural(result.files_touched, 'file')}: {how}, "
         f"{result.files_removed:,} removed, {result.mode}{snapshot})"
+    )
+
+
+def purge_repr(result: PurgeResult) -> str:
+    verb = "would purge" if result.dry_run else "purged"
+    snapshot = f", snapshot {result.snapshot.id}" if result.snapshot is not None else ""
+    kept = (
+        f", tags kept with deleted rows: {', '.join(result.tags_kept)}" if result.tags_kept else ""
+    )
+    young = (
+        f", {_plural(len(result.young_orphans), 'young orphan')} left"
+        if result.young_orphans
+        else ""
+    )
+    return (
+        f"PurgeResult({verb}: {_plural(result.files_rewritten, 'file')} rewritten "
+        f"({_plural(result.rows_dropped, 'deleted row')} dropped), "
+        f"{_plural(len(result.expired_snapshots), 'snapshot')} expired, "
+        f"{_plural(len(result.deleted_files), 'file')} deleted{kept}{young}{snapshot})"
     )
 
 
