@@ -92,7 +92,9 @@ class LaterDeletes:
         latest = self._state.snapshots.latest_id() or 0
         first = snapshot_id + 1
         with self._lock:
-            if self._low is None:
+            if self._low is None or first > self._high + 1:
+                # (only ids after ``snapshot_id`` matter: those between the range scanned and
+                # ``first`` may have expired since, and are never scanned)
                 self._scan(first, latest)
                 self._low, self._high = first, max(latest, snapshot_id)
             else:
