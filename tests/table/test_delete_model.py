@@ -10,6 +10,7 @@ delete's filter matched."""
 
 from __future__ import annotations
 
+import datetime as dt
 import shutil
 import tempfile
 from typing import Any
@@ -228,7 +229,7 @@ class DeleteModel(RuleBasedStateMachine):
     def purge(self) -> None:
         self.drain()
         for mode, table in self.tables.items():
-            result = table.purge(older_than=0, tags="delete")
+            result = table.purge(older_than=dt.timedelta(0), tags="delete")
             assert sorted(result.tags_deleted) == sorted(result.tags_holding_deletes)
             for name in result.tags_deleted:
                 self.tags.pop(name, None)
