@@ -332,7 +332,8 @@ written in ten appends: delta-rs `DeltaTable.delete` (fresh copy each time) and 
 `Table.delete` (a SQLite catalog; a fresh table appended each time, untimed). The plain
 baseline reads the predicate's column of every data file with `pyarrow.dataset` and evaluates
 it. The scans compare the table with vectors over its 80 files against the same table without
-deletes, fresh handles.
+deletes, fresh handles. The figures recorded so far were measured on a loaded host (other test
+runs competing for the 2 CPUs: see the `deletes` line of the load list above).
 """,
     ),
     Section(
