@@ -142,6 +142,27 @@ class ShownDelete(Protocol):
     def snapshot(self) -> Snapshot | None: ...
 
 
+class ShownPurge(Protocol):
+    """What a purge did (``appendtable.purge.PurgeResult``)."""
+
+    @property
+    def files_rewritten(self) -> int: ...
+    @property
+    def rows_dropped(self) -> int: ...
+    @property
+    def expired_snapshots(self) -> Sequence[int]: ...
+    @property
+    def deleted_files(self) -> Sequence[str]: ...
+    @property
+    def tags_kept(self) -> Sequence[str]: ...
+    @property
+    def young_orphans(self) -> Sequence[str]: ...
+    @property
+    def dry_run(self) -> bool: ...
+    @property
+    def snapshot(self) -> Snapshot | None: ...
+
+
 class ShownPlan(Protocol):
     """A compaction plan (``appendtable.compaction.CompactionPlan``)."""
 
@@ -408,6 +429,25 @@ def delete_repr(result: ShownDelete) -> str:
         f"DeleteResult({verb} {_plural(result.rows, 'row')} in "
         f"{_plural(result.files_touched, 'file')}: {how}, "
         f"{result.files_removed:,} removed, {result.mode}{snapshot})"
+    )
+
+
+def purge_repr(result: ShownPurge) -> str:
+    verb = "would purge" if result.dry_run else "purged"
+    snapshot = f", snapshot {result.snapshot.id}" if result.snapshot is not None else ""
+    kept = (
+        f", tags kept with deleted rows: {', '.join(result.tags_kept)}" if result.tags_kept else ""
+    )
+    young = (
+        f", {_plural(len(result.young_orphans), 'young orphan')} left"
+        if result.young_orphans
+        else ""
+    )
+    return (
+        f"PurgeResult({verb}: {_plural(result.files_rewritten, 'file')} rewritten "
+        f"({_plural(result.rows_dropped, 'deleted row')} dropped), "
+        f"{_plural(len(result.expired_snapshots), 'snapshot')} expired, "
+        f"{_plural(len(result.deleted_files), 'file')} deleted{kept}{young}{snapshot})"
     )
 
 

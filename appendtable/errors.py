@@ -19,6 +19,7 @@ at the boundary where they occur and chained with ``raise ... from``::
     ├── CorruptMetadataError          checksum mismatch or undecodable metadata (names the file)
     ├── CorruptDataFileError          a data file that is not readable Parquet (names the file)
     ├── PathOutsideTableError         a path that would leave the table root (refused, no I/O)
+    ├── PurgeBlockedError             a purge would lose a tag's or a consumer's rows (refused)
     ├── SnapshotNotFoundError         a snapshot id or timestamp that does not exist
     │   └── SnapshotExpiredError      the snapshot existed but was expired
     ├── TagNotFoundError              no tag of that name (also a LookupError)
@@ -56,6 +57,7 @@ __all__ = [
     "ObjectExistsError",
     "ObjectNotFoundError",
     "PathOutsideTableError",
+    "PurgeBlockedError",
     "SchemaChangeError",
     "SchemaMismatchError",
     "SnapshotExpiredError",
@@ -126,6 +128,12 @@ class DeletesUnsupportedError(AppendTableError):
     """A read path or feature that cannot honour deleted rows (deletion vectors) met a table
     or snapshot that has them: refused, so that deleted rows are never returned. The message
     names the path and what to use instead."""
+
+
+class PurgeBlockedError(AppendTableError):
+    """A purge cannot remove every deleted row without losing something else: a tag that
+    holds deleted rows (with ``tags="refuse"``), or a consumer or consumer group that has
+    not consumed the latest snapshot. Nothing was changed; the message names them."""
 
 
 class CorruptMetadataError(AppendTableError):

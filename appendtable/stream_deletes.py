@@ -111,7 +111,9 @@ class LaterDeletes:
                 while len(self._looked_for) > _UNITS_REMEMBERED:
                     del self._looked_for[next(iter(self._looked_for))]
             first = snapshot_id + 1
-            if self._low is None:
+            if self._low is None or first > self._high + 1:
+                # (only ids after ``snapshot_id`` matter: those between the range scanned and
+                # ``first`` may have expired since, and are never scanned)
                 self._scan(first, latest)
                 self._low, self._high = first, max(latest, snapshot_id)
             else:

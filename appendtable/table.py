@@ -65,6 +65,7 @@ from appendtable.metadata.models import (
 from appendtable.planning.bucket import unsupported_bucket_key_reason
 from appendtable.planning.filters import parse_filter
 from appendtable.planning.schema_changes import merge_changes, with_field_ids
+from appendtable.purge import PurgeResult, parse_tag_policy, purge
 from appendtable.scan import Scan, check_columns, read_split
 from appendtable.schema_update import UpdateSchema, check_table_schema, commit_schema_change
 from appendtable.staging import StagingArea
@@ -863,6 +864,38 @@ class Table:
         else:
             cut = argument_checks.epoch_ms(older_than, "older_than")
         return remove_orphan_files(self._state, older_than_ms=cut, dry_run=dry_run)
+
+    def purge(
+        self,
+        *,
+        older_than: dt.timedelta | dt.datetime | int = dt.timedelta(days=1),
+        tags: str = "refuse",
+        dry_run: bool = False,
+    ) -> PurgeResult:
+        """Remove every stored byte of the rows deleted so far (docs/maintenance.md,
+        "Purging deleted rows"): files with deletion vectors are rewritten without their
+        deleted rows and the manifests without the removed files' statistics (one COMPACT
+        snapshot), every older snapshot expires, then the unreferenced vectors, delete records
+        and orphan files go. ``older_than`` (a timedelta before now, or a datetime or epoch
+        milliseconds) is the age below which an unreferenced file of unknown origin is left
+        (an in-flight writer's; listed in ``young_orphans``). ``tags``: what to do with tags
+        that hold deleted rows: "refuse" (``PurgeBlockedError`` naming them), "delete" or
+        "keep" (they keep their rows; the result names them). A consumer or group that has
+        not consumed the latest snapshot blocks the purge (``PurgeBlockedError``). A dry run
+        writes nothing."""
+        if isinstance(older_than, dt.timedelta):
+            cut = int((time.time() - older_than.total_seconds()) * 1000)
+        else:
+            cut = argument_checks.epoch_ms(older_than, "older_than")
+        result = purge(
+            self._state,
+            older_than_ms=cut,
+            tags=parse_tag_policy(tags),
+            dry_run=argument_checks.flag(dry_run, "dry_run"),
+            commit_user=self._commit_user,
+        )
+        self._landed(result.snapshot)
+        return result
 
     def rollback_to(
         self,

@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 import appendtable as at
 from benchmarks.compaction import bench_compaction
 from benchmarks.data import SCHEMA, make_table
+from benchmarks.deletes import bench_deletes
 from benchmarks.file_index import bench_file_index
 from benchmarks.groups import bench_groups
 from benchmarks.harness import Case, Result, Timing, cycle_setup, measure, sync_then, timed
@@ -552,6 +553,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "plan": bench_plan,
     "system-tables": bench_system_tables,
     "integrity": bench_integrity,
+    "deletes": bench_deletes,
     "iceberg": bench_iceberg,
     "file-index": bench_file_index,
     "compaction": bench_compaction,

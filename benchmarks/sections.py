@@ -321,6 +321,22 @@ class Section:
 
 SECTIONS: tuple[Section, ...] = (
     Section(
+        "Deletes",
+        ("deletes",),
+        """\
+One table of the benchmark rows in ten appends (`bucket` = 8 on `key`, `write-only`, fsync on):
+about 80 files. Each repetition deletes `value < 0.01` (1 % of the rows, spread over every file:
+a predicate on a non-partition column) from a fresh copy (`shutil.copytree`, untimed) on a fresh
+handle, and the deleted row count is checked. Peers delete the same rows from the same data
+written in ten appends: delta-rs `DeltaTable.delete` (fresh copy each time) and pyiceberg
+`Table.delete` (a SQLite catalog; a fresh table appended each time, untimed). The plain
+baseline reads the predicate's column of every data file with `pyarrow.dataset` and evaluates
+it. The scans compare the table with vectors over its 80 files against the same table without
+deletes, fresh handles. The figures recorded so far were measured on a loaded host (other test
+runs competing for the 2 CPUs: see the `deletes` line of the load list above).
+""",
+    ),
+    Section(
         "Compaction",
         ("compaction",),
         """\

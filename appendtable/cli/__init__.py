@@ -38,6 +38,7 @@ from appendtable.cli.maintain import (
     run_delete_consumer,
     run_expire,
     run_iceberg,
+    run_purge,
     run_remove_orphans,
     run_rollback,
 )
@@ -178,6 +179,19 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
         """\
   appendtable expire /data/events --dry-run
   appendtable expire /data/events --retain-min 5 --older-than 1h""",
+    ),
+    "purge": (
+        "remove every stored byte of the deleted rows",
+        "Rewrite the files with deletion vectors without their deleted rows and the manifests "
+        "without the removed files' statistics (one COMPACT snapshot), expire every older "
+        "snapshot, then delete the unreferenced deletion vectors, delete records and orphan "
+        "files older than --older-than (default 1d; younger ones are listed, not deleted). "
+        "Tags holding deleted rows are named: refused unless --tags delete or --tags keep; a "
+        "consumer or consumer group behind the latest snapshot blocks the purge. --dry-run "
+        "reports and writes nothing.",
+        """\
+  appendtable purge /data/events --dry-run
+  appendtable purge /data/events --older-than 0s --tags delete""",
     ),
     "remove-orphans": (
         "find (and with --force delete) unreferenced files",
@@ -462,6 +476,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--older-than", metavar="DURATION", help="expire only snapshots older than this (1h)"
     )
     expire.add_argument("--dry-run", action="store_true", help="only report")
+
+    purge = _command(commands, "purge", run_purge)
+    purge.add_argument(
+        "--older-than", default="1d", metavar="DURATION", help="minimum orphan age (default 1d)"
+    )
+    purge.add_argument(
+        "--tags",
+        choices=("refuse", "delete", "keep"),
+        default="refuse",
+        help="tags holding deleted rows: refuse (default), delete them, or keep them",
+    )
+    purge.add_argument("--dry-run", action="store_true", help="only report")
 
     orphans = _command(commands, "remove-orphans", run_remove_orphans)
     orphans.add_argument(

@@ -154,6 +154,34 @@ def run_delete(args: argparse.Namespace, ctx: Context) -> int:
     return 0
 
 
+def run_purge(args: argparse.Namespace, ctx: Context) -> int:
+    seconds = parse_duration(args.older_than, "--older-than")
+    table = ctx.open(args.uri)
+    result = table.purge(
+        older_than=dt.timedelta(seconds=seconds), tags=args.tags, dry_run=args.dry_run
+    )
+    verb = "would purge" if args.dry_run else "purged"
+    ctx.say(
+        f"{verb}: {plural(result.files_rewritten, 'file')} rewritten without "
+        f"{plural(result.rows_dropped, 'deleted row')}, "
+        f"{plural(len(result.expired_snapshots), 'snapshot')} expired, "
+        f"{plural(len(result.deleted_files), 'file')} deleted"
+    )
+    for name in result.tags_deleted:
+        ctx.say(f"tag {name} held deleted rows: deleted")
+    for name in result.tags_kept:
+        ctx.say(f"tag {name} holds deleted rows: kept (its rows are not purged)")
+    for path in result.young_orphans:
+        ctx.say(f"unreferenced but younger than {args.older_than}, left: {path}")
+    for what in result.blocked_by:
+        ctx.say(f"would refuse: {what}")
+    if result.snapshot is not None:
+        ctx.say(f"snapshot {result.snapshot.id} (COMPACT)")
+    if args.dry_run:
+        ctx.say("dry run: nothing was written")
+    return 0
+
+
 def run_remove_orphans(args: argparse.Namespace, ctx: Context) -> int:
     seconds = parse_duration(args.older_than, "--older-than")
     table = ctx.open(args.uri)

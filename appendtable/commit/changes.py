@@ -132,11 +132,15 @@ class CommitRequest:
     #: A DELETE's record of what it deleted (file name under ``index/``, see
     #: ``DeleteRecord``), named by the snapshot.
     delete_record: str | None = None
+    #: Write the new snapshot's base as fresh manifests of its live files only (a purge:
+    #: no manifest of the history, with its removed files' statistics, stays referenced).
+    rewrite_manifests: bool = False
 
     @property
     def is_empty(self) -> bool:
         return (
             self.overwrite is None
+            and not self.rewrite_manifests
             and self.rollback_to is None
             and self.schema_change is None
             and all(m.is_empty for m in self.messages)

@@ -307,6 +307,7 @@ class Committer:
             not adds
             and not deletes
             and request.schema_change is None
+            and not request.rewrite_manifests
             and latest is not None
             and (merged_watermark(latest.watermark, request.watermark) == latest.watermark)
         ):
@@ -324,7 +325,13 @@ class Committer:
             merge_min_count=options.get(opt.MANIFEST_MERGE_MIN_COUNT),
             full_threshold=options.get(opt.MANIFEST_FULL_COMPACTION_SIZE),
         )
-        if choice is not None:
+        if request.rewrite_manifests and latest is not None:
+            gone = {entry.file.key for entry in deletes}
+            base = self._manifests.write_manifests(
+                [e for e in self._manifests.live_files(latest) if e.file.key not in gone]
+            )
+            written.extend(layout.manifest_path(m.file_name) for m in base)
+        elif choice is not None:
             base, merged_names = self._manifests.merge(previous, choice)
             written.extend(layout.manifest_path(name) for name in merged_names)
         base_list = self._manifests.write_list(base)

@@ -1,0 +1,468 @@
+"""Purging deleted rows: after a purge no file under the table's location holds a deleted row's
+bytes (values in data files, statistics in manifests, literals in delete records).
+
+A delete only hides rows: earlier snapshots (time travel, tags) still show them, deletion
+vectors leave them in their data files, copy-on-write leaves the original files to the
+snapshots before it, manifests keep the removed files' column statistics (min/max are values),
+and each delete's record keeps its filter (whose literals are values too). ``purge`` removes
+all of that, in this order (each step is crash-safe; a purge killed part-way is completed by
+running it again):
+
+1. **Checks** (before anything is written): every tag whose snapshot may hold deleted rows is
+   named (see ``_holds_deleted``); with ``tags="refuse"`` (the default) the purge raises
+   ``PurgeBlockedError`` naming them, with ``"delete"`` they are deleted, with ``"keep"`` they
+   and everything they reference stay (the result names them: their rows are not purged).
+   A consumer or consumer group that has not consumed the latest snapshot blocks the purge
+   (``PurgeBlockedError`` names it): the purge expires every older snapshot, which would lose
+   its unread appends. Let it catch up, or delete it.
+2. **Rewrite**: one COMPACT snapshot ``P`` replaces every live file that has a deletion vector
+   by a copy without its deleted rows (same sequence range and creation time, so streams and
+   bucket order are unchanged), and writes ``P``'s base as fresh manifests of the live files
+   only; its delta names the replaced files without their statistics. ``P`` is committed even
+   with nothing to rewrite, so that no older manifest stays referenced. A concurrent commit
+   changing a replaced file makes the rewrite plan again.
+3. **Expire** every snapshot before ``P`` (and the data files and manifests only they
+   referenced), as snapshot expiration does, tags kept by ``"keep"`` excepted.
+4. **Index files**: the deletion vector files and delete records that no retained snapshot
+   (nor a kept tag) references are deleted: those the expired snapshots named at once, any
+   other (left by a delete that did not land) once older than ``older_than``. With tags kept,
+   every delete record stays (they are how the next purge knows the tags hold deleted rows).
+5. **Orphans**: ``remove_orphan_files`` with the same cut-off. Unreferenced files younger than
+   the cut-off (an in-flight or crashed writer's) are left and listed in
+   ``PurgeResult.young_orphans``: pass an ``older_than`` of now, with no writer running, to
+   remove them too.
+
+Deletes committed while the purge runs are not purged by it (the next purge does). A dry run
+reads what it needs and writes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import re
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+
+import msgspec
+import pyarrow as pa
+
+from appendtable import display
+from appendtable._state import TableState
+from appendtable.commit.changes import CommitRequest
+from appendtable.commit.consumers import ConsumerStore
+from appendtable.commit.expire import (
+    execute_expiration,
+    plan_expiration,
+    plan_releases,
+    tag_references,
+)
+from appendtable.commit.groups import GroupStore, list_groups
+from appendtable.commit.tags import TagStore
+from appendtable.datafiles.reading import read_as
+from appendtable.datafiles.rewrite import rewrite_files
+from appendtable.datafiles.writing import FileWriteSpec
+from appendtable.errors import (
+    CommitConflictError,
+    InvalidArgumentError,
+    ObjectNotFoundError,
+    PurgeBlockedError,
+    SnapshotNotFoundError,
+    StorageError,
+)
+from appendtable.metadata import codec, layout
+from appendtable.metadata import options as opt
+from appendtable.metadata.models import (
+    CommitKind,
+    CommitMessage,
+    DataFileMeta,
+    DeleteRecord,
+    FileSource,
+    ManifestEntry,
+    PartitionValues,
+    Snapshot,
+    Tag,
+)
+from appendtable.orphans import remove_orphan_files
+
+__all__ = ["PurgeResult", "TagPolicy", "purge"]
+
+log = logging.getLogger("appendtable")
+
+_VECTOR_NAME = re.compile(r"^dv-[0-9a-f]{32}\.puffin$")
+_RECORD_NAME = re.compile(r"^delete-[0-9a-f]{32}$")
+
+
+class TagPolicy(Enum):
+    """What a purge does with tags whose snapshot may hold deleted rows."""
+
+    REFUSE = "refuse"
+    DELETE = "delete"
+    KEEP = "keep"
+
+
+@dataclass(frozen=True)
+class PurgeResult:
+    """What a purge did (or, with ``dry_run``, would do).
+
+    ``files_rewritten``: live files with deletion vectors rewritten without their deleted
+    rows (``rows_dropped`` rows in all); ``expired_snapshots``; ``deleted_files``: every file
+    removed (data, manifests, vectors, delete records, orphans); ``tags_holding_deletes``: the
+    tags whose snapshot may hold deleted rows, of which ``tags_deleted`` were deleted and
+    ``tags_kept`` kept (their rows are NOT purged); ``young_orphans``: unreferenced files left
+    because they are younger than the cut-off; ``blocked_by`` (dry run): the consumers,
+    groups and tags a real run would refuse for; ``snapshot``: the purge's COMPACT snapshot."""
+
+    files_rewritten: int = 0
+    rows_dropped: int = 0
+    expired_snapshots: list[int] = field(default_factory=list)
+    deleted_files: list[str] = field(default_factory=list)
+    tags_holding_deletes: list[str] = field(default_factory=list)
+    tags_deleted: list[str] = field(default_factory=list)
+    tags_kept: list[str] = field(default_factory=list)
+    young_orphans: list[str] = field(default_factory=list)
+    #: (dry run) what would make the purge refuse: consumers, groups, tags.
+    blocked_by: list[str] = field(default_factory=list)
+    dry_run: bool = False
+    snapshot: Snapshot | None = None
+
+    def __repr__(self) -> str:
+        return display.purge_repr(self)
+
+
+def purge(
+    state: TableState,
+    *,
+    older_than_ms: int,
+    tags: TagPolicy,
+    dry_run: bool,
+    commit_user: str,
+) -> PurgeResult:
+    """Purge the deleted rows of every delete committed so far (see the module doc)."""
+    latest = state.snapshots.latest()
+    if latest is None:
+        return PurgeResult(dry_run=dry_run)
+    records = _index_files(state, _RECORD_NAME)
+    flagged = _tags_holding_deletes(state, records)
+    blockers = _consumers_behind(state, latest)
+    if blockers and not dry_run:
+        raise PurgeBlockedError(
+            f"{'; '.join(blockers)} has not consumed snapshot {latest.id} yet: a purge expires "
+            "every snapshot before its own, which would lose the unread appends; let it catch "
+            "up, or delete it (delete_consumer / delete_consumer_group)"
+        )
+    if flagged and tags is TagPolicy.REFUSE:
+        blockers.extend(f"tag {name!r}" for name in sorted(flagged))
+        if not dry_run:
+            raise PurgeBlockedError(
+                f"tag(s) {', '.join(sorted(flagged))} hold rows deleted since (their snapshots "
+                "are older than a delete, or have deletion vectors): delete them, or purge "
+                "with tags='delete' (deletes them) or tags='keep' (keeps them and their rows)"
+            )
+    kept = sorted(flagged) if tags is TagPolicy.KEEP else []
+    removed_tags = sorted(flagged) if tags is TagPolicy.DELETE else []
+    if dry_run:
+        return _dry_run(state, latest, older_than_ms, sorted(flagged), kept, removed_tags, blockers)
+    tag_store = TagStore(state.storage)
+    for name in removed_tags:
+        tag_store.delete(name)
+    snapshot, rewritten, dropped = _rewrite(state, commit_user)
+    earliest = state.snapshots.earliest_id()
+    assert earliest is not None
+    known_index = _index_named_by(state, range(earliest, snapshot.id))
+    live_tags = tag_store.all()
+    plan = plan_expiration(
+        state.snapshots,
+        state.manifests,
+        earliest,
+        snapshot.id,
+        tag_references(state.manifests, live_tags.values()),
+    )
+    plan_releases(
+        state.snapshots,
+        state.manifests,
+        plan,
+        tag_store.released(),
+        tag_references(state.manifests, live_tags.values()),
+    )
+    data, metadata = execute_expiration(
+        state.storage,
+        state.snapshots,
+        state.manifests,
+        plan,
+        before_deleting_files=_mirror_step(state),
+    )
+    index = _remove_index_files(state, known_index, older_than_ms, keep_records=bool(kept))
+    orphans = remove_orphan_files(state, older_than_ms=older_than_ms, dry_run=False)
+    young = remove_orphan_files(state, older_than_ms=int(time.time() * 1000) + 1, dry_run=True)
+    return PurgeResult(
+        files_rewritten=rewritten,
+        rows_dropped=dropped,
+        expired_snapshots=plan.snapshot_ids,
+        deleted_files=sorted({*data, *metadata, *index, *orphans.files}),
+        tags_holding_deletes=sorted(flagged),
+        tags_deleted=removed_tags,
+        tags_kept=kept,
+        young_orphans=young.files,
+        dry_run=False,
+        snapshot=snapshot,
+    )
+
+
+# ---- checks ---------------------------------------------------------------------------------
+
+
+def _tags_holding_deletes(state: TableState, records: Sequence[str]) -> dict[str, Tag]:
+    """The tags whose snapshot may hold deleted rows (conservatively, see ``_holds_deleted``)."""
+    bases = [_record(state, path).base_snapshot for path in records]
+    return {
+        name: tag
+        for name, tag in TagStore(state.storage).all().items()
+        if _holds_deleted(state, tag, bases)
+    }
+
+
+def _holds_deleted(state: TableState, tag: Tag, bases: Sequence[int]) -> bool:
+    """A tag holds deleted rows (or their statistics) when a delete not purged yet planned on
+    its snapshot or a later one (the rows it deleted may be in the tag), when its snapshot has
+    deletion vectors, or when a delete not purged yet exists and the tag's manifests still
+    name a file the latest snapshot does not hold (a removed file's statistics, or the file)."""
+    if any(base >= tag.snapshot.id for base in bases):
+        return True
+    entries = state.manifests.entries(state.manifests.all_manifests(tag.snapshot))
+    if any(entry.file.deletion is not None for entry in entries):
+        return True
+    if not bases:
+        return False
+    latest = state.snapshots.latest()
+    assert latest is not None
+    live = {entry.file.path for entry in state.manifests.live_files(latest)}
+    return any(entry.file.path not in live for entry in entries)
+
+
+def _consumers_behind(state: TableState, latest: Snapshot) -> list[str]:
+    """The consumers and groups that have not consumed the latest snapshot yet."""
+    behind = [
+        f"consumer {name!r} (at snapshot {position.next_snapshot})"
+        for name, position in ConsumerStore(state.storage).all().items()
+        if position.next_snapshot <= latest.id
+    ]
+    for group in list_groups(state.storage):
+        store = GroupStore(state.storage, group)
+        floor = min(
+            (p.next_snapshot for p in store.positions(store.latest()).values()), default=None
+        )
+        if floor is not None and floor <= latest.id:
+            behind.append(f"consumer group {group!r} (a unit at snapshot {floor})")
+    return behind
+
+
+# ---- the rewrite ----------------------------------------------------------------------------
+
+
+def _rewrite(state: TableState, commit_user: str) -> tuple[Snapshot, int, int]:
+    """Commit the purge's COMPACT snapshot (see the module doc, step 2): the snapshot, files
+    rewritten, rows dropped. Plans again after a conflict, for as long as ``commit.timeout``
+    allows."""
+    started = time.monotonic()
+    attempt = 0
+    while True:
+        latest = state.snapshots.latest()
+        assert latest is not None
+        view = state.refresh(latest)
+        projection = state.projection(view)
+        spec = FileWriteSpec.for_table(view.schema, view.arrow_schema, view.options)
+        vectored = [e for e in state.manifests.live_files(latest) if e.file.deletion is not None]
+        created: list[str] = []
+        try:
+            grouped: dict[
+                tuple[PartitionValues, int], list[tuple[ManifestEntry, list[DataFileMeta]]]
+            ]
+            grouped = {}
+            for entry in vectored:
+                file = entry.file
+                directory = layout.bucket_dir(state.partition_name(entry.partition), entry.bucket)
+                outputs = rewrite_files(
+                    state.storage,
+                    directory,
+                    [file],
+                    spec,
+                    projection=projection,
+                    source=FileSource(file.source),
+                    keep_sequence=True,
+                    chunks=(
+                        pa.Table.from_batches([batch])
+                        for batch in read_as(state.storage, file, projection)
+                    ),
+                    on_file=created.append,
+                )
+                grouped.setdefault((entry.partition, entry.bucket), []).append(
+                    (
+                        entry,
+                        [
+                            msgspec.structs.replace(o, creation_time_ms=file.creation_time_ms)
+                            for o in outputs
+                        ],
+                    )
+                )
+            messages = tuple(
+                CommitMessage(
+                    partition=partition,
+                    bucket=bucket,
+                    total_buckets=items[0][0].total_buckets,
+                    schema_id=max(e.file.schema_id for e, _ in items),
+                    compact_before=tuple(_without_statistics(e.file) for e, _ in items),
+                    compact_after=tuple(o for _, outs in items for o in outs),
+                )
+                for (partition, bucket), items in grouped.items()
+            )
+            snapshot = state.committer().commit(
+                CommitRequest(
+                    kind=CommitKind.COMPACT,
+                    commit_user=commit_user,
+                    messages=messages,
+                    rewrite_manifests=True,
+                    properties={"purge": "true"},
+                )
+            )
+        except CommitConflictError:
+            state.discard(created, since_snapshot_id=latest.id)
+            attempt += 1
+            budget_ms = view.options.get(opt.COMMIT_TIMEOUT)
+            if budget_ms and (time.monotonic() - started) * 1000 > budget_ms:
+                raise
+            log.info("purge conflicted with a concurrent change; re-planning (attempt %d)", attempt)
+            time.sleep(min(1.0, 0.01 * (1 << min(attempt, 7))) * random.uniform(0.5, 1.5))
+            continue
+        except BaseException:
+            state.discard(created, since_snapshot_id=latest.id)
+            raise
+        assert snapshot is not None
+        dropped = sum(e.file.row_count - e.file.live_row_count for e in vectored)
+        return snapshot, len(vectored), dropped
+
+
+def _without_statistics(file: DataFileMeta) -> DataFileMeta:
+    """A removed file as the purge's delta names it: its identity and counts, no values."""
+    return msgspec.structs.replace(
+        file, null_counts=(), min_values=(), max_values=(), file_index=None, nested_stats=()
+    )
+
+
+# ---- index files ----------------------------------------------------------------------------
+
+
+def _index_files(state: TableState, pattern: re.Pattern[str]) -> list[str]:
+    return [
+        info.path
+        for info in state.storage.listdir(layout.INDEX_DIR)
+        if pattern.match(info.path.rsplit("/", 1)[-1])
+    ]
+
+
+def _record(state: TableState, path: str) -> DeleteRecord:
+    return codec.decode(
+        state.storage.read(path), DeleteRecord, codec.Kind.DELETE_RECORD, state.storage.uri(path)
+    )
+
+
+def _index_named_by(state: TableState, snapshot_ids: Iterable[int]) -> set[str]:
+    """The vector files and delete records the snapshots ``snapshot_ids`` reference."""
+    named: set[str] = set()
+    for snapshot_id in snapshot_ids:
+        try:
+            snapshot = state.snapshots.get(snapshot_id)
+            entries = state.manifests.entries(state.manifests.all_manifests(snapshot))
+        except (SnapshotNotFoundError, ObjectNotFoundError):
+            continue
+        if snapshot.delete_record is not None:
+            named.add(snapshot.delete_record)
+        named.update(e.file.deletion.path for e in entries if e.file.deletion is not None)
+    return named
+
+
+def _referenced_index(state: TableState) -> set[str]:
+    """The index files the retained snapshots and the tags reference."""
+    ids = state.snapshots.list_ids()
+    named = _index_named_by(state, ids)
+    for tag in TagStore(state.storage).all().values():
+        if tag.snapshot.delete_record is not None:
+            named.add(tag.snapshot.delete_record)
+        entries = state.manifests.entries(state.manifests.all_manifests(tag.snapshot))
+        named.update(e.file.deletion.path for e in entries if e.file.deletion is not None)
+    return named
+
+
+def _remove_index_files(
+    state: TableState, known: set[str], older_than_ms: int, *, keep_records: bool
+) -> list[str]:
+    """Delete the unreferenced index files (module doc, step 4); the paths deleted."""
+    referenced = _referenced_index(state)
+    deleted: list[str] = []
+    for info in state.storage.listdir(layout.INDEX_DIR):
+        name = info.path.rsplit("/", 1)[-1]
+        is_record = _RECORD_NAME.match(name) is not None
+        if not is_record and _VECTOR_NAME.match(name) is None:
+            continue
+        if info.path in referenced or (is_record and keep_records):
+            continue
+        if info.path not in known and info.mtime_ms >= older_than_ms:
+            continue  # perhaps a delete in flight
+        try:
+            state.storage.delete(info.path)
+        except StorageError:
+            continue  # left for the next purge
+        deleted.append(info.path)
+    return deleted
+
+
+def _mirror_step(state: TableState) -> Callable[[], None] | None:
+    if not state.mirrors_iceberg:
+        return None
+
+    def step() -> None:
+        state.publish_mirror()
+        state.mirror.prune()
+
+    return step
+
+
+# ---- dry run --------------------------------------------------------------------------------
+
+
+def _dry_run(
+    state: TableState,
+    latest: Snapshot,
+    older_than_ms: int,
+    flagged: list[str],
+    kept: list[str],
+    removed_tags: list[str],
+    blockers: list[str],
+) -> PurgeResult:
+    vectored = [e for e in state.manifests.live_files(latest) if e.file.deletion is not None]
+    earliest = state.snapshots.earliest_id(repair=False)
+    expired = [] if earliest is None else list(range(earliest, latest.id + 1))
+    orphans = remove_orphan_files(state, older_than_ms=older_than_ms, dry_run=True)
+    return PurgeResult(
+        files_rewritten=len(vectored),
+        rows_dropped=sum(e.file.row_count - e.file.live_row_count for e in vectored),
+        expired_snapshots=expired,
+        deleted_files=orphans.files,
+        tags_holding_deletes=flagged,
+        tags_deleted=removed_tags,
+        tags_kept=kept,
+        blocked_by=blockers,
+        dry_run=True,
+    )
+
+
+def parse_tag_policy(value: object) -> TagPolicy:
+    """``tags=`` of ``purge``: "refuse", "delete" or "keep"."""
+    if isinstance(value, TagPolicy):
+        return value
+    for policy in TagPolicy:
+        if value == policy.value:
+            return policy
+    raise InvalidArgumentError(f"purge's tags must be 'refuse', 'delete' or 'keep', got {value!r}")
