@@ -84,7 +84,7 @@ def _plain_filter(uri: str) -> int:
 def bench_deletes(ws: Workspace) -> list[Result]:
     data = ws.big_table
     expected = int(pc.sum(pc.less(data["value"], CUT)).as_py() or 0)
-    reps = min(ws.config.big_reps, 3)
+    reps = min(ws.config.big_reps, 2)
     dv_source, cow_source = _build(ws, True), _build(ws, False)
     files = at.open_table(dv_source).files().num_rows
     touched: dict[str, int] = {}
@@ -111,7 +111,7 @@ def bench_deletes(ws: Workspace) -> list[Result]:
         Case("plain", run=lambda _: _plain_filter(dv_source)),
     ]
     peers = _peer_cases(ws, data)
-    timings = measure([*cases, *peers], reps=reps, check=check)
+    timings = measure([*cases, *peers], reps=reps, warmup=0, check=check)
     rows_label = f"{data.num_rows / 1e6:g} M rows, {files} files"
     results = [
         limit_row(

@@ -23,6 +23,7 @@ MODES = {"dv": "true", "cow": "false"}
 
 def _objects(fs: Any, root: str) -> dict[str, bytes]:
     flush_hints()
+    fs.invalidate_cache()  # a listing cached before the purge would name removed objects
     return {name: fs.cat_file(name) for name in fs.find(root)}
 
 
