@@ -4,13 +4,14 @@ Spark's ``DELETE FROM`` is not available to Python data sources (Spark offers ro
 operations only to JVM connectors), so this helper does it. Spark analyses the condition over
 the table's rows (resolving columns, types and implicit casts as ``df.where(condition)``
 would); the analysed expression is translated into the core's filter (a disjunction of
-conjunctions of ``(column, op, value)``) only where the translation is exact: column references
-(struct fields by path) compared with literals (``=``, ``!=``, ``<``, ``<=``, ``>``, ``>=``,
-``IN``, ``IS [NOT] NULL``) joined by ``AND``, ``OR`` and ``NOT`` (and ``NOT isnan(c)`` beside
-such terms, which the core's comparisons already imply: the check below confirms it). Anything
-else (functions,
-casts Spark inserted, column-to-column comparisons, ``<=>``) is refused with
-``InvalidFilterError`` naming the part, never approximated.
+conjunctions of ``(column, op, value)``) only where the translation is exact: column
+references (struct fields by path) compared with literals or constant expressions (evaluated
+by Spark, such as the cast it puts on a literal) by ``=``, ``!=``, ``<``, ``<=``, ``>``,
+``>=``, ``IN``, ``IS [NOT] NULL``, joined by ``AND``, ``OR`` and ``NOT`` (and ``NOT isnan(c)``
+beside such terms, which the core's comparisons already imply: the check below confirms it).
+Anything else (functions of columns, casts Spark put on a column, column-to-column
+comparisons, ``<=>``) is refused with ``InvalidFilterError`` naming the part, never
+approximated.
 
 The translation is then checked on the data: Spark counts, over the snapshot the delete plans
 on, the rows its condition selects (|C|) and those it selects that the core's filter also
@@ -229,7 +230,7 @@ def _term(node: Any) -> Term:
     if kind in _COMPARISONS:
         left, right = _children(node)
         op = _COMPARISONS[kind]
-        if _kind(left) == "Literal" and _kind(right) != "Literal":
+        if _constant(left) and not _constant(right):
             left, right, op = right, left, _FLIPPED[op]
         return (_column(left, node), op, _value(right, node))
     if kind == "In":
@@ -254,11 +255,18 @@ def _column(node: Any, whole: Any) -> object:
     return parts[0] if len(parts) == 1 else tuple(parts)
 
 
+def _constant(node: Any) -> bool:
+    """A literal, or an expression of literals only (such as the cast Spark puts around a
+    literal to compare it with a column of a wider type)."""
+    return bool(node.foldable()) and _kind(node) != "AttributeReference"
+
+
 def _value(node: Any, whole: Any) -> object:
-    """A literal's value in Python, by its Spark type."""
-    if _kind(node) != "Literal":
+    """The value of a literal (or of a constant expression, evaluated by Spark) in Python,
+    by its Spark type."""
+    if not _constant(node):
         raise _refused(whole, f"{node.sql()} is not a literal")
-    raw = node.value()
+    raw = node.value() if _kind(node) == "Literal" else node.eval(None)
     type_name = str(node.dataType().typeName())
     if raw is None:
         raise _refused(whole, "a comparison with NULL is never true: use IS NULL")
