@@ -45,7 +45,6 @@ from appendtable.datafiles.writing import FileWriteSpec
 from appendtable.errors import (
     CommitConflictError,
     CorruptMetadataError,
-    DeletesUnsupportedError,
     InvalidFilterError,
     StorageError,
 )
@@ -138,12 +137,6 @@ def delete_rows(
         mode = "deletion-vectors" if vectors else "copy-on-write"
         parsed = parse_filter(filter, view.column_types)
         assert parsed is not None
-        if vectors and not dry_run and state.mirrors_iceberg:
-            raise DeletesUnsupportedError(
-                "the Iceberg mirror ('metadata.iceberg.storage') cannot describe deletion "
-                "vectors yet, so Iceberg readers would still see the deleted rows: delete with "
-                "'deletion-vectors.enabled' = 'false' (copy-on-write), or turn the mirror off"
-            )
         if latest is None:
             return DeleteResult(0, 0, 0, 0, 0, mode, dry_run)
         projection = state.projection(view)

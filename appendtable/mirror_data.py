@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from appendtable._state import TableState
 from appendtable.datafiles.mirror_values import check_mirrorable_rows, has_coarse_timestamp
-from appendtable.errors import DeletesUnsupportedError, InvalidSchemaError, SchemaMismatchError
+from appendtable.errors import InvalidSchemaError, SchemaMismatchError
 from appendtable.metadata.models import Snapshot, TableSchema
 from appendtable.metadata.types import FieldSpec
 from appendtable.scan import Scan
@@ -40,21 +40,7 @@ def check_data_mirrorable(
     the timestamps only when ``turning_on`` (writes to a mirrored table refuse them)."""
     _check_stored_types(state, snapshot, schema, option)
     if turning_on:
-        _check_no_vectors(state, snapshot, option)
         _check_timestamps(state, snapshot, option)
-
-
-def _check_no_vectors(state: TableState, snapshot: Snapshot, option: str) -> None:
-    """Iceberg readers of the mirror would return rows deleted by deletion vectors."""
-    found = next(
-        (e.file.path for e in state.manifests.live_files(snapshot) if e.file.deletion), None
-    )
-    if found is not None:
-        raise DeletesUnsupportedError(
-            f"'{option}' cannot be turned on while rows are deleted by deletion vectors (in "
-            f"{found}): the mirror cannot describe them yet, so Iceberg readers would see "
-            "them; compact the table (which applies the vectors) first"
-        )
 
 
 def _ids(fields: Sequence[FieldSpec]) -> Iterator[int]:

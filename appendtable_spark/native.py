@@ -29,7 +29,7 @@ from appendtable_spark.locations import spark_location
 from appendtable_spark.source import FORMAT
 from appendtable_spark.types import spark_schema
 
-__all__ = ["native_readable", "read_table"]
+__all__ = ["filter_condition", "native_readable", "read_table"]
 
 
 def native_readable(schema: pa.Schema) -> bool:
@@ -159,6 +159,11 @@ def _where(filter_terms: Sequence[Any], schema: pa.Schema) -> Column:
             for clause in at.filter_clauses(filter_terms)
         ),
     )
+
+
+def filter_condition(filter_terms: Sequence[Any], schema: pa.Schema) -> Column:
+    """A core filter as one Spark condition with the core's semantics (see ``_condition``)."""
+    return _where(filter_terms, schema)
 
 
 def read_table(

@@ -39,14 +39,20 @@ from appendtable.commit.tags import TagStore
 from appendtable.errors import (
     CommitConflictError,
     CorruptMetadataError,
-    DeletesUnsupportedError,
     ObjectNotFoundError,
     SnapshotNotFoundError,
 )
 from appendtable.metadata import layout
 from appendtable.metadata import options as opt
 from appendtable.metadata.avro import read_container, read_header, write_container
-from appendtable.metadata.models import FileKind, ManifestEntry, Snapshot, TableSchema
+from appendtable.metadata.models import (
+    DeletionVectorRef,
+    FileKind,
+    ManifestEntry,
+    PartitionValues,
+    Snapshot,
+    TableSchema,
+)
 from appendtable.metadata.types import TypeSpec
 from appendtable.planning import iceberg_metadata
 from appendtable.planning.schema_changes import stats_positions
@@ -70,6 +76,8 @@ class _ManifestInfo:
     files: int
     rows: int
     partitions: list[Any]
+    #: the deletion vectors of its files: (data file path, partition, vector)
+    vectors: tuple[tuple[str, PartitionValues, DeletionVectorRef], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -86,6 +94,14 @@ class _ListState:
 
     schema_id: int
     manifests: dict[str, tuple[frozenset[str], _ManifestInfo | None]]
+
+
+def _identity(entry: ManifestEntry) -> str:
+    """A live file's identity in the mirror: its path, and its deletion vector if any (a
+    delete re-adds a path with a new vector; for a file without one, the path alone, so the
+    names of manifests written before deletes existed stay the same)."""
+    ref = entry.file.deletion
+    return entry.file.path if ref is None else f"{entry.file.path}#{ref.path}@{ref.offset}"
 
 
 class IcebergMirror:
@@ -247,14 +263,19 @@ class IcebergMirror:
         listed = in_log | set(tagged)
         entries = []
         log = []
+        # Version 3 once a snapshot has deletion vectors (they are v3 delete files); a table's
+        # version never goes down.
+        version3 = (current or {}).get("format-version") == 3
         for snapshot_id in sorted(listed):
             entry = known.get(snapshot_id)
             if entry is None:
                 snapshot = tagged.get(snapshot_id) if snapshot_id not in in_log else None
                 if snapshot is None:
                     snapshot = self._snapshots.get(snapshot_id)
+                manifest_list, with_deletes = self._listed(snapshot)
+                version3 = version3 or with_deletes
                 entry = iceberg_metadata.snapshot_entry(
-                    snapshot, self._manifest_list(snapshot), parent_retained=True
+                    snapshot, manifest_list, parent_retained=True
                 )
             entry = dict(entry)
             if entry.get("parent-snapshot-id") not in listed:
@@ -268,7 +289,7 @@ class IcebergMirror:
         current_schema = self._schemas.get(latest.schema_id)
         spec = iceberg_metadata.partition_spec(current_schema)
         return {
-            "format-version": 2,
+            "format-version": 3 if version3 else 2,
             "table-uuid": self._table_uuid(),
             "location": self._storage.uri("").rstrip("/"),
             "last-sequence-number": latest.id,
@@ -319,6 +340,12 @@ class IcebergMirror:
         return str(uuid.uuid5(uuid.NAMESPACE_URL, f"appendtable:{first.time_ms}:{first.fields}"))
 
     def _manifest_list(self, snapshot: Snapshot) -> str:
+        """The URI of the snapshot's manifest list (written if absent)."""
+        return self._listed(snapshot)[0]
+
+    def _listed(self, snapshot: Snapshot) -> tuple[str, bool]:
+        """The URI of the snapshot's manifest list (written if absent), and whether it lists
+        deletion vectors."""
         schema = self._schemas.get(snapshot.schema_id)
         types = {f.name: f.type for f in schema.fields}
         partition_types = [types[k] for k in schema.partition_keys]
@@ -355,6 +382,29 @@ class IcebergMirror:
             }
             for info in infos
         ]
+        vectors = [vector for info in infos for vector in info.vectors]
+        deletes = self._delete_manifest(build, vectors) if vectors else None
+        if deletes is not None:
+            records.append(
+                {
+                    "manifest_path": self._storage.uri(deletes.path),
+                    "manifest_length": deletes.length,
+                    "partition_spec_id": 0,
+                    "content": 1,
+                    "sequence_number": 0,
+                    "min_sequence_number": 0,
+                    "added_snapshot_id": deletes.added_snapshot_id,
+                    "added_files_count": deletes.files,
+                    "existing_files_count": 0,
+                    "deleted_files_count": 0,
+                    "added_rows_count": deletes.rows,
+                    "existing_rows_count": 0,
+                    "deleted_rows_count": 0,
+                    "partitions": deletes.partitions or None,
+                    "key_metadata": None,
+                }
+            )
+            infos = [*infos, deletes]
         digest = hashlib.sha256("\n".join(i.path for i in infos).encode()).hexdigest()[:16]
         path = f"{layout.ICEBERG_DIR}/snap-{snapshot.id}-{digest}.avro"
         body = write_container(
@@ -364,16 +414,111 @@ class IcebergMirror:
                 "snapshot-id": str(snapshot.id),
                 "parent-snapshot-id": str(snapshot.parent_id or "null"),
                 "sequence-number": str(snapshot.id),
-                "format-version": "2",
+                "format-version": "3" if deletes is not None else "2",
             },
         )
         self._storage.put_if_absent(path, body)
-        return self._storage.uri(path)
+        return self._storage.uri(path), deletes is not None
+
+    def _delete_manifest(
+        self,
+        build: _Build,
+        vectors: list[tuple[str, PartitionValues, DeletionVectorRef]],
+    ) -> _ManifestInfo:
+        """The v3 delete manifest of a snapshot's deletion vectors: one entry per data file
+        with a vector, referencing a Puffin file of the mirror holding a copy of the vector's
+        blob (Iceberg readers match a blob by its ``referenced-data-file``, which must be the
+        data file's URI: the table's own vectors name it relative to the table, so that the
+        table can move). Named by a hash of the vectors, so it is written once per set."""
+        vectors = sorted(vectors, key=lambda v: (v[0], v[2].path, v[2].offset))
+        key = hashlib.sha256(
+            "\n".join(
+                [str(build.schema.id), *(f"{p}#{r.path}@{r.offset}" for p, _, r in vectors)]
+            ).encode()
+        ).hexdigest()[:32]
+        path = f"{layout.ICEBERG_DIR}/{key}-d0.avro"
+        with self._lock:
+            known = self._known.get(path)
+        if known is not None:
+            return known
+        try:
+            data = self._storage.read(path)
+        except ObjectNotFoundError:
+            data = self._write_delete_manifest(path, build, vectors)
+        header = read_header(data, self._storage.uri(path))
+        info = _ManifestInfo(
+            path=path,
+            length=len(data),
+            added_snapshot_id=int(header.get("appendtable.snapshot-id", b"0")),
+            status=_ADDED,
+            files=len(vectors),
+            rows=sum(ref.cardinality for _, _, ref in vectors),
+            partitions=iceberg_metadata.partition_summary(
+                [p for _, p, _ in vectors], build.partition_types
+            ),
+        )
+        with self._lock:
+            self._known[path] = info
+        return info
+
+    def _write_delete_manifest(
+        self,
+        path: str,
+        build: _Build,
+        vectors: list[tuple[str, PartitionValues, DeletionVectorRef]],
+    ) -> bytes:
+        records = []
+        for data_path, partition, ref in vectors:
+            data_uri = self._storage.uri(data_path)
+            puffin, size, offset = self._puffin_copy(data_uri, ref)
+            records.append(
+                iceberg_metadata.deletion_vector_record(
+                    snapshot_id=build.snapshot.id,
+                    puffin_uri=self._storage.uri(puffin),
+                    puffin_size=size,
+                    blob_offset=offset,
+                    blob_length=ref.length,
+                    data_uri=data_uri,
+                    cardinality=ref.cardinality,
+                    partition=partition,
+                    schema=build.schema,
+                    partition_types=build.partition_types,
+                )
+            )
+        spec = iceberg_metadata.partition_spec(build.schema)
+        body = write_container(
+            iceberg_metadata.manifest_schema(build.schema, build.partition_types, deletes=True),
+            records,
+            metadata={
+                "schema": json.dumps(iceberg_metadata.iceberg_schema(build.schema)),
+                "schema-id": str(build.schema.id),
+                "partition-spec": json.dumps(spec["fields"]),
+                "partition-spec-id": "0",
+                "format-version": "3",
+                "content": "deletes",
+                "appendtable.snapshot-id": str(build.snapshot.id),
+            },
+        )
+        if not self._storage.put_if_absent(path, body):
+            return self._storage.read(path)
+        return body
+
+    def _puffin_copy(self, data_uri: str, ref: DeletionVectorRef) -> tuple[str, int, int]:
+        """The mirror's Puffin file holding the vector ``ref`` of the data file ``data_uri``
+        (written if absent): its path, size, and the blob's offset in it."""
+        blob = self._storage.read_range(ref.path, ref.offset, ref.length)
+        body, offset = iceberg_metadata.puffin_file(
+            blob, data_uri=data_uri, cardinality=ref.cardinality
+        )
+        name = hashlib.sha256(f"{data_uri}\n{ref.path}@{ref.offset}".encode()).hexdigest()[:32]
+        path = f"{layout.ICEBERG_DIR}/dv-{name}.puffin"
+        self._storage.put_if_absent(path, body)
+        return path, len(body), offset
 
     def _from_live_files(self, build: _Build) -> _ListState:
         """Each manifest's live files, from the snapshot's whole live set (a first
         publish, a rollback, a merge of our manifests, or a schema change)."""
-        live = {e.file.path for e in self._manifests.live_files(build.snapshot)}
+        live = {_identity(e) for e in self._manifests.live_files(build.snapshot)}
         assigned: set[str] = set()
         manifests: dict[str, tuple[frozenset[str], _ManifestInfo | None]] = {}
         for meta in self._manifests.all_manifests(build.snapshot):
@@ -381,11 +526,11 @@ class IcebergMirror:
             adds = [
                 e
                 for e in entries
-                if e.kind == FileKind.ADD and e.file.path in live and e.file.path not in assigned
+                if e.kind == FileKind.ADD and _identity(e) in live and _identity(e) not in assigned
             ]
-            assigned.update(e.file.path for e in adds)
+            assigned.update(_identity(e) for e in adds)
             gone = frozenset(
-                e.file.path for e in entries if e.kind == FileKind.ADD and e.file.path not in live
+                _identity(e) for e in entries if e.kind == FileKind.ADD and _identity(e) not in live
             )
             info = self._manifest(build, meta.file_name, adds, gone) if adds else None
             manifests[meta.file_name] = (gone, info)
@@ -402,7 +547,7 @@ class IcebergMirror:
             return None
         delta_names = {m.file_name for m in self._manifests.read_list(snapshot.delta_manifest_list)}
         deleted = {
-            e.file.path
+            _identity(e)
             for e in self._manifests.delta_entries(snapshot)
             if e.kind == FileKind.DELETE
         }
@@ -415,14 +560,14 @@ class IcebergMirror:
                 gone, info = known
                 if deleted and info is not None:
                     adds = self._adds(name)
-                    newly = {e.file.path for e in adds if e.file.path in deleted}
+                    newly = {_identity(e) for e in adds if _identity(e) in deleted}
                     if newly:
                         gone = gone | newly
-                        remaining = [e for e in adds if e.file.path not in gone]
+                        remaining = [e for e in adds if _identity(e) not in gone]
                         info = self._manifest(build, name, remaining, gone) if remaining else None
                 manifests[name] = (gone, info)
             elif name in delta_names:
-                adds = [e for e in self._adds(name) if e.file.path not in deleted]
+                adds = [e for e in self._adds(name) if _identity(e) not in deleted]
                 info = self._manifest(build, name, adds, frozenset()) if adds else None
                 manifests[name] = (frozenset(), info)
             else:  # a merge of the parent's manifests
@@ -430,8 +575,8 @@ class IcebergMirror:
                     removed = frozenset().union(*(g for g, _ in parent.manifests.values()))
                     removed |= deleted
                 adds = self._adds(name)
-                gone = frozenset(e.file.path for e in adds if e.file.path in removed)
-                remaining = [e for e in adds if e.file.path not in gone]
+                gone = frozenset(_identity(e) for e in adds if _identity(e) in removed)
+                remaining = [e for e in adds if _identity(e) not in gone]
                 info = self._manifest(build, name, remaining, gone) if remaining else None
                 manifests[name] = (gone, info)
         return _ListState(build.schema.id, manifests)
@@ -447,13 +592,6 @@ class IcebergMirror:
         gone: frozenset[str],
     ) -> _ManifestInfo:
         snapshot, schema, partition_types = build.snapshot, build.schema, build.partition_types
-        with_vector = next((e.file.path for e in adds if e.file.deletion is not None), None)
-        if with_vector is not None:
-            raise DeletesUnsupportedError(
-                f"snapshot {snapshot.id} has rows deleted by a deletion vector (in "
-                f"{with_vector}), which the Iceberg mirror cannot describe yet: Iceberg readers "
-                "would see them; compact the table (which applies the vectors) and publish again"
-            )
         key = hashlib.sha256(
             "\n".join([source, str(schema.id), *sorted(gone)]).encode()
         ).hexdigest()[:32]
@@ -477,6 +615,11 @@ class IcebergMirror:
             rows=sum(e.file.row_count for e in adds),
             partitions=iceberg_metadata.partition_summary(
                 [e.partition for e in adds], partition_types
+            ),
+            vectors=tuple(
+                (e.file.path, e.partition, e.file.deletion)
+                for e in adds
+                if e.file.deletion is not None
             ),
         )
         with self._lock:
@@ -556,10 +699,28 @@ class IcebergMirror:
             except ObjectNotFoundError:
                 continue
             _, records = read_container(data, self._storage.uri(list_path))
-            found.update(
-                _mirror_path(r.get("manifest_path"), root, self._storage.uri(list_path))
-                for r in records
-            )
+            for record in records:
+                manifest = _mirror_path(
+                    record.get("manifest_path"), root, self._storage.uri(list_path)
+                )
+                found.add(manifest)
+                if record.get("content") == 1:
+                    found.update(self._delete_files(manifest, root))
+        return found
+
+    def _delete_files(self, manifest: str, root: str) -> set[str]:
+        """The mirror's Puffin files a delete manifest references."""
+        try:
+            data = self._storage.read(manifest)
+        except ObjectNotFoundError:
+            return set()
+        uri = self._storage.uri(manifest)
+        _, records = read_container(data, uri)
+        found = set()
+        for record in records:
+            data_file = record.get("data_file")
+            path = data_file.get("file_path") if isinstance(data_file, dict) else None
+            found.add(_mirror_path(path, root, uri))
         return found
 
     def prune(self) -> list[str]:

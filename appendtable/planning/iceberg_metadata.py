@@ -26,6 +26,7 @@ so publishing never fails on a value.
 from __future__ import annotations
 
 import decimal
+import json
 import struct
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -36,17 +37,20 @@ from appendtable.metadata.types import FieldSpec, TypeSpec
 from appendtable.metadata.values import unscaled
 
 __all__ = [
+    "DELETE_FILE_PATH_ID",
     "MANIFEST_LIST_SCHEMA",
     "MICROS_RANGE",
     "PARTITION_FIELD_BASE",
     "beyond_micros",
     "check_mirrorable",
     "data_file_record",
+    "deletion_vector_record",
     "iceberg_schema",
     "manifest_schema",
     "name_mapping",
     "partition_spec",
     "partition_summary",
+    "puffin_file",
     "refs",
     "snapshot_entry",
 ]
@@ -385,8 +389,11 @@ def _optional(name: str, avro: Any, field_id: int) -> dict[str, Any]:
     return {"name": name, "type": ["null", avro], "default": None, "field-id": field_id}
 
 
-def manifest_schema(schema: TableSchema, partition_types: Sequence[TypeSpec]) -> dict[str, Any]:
-    """The Avro schema of a manifest's entries (Iceberg v2 ``manifest_entry``)."""
+def manifest_schema(
+    schema: TableSchema, partition_types: Sequence[TypeSpec], *, deletes: bool = False
+) -> dict[str, Any]:
+    """The Avro schema of a manifest's entries (Iceberg v2 ``manifest_entry``; with
+    ``deletes``, v3's, whose delete files reference a data file and a blob of a Puffin file)."""
     partition_fields = [
         {
             "name": key,
@@ -422,6 +429,15 @@ def manifest_schema(schema: TableSchema, partition_types: Sequence[TypeSpec]) ->
             _optional("split_offsets", {"type": "array", "items": "long", "element-id": 133}, 132),
             _optional("equality_ids", {"type": "array", "items": "int", "element-id": 136}, 135),
             _optional("sort_order_id", "int", 140),
+            *(
+                [
+                    _optional("referenced_data_file", "string", 143),
+                    _optional("content_offset", "long", 144),
+                    _optional("content_size_in_bytes", "long", 145),
+                ]
+                if deletes
+                else []
+            ),
         ],
     }
     return {
@@ -505,6 +521,97 @@ def data_file_record(
             "sort_order_id": None,
         },
     }
+
+
+#: The field id of a position delete's ``file_path`` (Iceberg's reserved id): bounds on it
+#: name the one data file a delete file applies to.
+DELETE_FILE_PATH_ID = 2147483546
+
+
+def deletion_vector_record(
+    *,
+    snapshot_id: int,
+    puffin_uri: str,
+    puffin_size: int,
+    blob_offset: int,
+    blob_length: int,
+    data_uri: str,
+    cardinality: int,
+    partition: PartitionValues,
+    schema: TableSchema,
+    partition_types: Sequence[TypeSpec],
+) -> dict[str, Any]:
+    """A v3 manifest entry for the deletion vector of the data file ``data_uri``: a
+    ``deletion-vector-v1`` blob of ``blob_length`` bytes at ``blob_offset`` of a Puffin file."""
+    path_bound = [{"key": DELETE_FILE_PATH_ID, "value": data_uri.encode()}]
+    return {
+        "status": 1,
+        "snapshot_id": snapshot_id,
+        "sequence_number": 0,
+        "file_sequence_number": 0,
+        "data_file": {
+            "content": 1,
+            "file_path": puffin_uri,
+            "file_format": "PUFFIN",
+            "partition": {
+                key: _partition_value(value, spec)
+                for key, value, spec in zip(
+                    schema.partition_keys, partition, partition_types, strict=True
+                )
+            },
+            "record_count": cardinality,
+            "file_size_in_bytes": puffin_size,
+            "column_sizes": None,
+            "value_counts": None,
+            "null_value_counts": None,
+            "nan_value_counts": None,
+            "lower_bounds": path_bound,
+            "upper_bounds": path_bound,
+            "key_metadata": None,
+            "split_offsets": None,
+            "equality_ids": None,
+            "sort_order_id": None,
+            "referenced_data_file": data_uri,
+            "content_offset": blob_offset,
+            "content_size_in_bytes": blob_length,
+        },
+    }
+
+
+_PUFFIN_MAGIC = b"PFA1"
+
+
+def puffin_file(blob: bytes, *, data_uri: str, cardinality: int) -> tuple[bytes, int]:
+    """A Puffin file holding one ``deletion-vector-v1`` blob of the data file ``data_uri``
+    (its ``referenced-data-file``, as Iceberg readers match it), and the blob's offset."""
+    footer = {
+        "blobs": [
+            {
+                "type": "deletion-vector-v1",
+                "fields": [],
+                "snapshot-id": -1,
+                "sequence-number": -1,
+                "offset": len(_PUFFIN_MAGIC),
+                "length": len(blob),
+                "properties": {
+                    "referenced-data-file": data_uri,
+                    "cardinality": str(cardinality),
+                },
+            }
+        ],
+        "properties": {"created-by": "appendtable"},
+    }
+    payload = json.dumps(footer, sort_keys=True).encode()
+    body = (
+        _PUFFIN_MAGIC
+        + blob
+        + _PUFFIN_MAGIC
+        + payload
+        + struct.pack("<I", len(payload))
+        + b"\0\0\0\0"
+        + _PUFFIN_MAGIC
+    )
+    return body, len(_PUFFIN_MAGIC)
 
 
 def _float_bounds(low: object, high: object) -> tuple[object, object]:
@@ -605,6 +712,7 @@ _OPERATIONS = {
     "COMPACT": "replace",
     "OVERWRITE": "overwrite",
     "ALTER": "replace",
+    "DELETE": "delete",
 }
 
 
