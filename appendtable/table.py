@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from appendtable import argument_checks, display
 from appendtable._state import TableState
-from appendtable.after_commit.guard import publish_mirror_quietly
+from appendtable.after_commit.guard import publish_mirror_quietly, run_maintenance
 from appendtable.after_commit.hook import PostCommit
 from appendtable.commit.changes import CommitRequest
 from appendtable.commit.consumers import ConsumerStore
@@ -549,7 +549,9 @@ class Table:
         same files makes it plan again. The table's format version becomes 3."""
         dry_run = argument_checks.flag(dry_run, "dry_run")
         result = delete_rows(self._state, filter, dry_run=dry_run, commit_user=self._commit_user)
-        self._landed(result.snapshot)
+        snapshot = result.snapshot
+        if snapshot is not None:  # maintenance as after an append (it publishes the mirror)
+            run_maintenance(lambda: self._post_commit.after_delete(snapshot), snapshot)
         return result
 
     def scan(
