@@ -1056,10 +1056,14 @@ class Table:
     def files(self, snapshot_id: int | None = None) -> pa.Table:
         """One row per live data file of a snapshot (default: the latest): ``partition``,
         ``bucket``, ``path`` (relative to the table), ``uri`` (absolute: a local path or a URL
-        such as ``s3://...``, what another engine opens), ``rows``, ``bytes``, sequence range,
-        ``created`` and ``source``. These are exactly the files of that snapshot: give them to
-        another engine instead of globbing the table's directory (see docs/python.md). The
-        rows of ``system_table("files")``, without its statistics, under shorter names."""
+        such as ``s3://...``, what another engine opens), ``rows`` (not deleted), ``bytes``,
+        sequence range, ``created``, ``source``, ``deleted_rows`` and where the file's deletion
+        vector is (``deletion_vector_uri``, ``_offset``, ``_length``; null without one). These
+        are exactly the files of that snapshot: give them to another engine instead of
+        globbing the table's directory (see docs/python.md); a file with a deletion vector
+        still holds its deleted rows, which an engine reading the Parquet file must drop
+        itself (or read through ``scan()``). The rows of ``system_table("files")``, without
+        its statistics, under shorter names."""
         return file_listing(self._state, self._pick_snapshot(snapshot_id, None))
 
     def system_table(
