@@ -159,7 +159,8 @@ class Compactor:
         partitions: Sequence[Mapping[str, object]] | None = None,
     ) -> CompactionPlan:
         """Tasks for the latest snapshot. ``full`` rewrites every run of small files (queue
-        mode) or every partition's small files (scalable mode), not only ripe windows."""
+        mode) or every partition's small files (scalable mode), not only ripe windows, and
+        every file with a deletion vector (applied: rewritten without its deleted rows)."""
         snapshot = self._state.snapshots.latest()
         self._state.refresh(snapshot)
         if snapshot is None:
@@ -186,11 +187,16 @@ class Compactor:
 
     def choose(self, files: Sequence[DataFileMeta], *, full: bool) -> list[list[DataFileMeta]]:
         """The file sets to merge in one (partition, bucket), files sorted by ``min_seq``; and
-        each file with at least half its rows deleted that no set holds, rewritten alone
-        (without its deleted rows; a single file keeps the bucket's order)."""
+        each file that no set holds with at least half its rows deleted (``full``: with any
+        deletion vector), rewritten alone (without its deleted rows; a single file keeps the
+        bucket's order). So a full compaction leaves no deletion vector."""
         chosen = self._choose_sets(files, full=full)
         taken = {file.path for group in chosen for file in group}
-        return chosen + [[f] for f in files if mostly_deleted(f) and f.path not in taken]
+        return chosen + [
+            [f]
+            for f in files
+            if f.path not in taken and (mostly_deleted(f) or (full and f.deletion is not None))
+        ]
 
     def _choose_sets(
         self, files: Sequence[DataFileMeta], *, full: bool
@@ -475,31 +481,43 @@ class AutoCompaction:
                 for chosen in self._compactor.choose(files, full=full):
                     tasks.append(self._compactor.make_task(snapshot_id, key[0], key[1], chosen))
             return CompactionPlan(snapshot_id, tasks)
-        self._feed(refresh)
+        alone = self._feed(refresh)
+        # a file with at least half its rows deleted is rewritten on its own (as in queue mode)
+        self._coordinator.forget(e.file.path for e in alone)
         return CompactionPlan(
             snapshot_id,
             [
                 self._compactor.make_task(snapshot_id, partition, 0, files)
                 for partition, files in self._coordinator.plan()
-            ],
+            ]
+            + [self._compactor.make_task(snapshot_id, e.partition, 0, [e.file]) for e in alone],
         )
 
-    def _feed(self, refresh: Refresh) -> None:
-        """Tell the coordinator about new small files and files that are gone."""
+    def _feed(self, refresh: Refresh) -> list[ManifestEntry]:
+        """Tell the coordinator about new small files and files that are gone; returns the
+        new live files with at least half their rows deleted."""
         if refresh.rebuilt:  # first round, or after a rollback: a full scan
             self._coordinator.partitions.clear()
-            for (partition, _), group in self._index.groups.items():
-                for entry in group.values():
-                    if live_size(entry.file) < self._small:
-                        self._coordinator.add(partition, entry.file)
-            return
+            live = [entry for group in self._index.groups.values() for entry in group.values()]
+            for entry in live:
+                if live_size(entry.file) < self._small:
+                    self._coordinator.add(entry.partition, entry.file)
+            return [e for e in live if mostly_deleted(e.file)]
+        added: dict[str, ManifestEntry] = {}
         for snapshot in refresh.snapshots:
             entries = self._state.manifests.delta_entries(snapshot)
             # removals first: a delete re-adds a path with its new deletion vector
-            self._coordinator.forget(e.file.path for e in entries if e.kind == FileKind.DELETE)
+            gone = [e.file.path for e in entries if e.kind == FileKind.DELETE]
+            self._coordinator.forget(gone)
+            for path in gone:
+                added.pop(path, None)
             for entry in entries:
-                if entry.kind == FileKind.ADD and live_size(entry.file) < self._small:
+                if entry.kind != FileKind.ADD:
+                    continue
+                added[entry.file.path] = entry
+                if live_size(entry.file) < self._small:
                     self._coordinator.add(entry.partition, entry.file)
+        return [e for e in added.values() if mostly_deleted(e.file)]
 
 
 def merge_new_files(

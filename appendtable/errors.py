@@ -14,7 +14,6 @@ at the boundary where they occur and chained with ``raise ... from``::
     ├── InvalidArgumentError          an argument of the wrong type (also a TypeError)
     ├── SchemaMismatchError           input data does not fit the table schema (names the column)
     ├── UnsupportedFormatVersionError table written by a newer format version
-    ├── DeletesUnsupportedError       a read path or feature that cannot honour deleted rows
     │                                 (deletion vectors), refusing rather than return them
     ├── CorruptMetadataError          checksum mismatch or undecodable metadata (names the file)
     ├── CorruptDataFileError          a data file that is not readable Parquet (names the file)
@@ -49,7 +48,6 @@ __all__ = [
     "ConsumerFencedError",
     "CorruptDataFileError",
     "CorruptMetadataError",
-    "DeletesUnsupportedError",
     "InvalidArgumentError",
     "InvalidFilterError",
     "InvalidOptionError",
@@ -122,12 +120,6 @@ class SchemaMismatchError(AppendTableError, ValueError):
 
 class UnsupportedFormatVersionError(AppendTableError):
     """The table (or one of its files) was written by a newer, incompatible format version."""
-
-
-class DeletesUnsupportedError(AppendTableError):
-    """A read path or feature that cannot honour deleted rows (deletion vectors) met a table
-    or snapshot that has them: refused, so that deleted rows are never returned. The message
-    names the path and what to use instead."""
 
 
 class PurgeBlockedError(AppendTableError):

@@ -118,6 +118,10 @@ class StreamUnit:
 
     @property
     def row_count(self) -> int:
+        """The rows of the unit's files as its snapshot lists them (their deletion vectors of
+        then applied), from metadata alone: rows that deletes committed after the snapshot
+        remove, which ``read`` drops, are still counted (an upper bound then; see
+        docs/queue.md), and so are rows a reader filter leaves out."""
         return sum(split.row_count for split in self.splits)
 
     @property

@@ -17,9 +17,16 @@ unit ``U``, it drops the rows of ``f`` matching the filter of every ``D > U`` su
 
 The filter is evaluated on the file read as the delete's own schema version (by field id), so
 renames and widenings since do not matter. A delete committed before ``U`` is already in
-``U``'s files (its vectors, its rewrites). Hence: a stream past the deleted rows is not told
-anything (deletes emit nothing), and one that has not delivered them yet never does, with the
-order of the remaining rows unchanged.
+``U``'s files (its vectors, its rewrites).
+
+Only deletes in effect at the latest snapshot count: a rollback ``R`` to a snapshot ``T``
+undoes every snapshot in ``(T, R]``. Walking back from the latest snapshot through the
+newest rollback at or before it (``Snapshot.last_rollback``), then from its target, gives the
+snapshots whose changes the latest one holds; a delete outside them was undone (a rollback
+of a rollback that restores a snapshot at or after it brings it back).
+
+Hence: a stream past the deleted rows is not told anything (deletes emit nothing), and one
+that has not delivered them yet never does, with the order of the remaining rows unchanged.
 """
 
 from __future__ import annotations
@@ -32,10 +39,12 @@ import numpy as np
 import pyarrow as pa
 
 from appendtable._state import TableState
+from appendtable.commit.changes import ROLLBACK_PROPERTY
 from appendtable.datafiles.deletion_vectors import Positions
 from appendtable.datafiles.projection import Projection
 from appendtable.datafiles.reading import read_as
 from appendtable.deletes import filter_of, matching_positions, record_of
+from appendtable.errors import SnapshotNotFoundError
 from appendtable.metadata.models import (
     CommitKind,
     DataFileMeta,
@@ -77,6 +86,8 @@ class LaterDeletes:
         self._found: dict[int, _Delete] = {}
         #: units whose files were read since the deletes were last looked for (in order)
         self._looked_for: dict[int, None] = {}
+        #: per latest snapshot: the ranges ``(target, rollback]`` its rollbacks undid
+        self._undone: dict[int, list[tuple[int, int]]] = {}
 
     def positions(self, file: DataFileMeta, unit_snapshot: int) -> Positions | None:
         """The positions of ``file``'s rows (of a unit of snapshot ``unit_snapshot``) that
@@ -123,7 +134,37 @@ class LaterDeletes:
                 if latest > self._high:
                     self._scan(self._high + 1, latest)
                     self._high = latest
-            return [d for i, d in sorted(self._found.items()) if i > snapshot_id]
+            undone = self._undone_at(latest)
+            return [
+                d
+                for i, d in sorted(self._found.items())
+                if i > snapshot_id and not any(low < i <= high for low, high in undone)
+            ]
+
+    def _undone_at(self, latest: int) -> list[tuple[int, int]]:
+        """The ranges ``(target, rollback]`` of snapshots whose changes the rollbacks in the
+        history of ``latest`` undid (the table at ``latest`` holds none of them)."""
+        found = self._undone.get(latest)
+        if found is not None:
+            return found
+        undone: list[tuple[int, int]] = []
+        current = latest
+        while current:
+            try:
+                rollback_id = self._state.snapshots.get(current).last_rollback
+                if rollback_id is None:
+                    break
+                target = self._state.snapshots.get(rollback_id).properties.get(ROLLBACK_PROPERTY)
+            except SnapshotNotFoundError:
+                break  # (expired: older than every unit a stream can still read)
+            if target is None:
+                break
+            undone.append((int(target), rollback_id))
+            current = int(target)
+        if len(self._undone) >= _UNITS_REMEMBERED:
+            self._undone.clear()
+        self._undone[latest] = undone
+        return undone
 
     def _scan(self, first: int, last: int) -> None:
         snapshots, manifests = self._state.snapshots, self._state.manifests

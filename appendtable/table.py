@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from appendtable import argument_checks, display
 from appendtable._state import TableState
-from appendtable.after_commit.guard import publish_mirror_quietly
+from appendtable.after_commit.guard import publish_mirror_quietly, run_maintenance
 from appendtable.after_commit.hook import PostCommit
 from appendtable.commit.changes import CommitRequest
 from appendtable.commit.consumers import ConsumerStore
@@ -549,7 +549,9 @@ class Table:
         same files makes it plan again. The table's format version becomes 3."""
         dry_run = argument_checks.flag(dry_run, "dry_run")
         result = delete_rows(self._state, filter, dry_run=dry_run, commit_user=self._commit_user)
-        self._landed(result.snapshot)
+        snapshot = result.snapshot
+        if snapshot is not None:  # maintenance as after an append (it publishes the mirror)
+            run_maintenance(lambda: self._post_commit.after_delete(snapshot), snapshot)
         return result
 
     def scan(
@@ -1054,10 +1056,14 @@ class Table:
     def files(self, snapshot_id: int | None = None) -> pa.Table:
         """One row per live data file of a snapshot (default: the latest): ``partition``,
         ``bucket``, ``path`` (relative to the table), ``uri`` (absolute: a local path or a URL
-        such as ``s3://...``, what another engine opens), ``rows``, ``bytes``, sequence range,
-        ``created`` and ``source``. These are exactly the files of that snapshot: give them to
-        another engine instead of globbing the table's directory (see docs/python.md). The
-        rows of ``system_table("files")``, without its statistics, under shorter names."""
+        such as ``s3://...``, what another engine opens), ``rows`` (not deleted), ``bytes``,
+        sequence range, ``created``, ``source``, ``deleted_rows`` and where the file's deletion
+        vector is (``deletion_vector_uri``, ``_offset``, ``_length``; null without one). These
+        are exactly the files of that snapshot: give them to another engine instead of
+        globbing the table's directory (see docs/python.md); a file with a deletion vector
+        still holds its deleted rows, which an engine reading the Parquet file must drop
+        itself (or read through ``scan()``). The rows of ``system_table("files")``, without
+        its statistics, under shorter names."""
         return file_listing(self._state, self._pick_snapshot(snapshot_id, None))
 
     def system_table(

@@ -60,12 +60,20 @@ have no statistics (null). String statistics may be truncated (option `metadata.
 `truncate(16)` by default): a minimum is then a prefix of the true minimum and a maximum an
 upper bound.
 
+**Deleted rows.** Counts (`record_count` and the like) leave out deleted rows. With deletion
+vectors (`deletion-vectors.enabled`), a file listed in `files` with `deleted_record_count`
+above 0 still holds its deleted rows: an engine reading its `file_uri` directly must apply the
+vector (`deletion_vector_uri`, `_offset`, `_length`) or read through the scan instead
+([python.md](python.md#reading-with-other-engines)).
+
 **Compared with Paimon.** The names and meanings follow Paimon where they apply. Left out:
-what append tables do not have (changelogs, primary and min/max keys, levels, deletion
-vectors, branches, the REST catalog's `created_by`/`updated_by`). Added: `parent_id`,
+what append tables do not have (changelogs, primary and min/max keys, levels, branches,
+the REST catalog's `created_by`/`updated_by`) and Paimon's `deletion_vectors` table (here the
+`files` table names each file's vector). Added: `parent_id`,
 `total_file_count`, `next_sequence_number`, `format_version` and `properties` (snapshots),
 `columns`, `highest_field_id`, `current` (schemas), `file_count`, `snapshot_expired` (tags),
-`reads_full_snapshot`, `update_time` (consumers), `file_uri` (files), bucket and sequence
+`reads_full_snapshot`, `update_time` (consumers), `file_uri`, `deleted_record_count` and
+`deletion_vector_uri`/`_offset`/`_length` (files), bucket and sequence
 ranges and `manifest_list` (manifests), `bucket_count` (partitions). Different: `watermark` is
 a timestamp (Paimon: epoch milliseconds), maps are Arrow maps where Paimon prints text, and
 the partition text is escaped as above in every table (Paimon: `{v1, v2}` in `files`).

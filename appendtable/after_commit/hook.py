@@ -14,11 +14,11 @@ from collections.abc import Sequence
 
 from appendtable._state import TableState
 from appendtable.after_commit.guard import publish_mirror_quietly, run_maintenance
-from appendtable.after_commit.worker import BackgroundMaintenance, MaintenanceRound
+from appendtable.after_commit.worker import BackgroundMaintenance, MaintenanceRound, Written
 from appendtable.compaction import AutoCompaction
 from appendtable.maintenance import expire_snapshots
 from appendtable.metadata import options as opt
-from appendtable.metadata.models import CommitMessage, Snapshot
+from appendtable.metadata.models import CommitMessage, FileKind, Snapshot
 
 __all__ = ["PostCommit"]
 
@@ -60,11 +60,26 @@ class PostCommit:
     def __call__(self, snapshot: Snapshot, messages: Sequence[CommitMessage]) -> None:
         """After ``snapshot`` landed with ``messages``. Runs inside ``run_maintenance`` (what
         it raises is logged, never raised to the committer)."""
+        self.after(snapshot, frozenset((m.partition, m.bucket) for m in messages if m.new_files))
+
+    def after_delete(self, snapshot: Snapshot) -> None:
+        """After a DELETE snapshot landed: the (partition, bucket) pairs of the files it
+        re-added (with a deletion vector) or rewrote count as written, so a file with at
+        least half its rows deleted is rewritten as after an append. Runs inside
+        ``run_maintenance``."""
+        written: Written = frozenset()
+        try:
+            entries = self._state.manifests.delta_entries(snapshot)
+            written = frozenset((e.partition, e.bucket) for e in entries if e.kind == FileKind.ADD)
+        finally:  # (the mirror is published whatever happens)
+            self.after(snapshot, written)
+
+    def after(self, snapshot: Snapshot, written: Written) -> None:
+        """After ``snapshot`` landed, having written files in ``written``."""
         view = self._state.refresh(snapshot)  # the snapshot just committed: no read
         try:
             if view.options.get(opt.WRITE_ONLY):
                 return
-            written = frozenset((m.partition, m.bucket) for m in messages if m.new_files)
             work = MaintenanceRound(snapshot, written)
             if view.options.get(opt.COMMIT_MAINTENANCE) == "inline":
                 self._inline.run(work, read_latest=False)

@@ -17,7 +17,7 @@ import pyarrow as pa
 import appendtable as at
 from appendtable.cli.commands import Context
 from appendtable.cli.input_errors import UsageError
-from appendtable.cli.output import make_writer, plural
+from appendtable.cli.output import make_writer
 from appendtable.cli.value_parsing import (
     parse_buckets,
     parse_columns,
@@ -103,11 +103,13 @@ def run_tail(args: argparse.Namespace, ctx: Context) -> int:
                     time.sleep(poll)
                     continue
                 if args.format == "table":
+                    # (the rows printed are counted after them: the unit's own count includes
+                    # rows that later deletes or --filter leave out)
                     ctx.say(
                         f"-- snapshot {unit.snapshot_id} ({unit.commit_kind.value}"
-                        f"{', full' if unit.full else ''}): {plural(unit.row_count, 'row')}"
+                        f"{', full' if unit.full else ''})"
                     )
-                writer = make_writer(args.format, ctx.out, schema, header=header, footer=False)
+                writer = make_writer(args.format, ctx.out, schema, header=header, footer=True)
                 header = False
                 for batch in reader.read(unit):
                     writer.write(batch)

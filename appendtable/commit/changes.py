@@ -6,7 +6,7 @@ watermarks, idempotence records) is testable on plain values.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import msgspec
@@ -33,6 +33,7 @@ __all__ = [
     "SchemaBaseMovedError",
     "SchemaUpdate",
     "already_committed",
+    "ChangedBy",
     "check_deletes_live",
     "check_file_schema",
     "check_overwrite",
@@ -214,13 +215,29 @@ def check_restored_schema(
         )
 
 
+#: Finds the snapshot that last removed (or re-added with a new deletion vector) a data file
+#: path, for conflict messages; None when not found.
+ChangedBy = Callable[[str], Snapshot | None]
+
+
+def _who(path: str, changed_by: ChangedBy | None, unknown: str) -> str:
+    snapshot = changed_by(path) if changed_by is not None else None
+    if snapshot is None:
+        return unknown
+    article = "an" if snapshot.kind.value[0] in "AEIOU" else "a"
+    return f"snapshot {snapshot.id} ({article} {snapshot.kind.value}) changed it first"
+
+
 def check_deletes_live(
-    removed: Iterable[DataFileMeta], live: Mapping[str, ManifestEntry] | set[str]
+    removed: Iterable[DataFileMeta],
+    live: Mapping[str, ManifestEntry] | set[str],
+    changed_by: ChangedBy | None = None,
 ) -> None:
     """A commit may only remove files that are still live as it planned them: the same path
     with the same deletion vector (else it would resurrect rows a concurrent delete removed,
-    or lose rows rewritten by a concurrent compaction or overwrite). ``live``: the live
-    entries by path (or only the live paths, for files that never carry vectors)."""
+    or lose rows rewritten by a concurrent compaction, overwrite or delete). ``live``: the
+    live entries by path (or only the live paths, for files that never carry vectors).
+    ``changed_by`` names the snapshot that changed the first such file in the message."""
     gone: list[str] = []
     changed: list[str] = []
     for file in removed:
@@ -229,19 +246,24 @@ def check_deletes_live(
         elif isinstance(live, Mapping) and live[file.path].file.key != file.key:
             changed.append(file.path)
     if changed:
+        first = sorted(changed)[0]
+        who = _who(first, changed_by, "another commit deleted rows of it")
         raise CommitConflictError(
-            f"{len(changed)} file(s) this commit removes had rows deleted by another commit "
-            f"since it planned (a new deletion vector), e.g. {sorted(changed)[0]}; re-plan and "
-            "try again"
+            f"{len(changed)} file(s) this commit removes had rows deleted since it planned "
+            f"(a new deletion vector), e.g. {first}: {who}; re-plan and try again"
         )
     if gone:
+        first = sorted(gone)[0]
+        who = _who(first, changed_by, "another compaction, overwrite or delete changed it first")
         raise CommitConflictError(
-            f"{len(gone)} file(s) this commit removes are no longer live (another compaction "
-            f"or overwrite changed them first), e.g. {sorted(gone)[0]}; re-plan and try again"
+            f"{len(gone)} file(s) this commit removes are no longer live, e.g. {first}: {who}; "
+            "re-plan and try again"
         )
 
 
-def check_overwrite(planned_deletes: set[str], live_in_scope: set[str]) -> None:
+def check_overwrite(
+    planned_deletes: set[str], live_in_scope: set[str], changed_by: ChangedBy | None = None
+) -> None:
     """The live files of the overwritten partitions must be exactly those the overwrite planned
     to replace: any other file was appended (or compacted) after it planned."""
     appeared = sorted(live_in_scope - planned_deletes)
@@ -253,9 +275,10 @@ def check_overwrite(planned_deletes: set[str], live_in_scope: set[str]) -> None:
         )
     gone = sorted(planned_deletes - live_in_scope)
     if gone:
+        who = _who(gone[0], changed_by, "another compaction, overwrite or delete changed it first")
         raise CommitConflictError(
-            f"{len(gone)} file(s) this commit removes are no longer live (another compaction "
-            f"or overwrite changed them first), e.g. {gone[0]}; re-plan and try again"
+            f"{len(gone)} file(s) this commit removes are no longer live, e.g. {gone[0]}: "
+            f"{who}; re-plan and try again"
         )
 
 

@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 
 from appendtable.commit.changes import (
     ROLLBACK_PROPERTY,
+    ChangedBy,
     CommitRequest,
     SchemaBaseMovedError,
     already_committed,
@@ -73,6 +74,8 @@ def _format_version(schema: TableSchema, latest: Snapshot | None) -> int:
 
 
 _AMBIGUOUS_PUBLISH_RETRIES = 3
+#: How many snapshots back a conflict message looks for the one that changed a file.
+_CULPRIT_SEARCH = 100
 
 
 class Committer:
@@ -268,6 +271,27 @@ class Committer:
             return set(targets)
         return found
 
+    def _changed_by(self, latest: Snapshot | None) -> ChangedBy:
+        """For a conflict message: the newest snapshot up to ``latest`` (looking back at most
+        ``_CULPRIT_SEARCH`` snapshots) whose delta removed a path; read only on conflict."""
+
+        def find(path: str) -> Snapshot | None:
+            if latest is None:
+                return None
+            try:
+                for snapshot_id in range(latest.id, max(0, latest.id - _CULPRIT_SEARCH), -1):
+                    snapshot = self._snapshots.get(snapshot_id)
+                    if any(
+                        e.kind == FileKind.DELETE and e.file.path == path
+                        for e in self._manifests.delta_entries(snapshot)
+                    ):
+                        return snapshot
+            except SnapshotNotFoundError:
+                return None
+            return None
+
+        return find
+
     def already_landed(self, request: CommitRequest) -> bool:
         """Whether this request's (commit user, identifier) is already committed."""
         return self._landed(self._snapshots.latest(), request)
@@ -296,13 +320,13 @@ class Committer:
                     for path, entry in live.items()
                     if scope.matches(entry.partition, self._partition_keys)
                 }
-                check_overwrite(planned_overwrite, in_scope)
+                check_overwrite(planned_overwrite, in_scope, self._changed_by(latest))
                 deletes.extend(
                     ManifestEntry(FileKind.DELETE, e.partition, e.bucket, e.total_buckets, e.file)
                     for path, e in live.items()
                     if path in planned_overwrite
                 )
-            check_deletes_live((entry.file for entry in deletes), live)
+            check_deletes_live((entry.file for entry in deletes), live, self._changed_by(latest))
         if (
             not adds
             and not deletes

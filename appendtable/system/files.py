@@ -83,6 +83,31 @@ FILES = Info(
             "APPEND (written by a write) or COMPACT (written by compaction).",
         ),
         Column(
+            "deleted_record_count",
+            INT64,
+            "Rows of the file that its deletion vector deletes (0: none). The Parquet file "
+            "still holds them: an engine reading it directly must apply the vector.",
+        ),
+        Column(
+            "deletion_vector_uri",
+            STRING,
+            "The absolute location of the Puffin file holding the file's deletion vector (a "
+            "deletion-vector-v1 blob, as in Iceberg v3; docs/format.md); null: no vector.",
+            True,
+        ),
+        Column(
+            "deletion_vector_offset",
+            INT64,
+            "The byte offset of the vector's blob in that Puffin file (null: no vector).",
+            True,
+        ),
+        Column(
+            "deletion_vector_length",
+            INT64,
+            "The byte length of the vector's blob (null: no vector).",
+            True,
+        ),
+        Column(
             "null_value_counts",
             pa.map_(pa.string(), pa.int64()),
             "Nulls in the file by column (a column added after the file was written counts "
@@ -178,6 +203,18 @@ def _base_columns(state: TableState, files: LiveFiles) -> dict[str, Sequence[obj
         "max_sequence_number": [e.file.max_seq for e in entries],
         "creation_time": [e.file.creation_time_ms for e in entries],
         "file_source": ["COMPACT" if e.file.source else "APPEND" for e in entries],
+        "deleted_record_count": [
+            e.file.deletion.cardinality if e.file.deletion else 0 for e in entries
+        ],
+        "deletion_vector_uri": [
+            state.storage.uri(e.file.deletion.path) if e.file.deletion else None for e in entries
+        ],
+        "deletion_vector_offset": [
+            e.file.deletion.offset if e.file.deletion else None for e in entries
+        ],
+        "deletion_vector_length": [
+            e.file.deletion.length if e.file.deletion else None for e in entries
+        ],
     }
 
 
@@ -193,6 +230,10 @@ _LISTING_NAMES = {
     "max_sequence_number": "max_sequence",
     "creation_time": "created",
     "file_source": "source",
+    "deleted_record_count": "deleted_rows",
+    "deletion_vector_uri": "deletion_vector_uri",
+    "deletion_vector_offset": "deletion_vector_offset",
+    "deletion_vector_length": "deletion_vector_length",
 }
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -636,9 +637,29 @@ def test_tail_start_positions_and_bucket_subsets(cli: Any, queue: tuple[str, at.
     assert sorted(bucket_0 + bucket_1) == list(range(16))
     assert sorted(seqs("--filter", "user_id = 1", "--columns", "seq")) == [1, 5, 9, 13]
     text = cli("tail", uri, "--idle-exit", "0.05", "--max-units", "1").out.splitlines()
-    assert text[0] == "-- snapshot 2 (APPEND, full): 16 rows"
+    assert text[0] == "-- snapshot 2 (APPEND, full)"
     assert text[1].split() == ["user_id", "seq"]
-    assert len(text) == 3 + 16  # caption, header, rule, rows
+    assert text[-1] == "(16 rows)"
+    assert len(text) == 4 + 16  # caption, header, rule, rows, count
+
+
+@pytest.mark.parametrize("vectors", ["true", "false"])
+def test_tail_counts_the_rows_it_prints_after_a_delete(
+    cli: Any, tmp_path: Path, vectors: str
+) -> None:
+    """The unit's files still count the rows a later delete removed; tail prints (and
+    counts) only the rows delivered."""
+    uri = str(tmp_path / "t")
+    schema = pa.schema([("id", pa.int64())])
+    table = at.create_table(uri, schema, options={"deletion-vectors.enabled": vectors})
+    appended = pa.table({"id": list(range(10))}, schema=schema)
+    table.append(appended)
+    table.delete([("id", "<", 7)])
+    kept = appended.filter(pc.greater_equal(appended["id"], 7))
+    text = cli("tail", uri, "--from", "earliest", "--idle-exit", "0.05").out.splitlines()
+    assert text[0] == "-- snapshot 1 (APPEND, full)"
+    assert [int(line) for line in text[3:-1]] == kept["id"].to_pylist()
+    assert text[-1] == f"({kept.num_rows} rows)"
 
 
 def test_tail_errors(cli: Any, queue: tuple[str, at.Table]) -> None:

@@ -89,8 +89,13 @@ def test_a_compaction_planned_before_a_delete_conflicts_instead_of_resurrecting_
     plan = compactor.plan(full=True)
     messages = compactor.execute(plan.tasks)  # rewrote the files as they were planned
     at.open_table(uri).delete([("tag", "=", "t1")])
-    with pytest.raises(CommitConflictError):
+    deleted_in = table.latest_snapshot()
+    assert deleted_in is not None and deleted_in.kind == at.CommitKind.DELETE
+    with pytest.raises(CommitConflictError) as conflict:
         compactor.commit(messages)
+    # the message names the delete that changed the files first
+    assert f"snapshot {deleted_in.id} (a DELETE)" in str(conflict.value)
+    assert "compaction or overwrite" not in str(conflict.value)
     compactor.abort(messages, since_snapshot_id=plan.snapshot_id)
     assert seqs(table) == [s for s in range(100) if s % 5 != 1]
     table.compact(full=True)  # re-planned: applies the delete

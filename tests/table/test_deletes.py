@@ -253,23 +253,28 @@ def _puffin_vectors(path: Path) -> dict[str, list[int]]:
     found: dict[str, list[int]] = {}
     for blob in footer["blobs"]:
         assert blob["type"] == "deletion-vector-v1"
-        raw = data[blob["offset"] : blob["offset"] + blob["length"]]
-        (length,) = struct.unpack(">I", raw[:4])
-        body = raw[4 : 4 + length]
-        assert body[:4] == bytes([0xD1, 0xD3, 0x39, 0x64])
-        assert struct.unpack(">I", raw[4 + length :])[0] == zlib.crc32(body)
-        (count,) = struct.unpack("<Q", body[4:12])
-        positions: list[int] = []
-        offset = 12
-        for _ in range(count):
-            (high,) = struct.unpack("<I", body[offset : offset + 4])
-            bitmap = BitMap.deserialize(body[offset + 4 :])
-            offset += 4 + len(bitmap.serialize())
-            positions.extend((high << 32) | low for low in bitmap)
-        assert offset == len(body)
+        positions = _blob_positions(data[blob["offset"] : blob["offset"] + blob["length"]])
         assert int(blob["properties"]["cardinality"]) == len(positions)
         found[blob["properties"]["referenced-data-file"]] = positions
     return found
+
+
+def _blob_positions(raw: bytes) -> list[int]:
+    """The positions of one deletion-vector-v1 blob, decoded from the specification alone."""
+    (length,) = struct.unpack(">I", raw[:4])
+    body = raw[4 : 4 + length]
+    assert body[:4] == bytes([0xD1, 0xD3, 0x39, 0x64])
+    assert struct.unpack(">I", raw[4 + length :])[0] == zlib.crc32(body)
+    (count,) = struct.unpack("<Q", body[4:12])
+    positions: list[int] = []
+    offset = 12
+    for _ in range(count):
+        (high,) = struct.unpack("<I", body[offset : offset + 4])
+        bitmap = BitMap.deserialize(body[offset + 4 :])
+        offset += 4 + len(bitmap.serialize())
+        positions.extend((high << 32) | low for low in bitmap)
+    assert offset == len(body)
+    return positions
 
 
 def test_vectors_hold_the_deleted_positions_and_a_later_delete_writes_the_union(
@@ -353,3 +358,39 @@ def test_snapshot_counts_and_system_tables_count_live_rows(tmp_path: Path) -> No
     partitions = table.system_table("partitions")
     assert sum(partitions["record_count"].to_pylist()) == left
     assert sum(table.system_table("buckets")["record_count"].to_pylist()) == left
+
+
+def test_the_file_listings_say_which_files_have_deleted_rows_and_where_the_vector_is(
+    tmp_path: Path,
+) -> None:
+    """``files()`` and the ``files`` system table name each file's deletion vector (the Puffin
+    file's uri, the blob's offset and length) and how many rows it deletes, so an engine that
+    reads the Parquet files itself can apply the vectors (or refuse the files)."""
+    options = {"deletion-vectors.enabled": "true", "write-only": "true"}  # one file per append
+    table = at.create_table(str(tmp_path / "t"), SCHEMA, options=options)
+    appended = [rows(0, 500, 21), rows(500, 500, 22), rows(1000, 500, 23)]
+    for batch in appended:
+        table.append(batch)
+    table.delete([("seq", "<", 100)])  # the first file only
+    table.delete([("name", "=", "n7")])  # every file
+    table.delete([("seq", ">=", 1000)])  # the third file whole: dropped
+    listing = table.files().to_pylist()
+    system = table.system_table("files").to_pylist()
+    assert len(listing) == len(system) == 2
+    for file, row in zip(listing, system, strict=True):
+        assert file["deleted_rows"] == row["deleted_record_count"]
+        for name in ("uri", "offset", "length"):
+            assert file[f"deletion_vector_{name}"] == row[f"deletion_vector_{name}"]
+        raw = pq.read_table(file["uri"], columns=["seq", "name"])  # as another engine reads it
+        deleted = pc.or_(pc.less(raw["seq"], 100), pc.equal(raw["name"], "n7").fill_null(False))
+        expected = np.flatnonzero(deleted.to_numpy(zero_copy_only=False)).tolist()
+        assert file["deleted_rows"] == len(expected) > 0
+        assert file["rows"] == raw.num_rows - len(expected)
+        with open(file["deletion_vector_uri"], "rb") as puffin:
+            puffin.seek(file["deletion_vector_offset"])
+            blob = puffin.read(file["deletion_vector_length"])
+        assert _blob_positions(blob) == expected
+    assert table.compact(full=True) is not None  # applies every vector
+    for file in table.files().to_pylist():
+        assert file["deleted_rows"] == 0
+        assert file["deletion_vector_uri"] is None and file["deletion_vector_offset"] is None

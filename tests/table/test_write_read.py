@@ -240,8 +240,14 @@ def test_files_table_lists_live_files(uri: str) -> None:
         "max_sequence",
         "created",
         "source",
+        "deleted_rows",
+        "deletion_vector_uri",
+        "deletion_vector_offset",
+        "deletion_vector_length",
     ]
     assert sum(files.column("rows").to_pylist()) == 100
+    assert set(files.column("deleted_rows").to_pylist()) == {0}  # no deletes: no vectors
+    assert files.column("deletion_vector_uri").null_count == files.num_rows
     assert set(files.column("bucket").to_pylist()) <= {0, 1}
     assert set(files.column("source").to_pylist()) == {"APPEND"}
 
