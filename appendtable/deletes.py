@@ -26,7 +26,9 @@ import random
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import msgspec
 import numpy as np
@@ -211,16 +213,18 @@ def _touched(
     row_filter: Filter,
 ) -> list[_Touched]:
     """The entries holding rows that match and are not deleted yet, with their positions."""
-    found: list[_Touched] = []
-    for entry in entries:
+
+    def touched(entry: ManifestEntry) -> _Touched | None:
         positions = matching_positions(state, entry.file, projection, row_filter)
         old = deleted_positions(state.storage, entry.file)
         if old is not None and len(old):
             positions = np.setdiff1d(positions, old, assume_unique=True)
-        if len(positions):
-            union = positions if old is None else np.union1d(old, positions)
-            found.append(_Touched(entry, positions, union))
-    return found
+        if not len(positions):
+            return None
+        union = positions if old is None else np.union1d(old, positions)
+        return _Touched(entry, positions, union)
+
+    return [t for t in _each_file(touched, entries) if t is not None]
 
 
 def matching_positions(
@@ -274,10 +278,8 @@ def _rewritten(
     """Copy-on-write: each file that keeps rows rewritten without the deleted ones (in the
     current schema, keeping its sequence range and creation time)."""
     spec = FileWriteSpec.for_table(view.schema, view.arrow_schema, view.options)
-    outputs: dict[str, tuple[DataFileMeta, ...]] = {}
-    for item in touched:
-        if item.emptied:
-            continue
+
+    def rewritten(item: _Touched) -> tuple[str, tuple[DataFileMeta, ...]]:
         file = item.entry.file
         directory = layout.bucket_dir(state.partition_name(item.entry.partition), item.entry.bucket)
         new = rewrite_files(
@@ -291,11 +293,32 @@ def _rewritten(
             chunks=_kept_tables(state, file, projection, item.positions),
             on_file=created.append,
         )
-        outputs[file.path] = tuple(
+        return file.path, tuple(
             msgspec.structs.replace(output, creation_time_ms=file.creation_time_ms)
             for output in new
         )
+
+    outputs = dict(_each_file(rewritten, [t for t in touched if not t.emptied]))
     return _messages(touched, lambda t: outputs.get(t.entry.file.path, ()))
+
+
+_Item = TypeVar("_Item")
+_Result = TypeVar("_Result")
+
+#: Data files read (for the rows that match) or rewritten at a time: Parquet decoding and
+#: encoding release the GIL, and on object stores each file is a few round trips.
+_FILE_THREADS = 8
+
+
+def _each_file(work: Callable[[_Item], _Result], items: Sequence[_Item]) -> list[_Result]:
+    """``work`` applied to every item, on up to ``_FILE_THREADS`` threads; results in the
+    order of ``items``. When one fails, the others still finish before the error is raised
+    (so that every file they wrote is known to the undo)."""
+    if len(items) <= 1:
+        return [work(item) for item in items]
+    with ThreadPoolExecutor(max_workers=min(_FILE_THREADS, len(items))) as pool:
+        futures = [pool.submit(work, item) for item in items]
+    return [future.result() for future in futures]
 
 
 def _kept_tables(
