@@ -9,9 +9,10 @@ references (struct fields by path) compared with literals or constant expression
 by Spark, such as the cast it puts on a literal) by ``=``, ``!=``, ``<``, ``<=``, ``>``,
 ``>=``, ``IN``, ``IS [NOT] NULL``, joined by ``AND``, ``OR`` and ``NOT`` (and ``NOT isnan(c)``
 beside such terms, which the core's comparisons already imply: the check below confirms it).
-Anything else (functions of columns, casts Spark put on a column, column-to-column
-comparisons, ``<=>``) is refused with ``InvalidFilterError`` naming the part, never
-approximated.
+A cast Spark put on a column is allowed only where it changes no value (to the column's own
+type, or an integral type widened). Anything else (functions of columns, other casts of a
+column, column-to-column comparisons, ``<=>``) is refused with ``InvalidFilterError`` naming
+the part, never approximated.
 
 The translation is then checked on the data: Spark counts, over the snapshot the delete plans
 on, the rows its condition selects (|C|) and those it selects that the core's filter also
@@ -245,6 +246,8 @@ def _term(node: Any) -> Term:
 def _column(node: Any, whole: Any) -> object:
     """A column reference: a top-level name, or a tuple path into structs."""
     parts: list[str] = []
+    while _kind(node) == "Cast" and _lossless(node):
+        node = _children(node)[0]
     while _kind(node) == "GetStructField":
         parts.append(str(node.extractFieldName()))
         node = _children(node)[0]
@@ -253,6 +256,23 @@ def _column(node: Any, whole: Any) -> object:
     parts.append(str(node.name()))
     parts.reverse()
     return parts[0] if len(parts) == 1 else tuple(parts)
+
+
+#: Spark's integral types by width: a cast from one to a type at least as wide keeps every
+#: value and the order, so a comparison of the cast column is one of the column itself.
+_INTEGRAL_WIDTH = {"byte": 1, "short": 2, "integer": 4, "long": 8}
+
+
+def _lossless(cast: Any) -> bool:
+    """Whether ``cast`` (of a column) changes no value: to the column's own type, or an
+    integral column widened (the cast Spark's type coercion puts on a column compared with
+    wider literals, e.g. ``isin`` of Python ints)."""
+    source = str(_children(cast)[0].dataType().typeName())
+    target = str(cast.dataType().typeName())
+    if source == target:
+        return True
+    widths = _INTEGRAL_WIDTH
+    return source in widths and target in widths and widths[source] <= widths[target]
 
 
 def _constant(node: Any) -> bool:

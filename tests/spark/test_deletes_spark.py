@@ -281,3 +281,33 @@ def test_reused_dataframes_and_streams_across_deletes(
         assert new.select("kind").distinct().count() == 3
     run_stream()  # the second append's unit, read after the delete
     assert delivered == list(range(100)) + [i for i in kept if i >= 100]
+
+
+def test_a_cast_that_changes_no_value_is_taken_and_any_other_is_refused(
+    spark_at: Any, tmp_path: Any
+) -> None:
+    """Spark widens an integral column compared with wider literals (``isin`` of Python ints,
+    a ``L`` literal): the comparison of the widened column is one of the column itself."""
+    schema = pa.schema([("small", pa.int16()), ("id", pa.int32()), ("x", pa.float64())])
+    table = at.create_table(str(tmp_path / "t"), schema, options={"write-only": "true"})
+    data = pa.table(
+        {
+            "small": pa.array([i % 7 for i in range(40)], pa.int16()),
+            "id": pa.array(range(40), pa.int32()),
+            "x": [i / 2 for i in range(40)],
+        },
+        schema=schema,
+    )
+    table.append(data)
+    plain = str(tmp_path / "plain.parquet")
+    pq.write_table(data, plain)
+    live = set(range(40))
+    for condition in [F.col("id").isin(0, 3, 2**40), "small = 5L", "id > 30L AND small <= 2"]:
+        expected = _spark_selected(spark_at, plain, condition) & live
+        assert appendtable_spark.delete(spark_at, table.uri, condition) == len(expected)
+        live -= expected
+        assert _live_ids(table) == sorted(live)
+    before = table.latest_snapshot()
+    with pytest.raises(at.InvalidFilterError, match="CAST"):
+        appendtable_spark.delete(spark_at, table.uri, "CAST(x AS INT) = 3")
+    assert table.latest_snapshot() == before
