@@ -16,9 +16,7 @@ import pytest
 import appendtable as at
 from appendtable.commit.snapshots import flush_hints
 from tests.cloud.conftest import CloudStore
-from tests.helpers.deleted_bytes import MARKER_SCHEMA, find_values, marked_rows
-
-MODES = {"dv": "true", "cow": "false"}
+from tests.helpers.deleted_bytes import MODES, find_values, marked_rows, marked_table
 
 
 def _objects(fs: Any, root: str) -> dict[str, bytes]:
@@ -34,19 +32,7 @@ def _ids(table: at.Table, **scan: Any) -> list[int]:
 def _delete_read_purge(
     uri: str, storage_options: dict[str, Any], fs: Any, root: str, mode: str
 ) -> None:
-    table = at.create_table(
-        uri,
-        MARKER_SCHEMA,
-        partition_by=["day"],
-        options={
-            "bucket": "2",
-            "bucket-key": "id",
-            "write-only": "true",
-            "file.compression": "none",
-            "deletion-vectors.enabled": MODES[mode],
-        },
-        storage_options=storage_options,
-    )
+    table = marked_table(uri, mode, storage_options=storage_options)
     appended = pa.concat_tables([marked_rows(range(s, s + 30)) for s in (0, 30, 60)])
     for start in (0, 30, 60):
         table.append(marked_rows(range(start, start + 30)))

@@ -19,10 +19,38 @@ import msgspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+import appendtable as at
+
 MARKER_SCHEMA = pa.schema(
     [("id", pa.int64()), ("secret", pa.int64()), ("marker", pa.string()), ("day", pa.string())]
 )
 _SECRET_BASE = 0x3A5C_7E00_0000_0000
+#: The delete modes by name: the value of option ``deletion-vectors.enabled``.
+MODES = {"dv": "true", "cow": "false"}
+
+
+def marked_table(
+    uri: str,
+    mode: str,
+    *,
+    compression: str = "none",
+    storage_options: Mapping[str, object] | None = None,
+) -> at.Table:
+    """A table of ``MARKER_SCHEMA`` rows: partitioned by day, 2 buckets on id, write-only (no
+    maintenance the test did not ask for), uncompressed unless told, deleting in ``mode``."""
+    return at.create_table(
+        uri,
+        MARKER_SCHEMA,
+        partition_by=["day"],
+        options={
+            "bucket": "2",
+            "bucket-key": "id",
+            "deletion-vectors.enabled": MODES[mode],
+            "file.compression": compression,
+            "write-only": "true",
+        },
+        storage_options=dict(storage_options or {}),
+    )
 
 
 def marker(k: int) -> str:

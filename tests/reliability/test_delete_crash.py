@@ -20,7 +20,12 @@ import pytest
 
 import appendtable as at
 from tests.helpers.crash import DurableLog, fork_context, read_log, run_child
-from tests.helpers.deleted_bytes import MARKER_SCHEMA, find_values, local_files, marked_rows
+from tests.helpers.deleted_bytes import (
+    find_values,
+    local_files,
+    marked_rows,
+    marked_table,
+)
 from tests.helpers.integrity import assert_table_intact
 from tests.helpers.long_runs import scaled
 
@@ -60,18 +65,7 @@ def _visible(table: at.Table) -> pa.Array:
 @pytest.mark.parametrize("mode", ["dv", "cow"])
 def test_kills_inside_deletes_compactions_and_purges(tmp_path: Path, mode: str) -> None:
     uri = str(tmp_path / "t")
-    table = at.create_table(
-        uri,
-        MARKER_SCHEMA,
-        partition_by=["day"],
-        options={
-            "bucket": "2",
-            "bucket-key": "id",
-            "write-only": "true",
-            "file.compression": "none",
-            "deletion-vectors.enabled": "true" if mode == "dv" else "false",
-        },
-    )
+    table = marked_table(uri, mode)
     for start in range(0, ROWS, ROWS // 8):
         table.append(marked_rows(range(start, start + ROWS // 8)))
     context = fork_context(["tests.reliability.crash_children"])

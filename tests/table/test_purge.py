@@ -19,26 +19,21 @@ import pytest
 import appendtable as at
 from appendtable.cli import main
 from appendtable.commit.snapshots import flush_hints
-from tests.helpers.deleted_bytes import MARKER_SCHEMA, find_values, local_files, marked_rows
+from tests.helpers.deleted_bytes import (
+    MARKER_SCHEMA,
+    MODES,
+    find_values,
+    local_files,
+    marked_rows,
+    marked_table,
+)
 from tests.helpers.integrity import assert_table_intact
 
-MODES = {"dv": "true", "cow": "false"}
 NOW = dt.timedelta(0)
 
 
 def make(tmp_path: Path, mode: str, *, compression: str = "none") -> at.Table:
-    return at.create_table(
-        str(tmp_path / "t"),
-        MARKER_SCHEMA,
-        partition_by=["day"],
-        options={
-            "bucket": "2",
-            "bucket-key": "id",
-            "deletion-vectors.enabled": MODES[mode],
-            "file.compression": compression,
-            "write-only": "true",
-        },
-    )
+    return marked_table(str(tmp_path / "t"), mode, compression=compression)
 
 
 def expected(appended: pa.Table, deleted: set[int]) -> pa.Table:
