@@ -28,6 +28,7 @@ from pyroaring import BitMap
 import appendtable as at
 from appendtable.commit.snapshots import flush_hints
 from appendtable.errors import InvalidArgumentError, InvalidFilterError
+from tests.helpers.integrity import assert_table_intact
 
 MODES = {"dv": "true", "cow": "false"}
 SCHEMA = pa.schema(
@@ -394,3 +395,27 @@ def test_the_file_listings_say_which_files_have_deleted_rows_and_where_the_vecto
     for file in table.files().to_pylist():
         assert file["deleted_rows"] == 0
         assert file["deletion_vector_uri"] is None and file["deletion_vector_offset"] is None
+
+
+def test_expiring_the_snapshots_before_a_vector_delete_keeps_the_file_it_re_added(
+    tmp_path: Path,
+) -> None:
+    """A delete by vectors removes a file's entry and adds the same path back with its vector:
+    expiring the snapshots up to and past that delete must not delete the data file, which
+    is still live (read again from a fresh handle, caches cleared)."""
+    table = at.create_table(
+        str(tmp_path / "t"),
+        SCHEMA,
+        options={"deletion-vectors.enabled": "true", "write-only": "true"},
+    )
+    first = rows(0, 300, 21)
+    table.append(first)
+    table.delete([("seq", "<", 100)])
+    later = rows(300, 50, 22)
+    table.append(later)
+    table.expire_snapshots(retain_min=1, retain_max=1)
+    at.clear_metadata_caches()
+    reopened = at.open_table(str(tmp_path / "t"))
+    expected = pa.concat_tables([first, later])["seq"].to_pylist()[100:]
+    assert sorted(reopened.scan().to_arrow()["seq"].to_pylist()) == expected
+    assert_table_intact(reopened.uri)
