@@ -12,10 +12,13 @@ import pyarrow as pa
 import pytest
 
 import appendtable as at
+from appendtable.commit.snapshots import flush_hints
 
 
 def settled(root: Path, snapshot_id: int) -> None:
-    """Wait for the LATEST hint, which a commit writes in the background after it landed."""
+    """Wait for the hints (LATEST, EARLIEST), which a commit writes in the background after it
+    landed: all of them, so that none is written while the test digests the tree."""
+    flush_hints()
     hint = root / "snapshot" / "LATEST"
     deadline = time.monotonic() + 10
     while not (hint.exists() and hint.read_text() == str(snapshot_id)):

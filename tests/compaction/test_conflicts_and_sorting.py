@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 
 import appendtable as at
+from appendtable.commit.snapshots import flush_hints
 from tests.helpers.data import EVENTS, events
 
 #: Every test ends with the shared integrity check (tests/helpers/integrity.py).
@@ -183,6 +184,7 @@ def test_a_task_of_an_unknown_sort_strategy_is_refused_not_run_in_another_order(
     (task,) = plan.tasks
     renamed = msgspec.structs.replace(task, strategy="peano")
     fs, root = fsspec.core.url_to_fs(uri)
+    flush_hints()  # the hints of the appends are written in the background
     before = fs.find(root)
     with pytest.raises(at.InvalidArgumentError, match="peano"):
         compactor.run_task(at.CompactionTask.from_bytes(renamed.to_bytes()))
