@@ -26,9 +26,7 @@ import random
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TypeVar
 
 import msgspec
 import numpy as np
@@ -40,8 +38,9 @@ from appendtable._state import SchemaView, TableState
 from appendtable.commit.changes import CommitRequest
 from appendtable.datafiles.deletion_vectors import deleted_positions, write_vectors
 from appendtable.datafiles.expressions import to_expression
+from appendtable.datafiles.file_threads import file_threads, in_order
 from appendtable.datafiles.projection import Projection
-from appendtable.datafiles.reading import read_as
+from appendtable.datafiles.reading import read_as, with_positions
 from appendtable.datafiles.rewrite import rewrite_files
 from appendtable.datafiles.writing import FileWriteSpec
 from appendtable.errors import (
@@ -77,8 +76,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("appendtable")
-
-_POSITION = "__appendtable_position"
 
 
 @dataclass(frozen=True)
@@ -224,7 +221,8 @@ def _touched(
         union = positions if old is None else np.union1d(old, positions)
         return _Touched(entry, positions, union)
 
-    return [t for t in _each_file(touched, entries) if t is not None]
+    threads = file_threads(state.storage, len(entries))
+    return [t for t in in_order(touched, entries, threads) if t is not None]
 
 
 def matching_positions(
@@ -240,11 +238,9 @@ def matching_positions(
     chunks: list[npt.NDArray[np.uint64]] = []
     offset = 0
     for batch in read_as(state.storage, physical, projection, columns=columns):
-        numbered = batch.append_column(
-            _POSITION, pa.array(np.arange(offset, offset + batch.num_rows, dtype=np.uint64))
-        )
+        numbered, name = with_positions(batch, offset)
         offset += batch.num_rows
-        hits = numbered.filter(expression).column(_POSITION)
+        hits = numbered.filter(expression).column(name)
         chunks.append(hits.to_numpy(zero_copy_only=False).astype(np.uint64))
     if not chunks:
         return np.empty(0, dtype=np.uint64)
@@ -298,27 +294,9 @@ def _rewritten(
             for output in new
         )
 
-    outputs = dict(_each_file(rewritten, [t for t in touched if not t.emptied]))
+    kept = [t for t in touched if not t.emptied]
+    outputs = dict(in_order(rewritten, kept, file_threads(state.storage, len(kept))))
     return _messages(touched, lambda t: outputs.get(t.entry.file.path, ()))
-
-
-_Item = TypeVar("_Item")
-_Result = TypeVar("_Result")
-
-#: Data files read (for the rows that match) or rewritten at a time: Parquet decoding and
-#: encoding release the GIL, and on object stores each file is a few round trips.
-_FILE_THREADS = 8
-
-
-def _each_file(work: Callable[[_Item], _Result], items: Sequence[_Item]) -> list[_Result]:
-    """``work`` applied to every item, on up to ``_FILE_THREADS`` threads; results in the
-    order of ``items``. When one fails, the others still finish before the error is raised
-    (so that every file they wrote is known to the undo)."""
-    if len(items) <= 1:
-        return [work(item) for item in items]
-    with ThreadPoolExecutor(max_workers=min(_FILE_THREADS, len(items))) as pool:
-        futures = [pool.submit(work, item) for item in items]
-    return [future.result() for future in futures]
 
 
 def _kept_tables(

@@ -19,9 +19,11 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
 import appendtable as at
-from benchmarks.harness import Case, Result, measure, sync_then
+from appendtable.commit.snapshots import flush_hints
+from benchmarks.harness import Case, Result, Timing, measure, sync_then
 from benchmarks.rows import count_row, limit_row, skipped_row, speed_row
 from benchmarks.workspace import Workspace, remove
+from tests.s3.seaweedfs import SeaweedFSUnavailable, start_seaweedfs
 
 try:  # optional peers (the dev extra installs them)
     import deltalake
@@ -158,6 +160,7 @@ def bench_deletes(ws: Workspace) -> list[Result]:
                 )
             )
     results.extend(_reads(ws, dv_source, cow_source, reps, rows_label))
+    results.extend(_on_s3(ws, timings, expected, rows_label))
     remove(dv_source)
     remove(cow_source)
     return results
@@ -212,6 +215,67 @@ def _reads(ws: Workspace, dv_source: str, plain_source: str, reps: int, label: s
             unit="ms",
             target_ratio=None,
         ),
+    ]
+
+
+# ---- S3 ------------------------------------------------------------------------------------
+
+
+def _on_s3(ws: Workspace, local: dict[str, Timing], expected: int, label: str) -> list[Result]:
+    """The same deletes on S3 (a SeaweedFS server on this machine, so the figures measure the
+    requests' cost, not a region's latency), against the same deletes on local disk. Each
+    delete runs on a table built for it (untimed)."""
+    try:
+        server = start_seaweedfs("bench-deletes")
+    except SeaweedFSUnavailable as exc:
+        return [skipped_row(GROUP, f"delete on S3: {str(exc).splitlines()[0]}")]
+    data = ws.big_table
+    step = -(-data.num_rows // APPENDS)
+
+    def build(vectors: bool) -> at.Table:
+        table = at.create_table(
+            server.uri(f"deletes-{uuid.uuid4().hex[:8]}"),
+            data.schema,
+            options={
+                "bucket": BUCKETS,
+                "bucket-key": "key",
+                "write-only": True,
+                "deletion-vectors.enabled": vectors,
+            },
+            storage_options=server.storage_options,
+        )
+        for start in range(0, data.num_rows, step):
+            table.append(data.slice(start, step))
+        return table
+
+    def delete(table: at.Table) -> at.DeleteResult:
+        result = table.delete([("value", "<", CUT)])
+        assert result.rows == expected, (result.rows, expected)
+        return result
+
+    try:
+        timings = measure(
+            [
+                Case("dv", run=delete, setup=lambda: build(True)),
+                Case("cow", run=delete, setup=lambda: build(False)),
+            ],
+            reps=1,
+            warmup=0,
+        )
+    finally:
+        flush_hints()  # LATEST hints are written in the background: before the server goes
+        server.stop()
+    return [
+        speed_row(
+            GROUP,
+            f"delete 1 % of {label} on S3 (SeaweedFS), {MODE_NAMES[mode]} (baseline: local disk)",
+            timings[mode],
+            local[mode],
+            unit="s",
+            target_ratio=None,
+            target_label="local disk",
+        )
+        for mode in ("dv", "cow")
     ]
 
 

@@ -13,9 +13,9 @@ import functools
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
-import msgspec
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
@@ -35,6 +35,7 @@ from appendtable.datafiles.file_columns import (
     int96_columns,
     same_layout,
 )
+from appendtable.datafiles.file_threads import file_threads, in_order
 from appendtable.datafiles.footer import metadata_of, verified_tail
 from appendtable.datafiles.projection import Projection
 from appendtable.errors import CorruptDataFileError, ObjectNotFoundError
@@ -50,6 +51,7 @@ __all__ = [
     "read_files",
     "read_files_as",
     "stored_schema",
+    "with_positions",
 ]
 
 #: each page's CRC-32 checked where the writer recorded one (this table's writers always do;
@@ -62,6 +64,7 @@ _PARQUET = ds.ParquetFileFormat(
     read_options=ds.ParquetReadOptions(coerce_int96_timestamp_unit=INT96_UNIT),
     default_fragment_scan_options=ds.ParquetFragmentScanOptions(page_checksum_verification=True),
 )
+_Rows = TypeVar("_Rows", pa.Table, pa.RecordBatch)
 #: Footers checked at once on object stores (a request each; on local disk one thread).
 _FOOTER_THREADS = 16
 #: What pyarrow's errors about the storage (not about a file's content) say: its native S3
@@ -150,10 +153,7 @@ def read_files_as(
             run.clear()
 
     for file in files:
-        # (files with deleted rows join runs of unfiltered reads: see ``read_files``)
-        if projection.layout(file.schema_id).native and (
-            file.deletion is None or row_filter is None
-        ):
+        if projection.layout(file.schema_id).native:
             run.append(file)
             continue
         flush()
@@ -179,24 +179,20 @@ def read_files(
     row count is checked too. Filtered with row-group pruning that keeps NaN rows (see
     ``expressions``).
 
-    Files with deleted rows (deletion vectors): unfiltered, the rows are read as above, all of
-    them (the scanner keeps the files' order, so a row's file and position follow from the
-    row counts), and one mask drops the deleted ones; filtered, such files are read by
-    ``read_file`` instead (a pushed-down filter would lose the positions)."""
+    Files with deleted rows (deletion vectors): when any file has some, every file is read by
+    ``read_file`` (which takes the deleted rows out of each file, filtered or not), several
+    files at a time (``file_threads``), and the parts are joined in the order of ``files``."""
     if any(file.deletion is not None for file in files):
-        if row_filter is not None:
-            wanted = schema if columns is None else pa.schema([schema.field(c) for c in columns])
-            batches = [
-                batch
-                for file in files
-                for batch in read_file(
-                    storage, file, schema=schema, columns=columns, row_filter=row_filter
-                )
-            ]
-            return pa.Table.from_batches(batches, schema=wanted)
-        whole = read_files(storage, [_physical(f) for f in files], schema=schema, columns=columns)
-        keep = np.concatenate([_kept_or_all(storage, f) for f in files])
-        return whole.filter(pa.array(keep))
+        wanted = schema if columns is None else pa.schema([schema.field(c) for c in columns])
+
+        def one(file: DataFileMeta) -> pa.Table:
+            batches = read_file(
+                storage, file, schema=schema, columns=columns, row_filter=row_filter
+            )
+            return pa.Table.from_batches(list(batches), schema=wanted)
+
+        parts = in_order(one, files, file_threads(storage, len(files)))
+        return pa.concat_tables(parts) if parts else wanted.empty_table()
     filesystem, root = storage.arrow_filesystem()
     paths = [file.path for file in files]
     full = [f"{root}/{storage.checked(path)}" for path in paths]
@@ -244,17 +240,6 @@ def read_files(
                 raise
             named = f"one of {len(paths)} files" if damaged is None else storage.uri(damaged)
             raise _corrupt(named, exc, path=storage.uri(damaged or paths[0])) from exc
-
-
-def _kept_or_all(storage: Storage, file: DataFileMeta) -> npt.NDArray[np.bool_]:
-    """The mask of the file's rows that are not deleted (all True without a vector)."""
-    mask = keep_mask(deleted_positions(storage, file), file.row_count)
-    return mask if mask is not None else np.ones(file.row_count, dtype=np.bool_)
-
-
-def _physical(file: DataFileMeta) -> DataFileMeta:
-    """The file with every row, as written (its deletion vector left aside)."""
-    return msgspec.structs.replace(file, deletion=None)
 
 
 def _check_footer(
@@ -376,8 +361,8 @@ def read_file(
 
     Deleted rows are never returned: the rows at the positions of the file's deletion vector
     (``DataFileMeta.deletion``), and at ``also_deleted`` (positions a stream drops), are taken
-    out before filtering; a file with any is read whole (no row-group pruning), so that
-    positions stay row ordinals."""
+    out before filtering, row group by row group: filtered, only the row groups whose
+    statistics may match are read (each group's first position follows from the footer)."""
     filesystem, root = storage.arrow_filesystem()
     full = f"{root}/{storage.checked(file.path)}"
     selected = list(columns) if columns is not None else None
@@ -387,8 +372,15 @@ def read_file(
     keep = _kept_rows(storage, file, also_deleted)
     with storage.translated("read", file.path), _data_file_errors(uri, filesystem, full):
         if keep is not None:
+            groups = (
+                None
+                if row_filter is None
+                else _groups_that_may_match(full, filesystem, schema, row_filter)
+            )
             with _opened(filesystem, full, file, uri, expected) as source:
-                yield from _read_kept(source, uri, file, keep, schema, selected, row_filter)
+                yield from _read_kept(
+                    source, uri, file, _Kept(keep, groups), schema, selected, row_filter, batch_size
+                )
         elif row_filter is None:
             with _opened(filesystem, full, file, uri, expected) as source:
                 batches = source.iter_batches(
@@ -432,29 +424,74 @@ def _kept_rows(
     return keep_mask(positions, file.row_count)
 
 
+@dataclass(frozen=True)
+class _Kept:
+    """Which rows of a file to read: ``rows`` (by position) of the row groups ``groups`` (all
+    of them when None)."""
+
+    rows: npt.NDArray[np.bool_]
+    groups: list[int] | None
+
+
+def _groups_that_may_match(
+    full: str, filesystem: pafs.FileSystem, schema: pa.Schema, row_filter: Filter
+) -> list[int] | None:
+    """The row groups of the file whose statistics may hold rows matching ``row_filter`` (the
+    pruning the scanner does, keeping NaN rows: see ``expressions``); None: all of them."""
+    expression = pushdown_expression(row_filter)
+    if expression is None:
+        return None
+    fragment = _PARQUET.make_fragment(full, filesystem=filesystem)
+    return [group.id for group in fragment.subset(filter=expression, schema=schema).row_groups]
+
+
 def _read_kept(
     source: pq.ParquetFile,
     uri: str,
     file: DataFileMeta,
-    keep: npt.NDArray[np.bool_],
+    kept: _Kept,
     schema: pa.Schema,
     selected: list[str] | None,
     row_filter: Filter | None,
+    batch_size: int,
 ) -> Iterator[pa.RecordBatch]:
-    """The rows of an opened file where ``keep`` holds (by position), in ``schema``'s
-    types, then filtered by ``row_filter`` and projected to ``selected``."""
+    """The rows of an opened file that ``kept`` selects, row group by row group, in
+    ``schema``'s types, filtered by ``row_filter`` and projected to ``selected``. Every group
+    read must hold the rows its footer says, and the footer the rows the manifest says
+    (positions are row ordinals). Filtered, the filter runs first on the rows numbered by
+    position, and the deleted ones are dropped from what matched (a point query copies a few
+    rows, not the whole group)."""
+    metadata = source.metadata
+    sizes = [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)]
+    _check_rows(uri, sum(sizes), file.row_count)
+    starts = np.cumsum([0, *sizes])
     columns = _with_filter_columns(selected, row_filter)
     expression = to_expression(row_filter)
-    batches = source.iter_batches(batch_size=65_536, columns=columns, use_threads=False)
-    rows = 0
-    for batch in batches:
-        kept = batch.filter(pa.array(keep[rows : rows + batch.num_rows]))
-        rows += batch.num_rows
-        kept = _as_table_batch(kept, pa.schema([schema.field(n) for n in kept.schema.names]))
-        if expression is not None:
-            kept = kept.filter(expression)
-        yield kept.select(selected) if selected is not None else kept
-    _check_rows(uri, rows, file.row_count)
+    for group in range(len(sizes)) if kept.groups is None else kept.groups:
+        rows = source.read_row_group(group, columns=columns, use_threads=False)
+        _check_rows(uri, rows.num_rows, sizes[group])
+        if expression is None:
+            rows = rows.filter(pa.array(kept.rows[starts[group] : starts[group + 1]]))
+            rows = _as_table(rows, pa.schema([schema.field(n) for n in rows.schema.names]))
+        else:
+            rows = _as_table(rows, pa.schema([schema.field(n) for n in rows.schema.names]))
+            numbered, name = with_positions(rows, int(starts[group]))
+            hits = numbered.filter(expression)
+            positions = hits.column(name).to_numpy(zero_copy_only=False)
+            rows = hits.filter(pa.array(kept.rows[positions])).drop_columns([name])
+        yield from (rows.select(selected) if selected is not None else rows).to_batches(
+            max_chunksize=batch_size
+        )
+
+
+def with_positions(rows: _Rows, first: int) -> tuple[_Rows, str]:
+    """``rows`` with one more column numbering them by position from ``first`` (uint64), and
+    that column's name (one no column of ``rows`` has)."""
+    name = "__position"
+    while name in rows.schema.names:
+        name = "_" + name
+    numbers = pa.array(np.arange(first, first + rows.num_rows, dtype=np.uint64))
+    return rows.append_column(name, numbers), name
 
 
 def _with_filter_columns(selected: list[str] | None, row_filter: Filter | None) -> list[str] | None:
@@ -492,6 +529,13 @@ def _as_table_batch(batch: pa.RecordBatch, wanted: pa.Schema) -> pa.RecordBatch:
     if same_layout(batch.schema, wanted):
         return batch
     return batch.cast(wanted, safe=True)
+
+
+def _as_table(rows: pa.Table, wanted: pa.Schema) -> pa.Table:
+    """``_as_table_batch`` for a table."""
+    if same_layout(rows.schema, wanted):
+        return rows
+    return rows.cast(wanted, safe=True)
 
 
 @functools.lru_cache(maxsize=64)

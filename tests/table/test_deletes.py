@@ -419,3 +419,74 @@ def test_expiring_the_snapshots_before_a_vector_delete_keeps_the_file_it_re_adde
     expected = pa.concat_tables([first, later])["seq"].to_pylist()[100:]
     assert sorted(reopened.scan().to_arrow()["seq"].to_pylist()) == expected
     assert_table_intact(reopened.uri)
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_filtered_reads_prune_row_groups_and_still_drop_exactly_the_deleted_rows(
+    tmp_path: Path, mode: str
+) -> None:
+    """Files of many row groups (seq ascending, so each group has its own seq range and a
+    filter on seq skips groups): the deleted rows of every group stay out of filtered reads,
+    whichever groups the filter reads (a vector's positions are counted from the file's
+    first row, not from the first group read)."""
+    table = at.create_table(
+        str(tmp_path / "t"),
+        SCHEMA,
+        options={"deletion-vectors.enabled": MODES[mode], "target-file-size": "256 KB"},
+    )
+    model = rows(0, 20_000, 5)
+    table.append(model)
+    groups = [
+        pq.ParquetFile(tmp_path / "t" / path).metadata.num_row_groups
+        for path in table.files().column("path").to_pylist()
+    ]
+    assert max(groups) >= 4, groups  # the layout this test is about
+    gone = pc.or_(pc.equal(pc.bit_wise_and(model["seq"], 7), 3), pc.greater(model["score"], 1.0))
+    table.delete([[("score", ">", 1.0)], [("seq", "in", list(range(3, 20_000, 8)))]])
+    model = model.filter(pc.invert(gone.fill_null(False)))
+    for low, high in [(0, 500), (4_000, 4_100), (9_990, 12_345), (17_000, 30_000), (-5, -1)]:
+        where = [("seq", ">=", low), ("seq", "<", high)]
+        expected = model.filter(
+            pc.and_(pc.greater_equal(model["seq"], low), pc.less(model["seq"], high))
+        )
+        scan = table.scan(filter=where)
+        assert by_seq(scan.to_arrow()).equals(by_seq(expected)), (low, high)
+        assert scan.count() == expected.num_rows
+        both = table.scan(filter=[[*where], [("seq", "=", 19_999)]], columns=["seq"]).to_arrow()
+        oracle = model.filter(
+            pc.or_(
+                pc.and_(pc.greater_equal(model["seq"], low), pc.less(model["seq"], high)),
+                pc.equal(model["seq"], 19_999),
+            )
+        )
+        assert sorted(both["seq"].to_pylist()) == sorted(oracle["seq"].to_pylist())
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_columns_named_like_the_readers_position_column_read_and_delete_right(
+    tmp_path: Path, mode: str
+) -> None:
+    """Filtered reads and deletes number rows in an extra column: a table's own columns of
+    that kind of name are neither shadowed nor mistaken for it."""
+    schema = pa.schema([("__position", pa.int64()), ("___position", pa.string())])
+    table = at.create_table(
+        str(tmp_path / "t"), schema, options={"deletion-vectors.enabled": MODES[mode]}
+    )
+    ids = np.arange(1_000, dtype=np.int64)[::-1]  # not the row positions
+    model = pa.table({"__position": ids, "___position": [f"s{v % 7}" for v in ids]}, schema)
+    table.append(model)
+    assert table.delete([("__position", "<", 100)]).rows == 100
+    assert table.delete([("___position", "=", "s3")]).rows == 129
+    keep = pc.and_(
+        pc.greater_equal(model["__position"], 100), pc.not_equal(model["___position"], "s3")
+    )
+    model = model.filter(keep)
+    where = [("__position", ">=", 500), ("___position", "!=", "s1")]
+    got = table.scan(filter=where).to_arrow().sort_by("__position")
+    expected = model.filter(
+        pc.and_(
+            pc.greater_equal(model["__position"], 500), pc.not_equal(model["___position"], "s1")
+        )
+    ).sort_by("__position")
+    assert got.equals(expected)
+    assert table.scan().to_arrow().sort_by("__position").equals(model.sort_by("__position"))
