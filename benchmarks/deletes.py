@@ -176,7 +176,7 @@ def _reads(ws: Workspace, dv_source: str, plain_source: str, reps: int, label: s
             Case("vectors", run=lambda _: at.open_table(with_vectors).scan().to_arrow()),
             Case("plain", run=lambda _: at.open_table(plain_source).scan().to_arrow()),
         ],
-        reps=reps,
+        reps=max(reps, 5),
     )
     points = measure(
         [
