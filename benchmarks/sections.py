@@ -338,10 +338,10 @@ latency) and compare them with the same deletes on local disk.
 
 Reading a file with a vector costs one more Arrow `filter` of its rows (a copy of every kept
 value: pyarrow's Parquet reader cannot skip rows while decoding). On 2 cores, plain pyarrow
-reading the same 80 files one by one and filtering each costs 1.13–1.25× the time of reading
+reading the same 80 files one by one and filtering each costs 1.13 to 1.25x the time of reading
 them without the filter (measured with `pyarrow.parquet` alone, 7 runs; the allocator alone
-moves it from 1.13× with jemalloc to 1.33× with mimalloc, pyarrow's default here). The full-scan
-row misses its 1.1× target: 1.29–1.39× in three runs of 5 repetitions on a quiet host
+moves it from 1.13x with jemalloc to 1.33x with mimalloc, pyarrow's default here). The full-scan
+row misses its 1.1x target: 1.29 to 1.39x in three runs of 5 repetitions on a quiet host
 (2026-11-26). Closing the gap needs a reader that skips deleted rows while decoding.
 """,
     ),
