@@ -6,8 +6,9 @@ user. The sink holds exactly the source's rows, once each, every bucket in write
 only failure is the named refusal of the reused commit user, which writes nothing.
 
 Each run is a driver process of its own (restart_app.py). ``APPENDTABLE_RESTART_CASES`` sets
-how many random pipelines run (default 2, a few minutes); ``APPENDTABLE_RESTART_SEED`` the
-first seed (default: random; a failure names its seed)."""
+how many random pipelines run (default 1, a minute or two; 4 with ``APPENDTABLE_LONG_TESTS``);
+``APPENDTABLE_RESTART_SEED`` the first seed (default: random, so every run tries a new
+pipeline; a failure names its seed)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 
 import appendtable as at
+from tests.helpers.long_runs import scaled
 from tests.spark.restart_model import (
     SCHEMA,
     SourceModel,
@@ -31,7 +33,7 @@ from tests.spark.restart_runs import Pipeline, logged, run, sink_batches, sink_r
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 pytest.importorskip("pyspark")
 
-CASES = int(os.environ.get("APPENDTABLE_RESTART_CASES", "2"))
+CASES = int(os.environ.get("APPENDTABLE_RESTART_CASES", scaled(4, 1)))
 SEED = int(os.environ.get("APPENDTABLE_RESTART_SEED", random.SystemRandom().randrange(2**31)))
 PHASES = ("plan", "offsets", "read", "sink-before", "sink-after", "committed")
 
