@@ -29,6 +29,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -437,6 +438,31 @@ class IcebergMirror:
             ).encode()
         ).hexdigest()[:32]
         path = f"{layout.ICEBERG_DIR}/{key}-d0.avro"
+        return self._cached_manifest(
+            path,
+            lambda: self._write_delete_manifest(path, build, vectors),
+            lambda length, added: _ManifestInfo(
+                path=path,
+                length=length,
+                added_snapshot_id=added,
+                status=_ADDED,
+                files=len(vectors),
+                rows=sum(ref.cardinality for _, _, ref in vectors),
+                partitions=iceberg_metadata.partition_summary(
+                    [p for _, p, _ in vectors], build.partition_types
+                ),
+            ),
+        )
+
+    def _cached_manifest(
+        self,
+        path: str,
+        write: Callable[[], bytes],
+        describe: Callable[[int, int], _ManifestInfo],
+    ) -> _ManifestInfo:
+        """The description of the mirror manifest at ``path`` (its names are hashes of what it
+        holds, so whatever is there holds the same entries): remembered, else read from the
+        store, else written by ``write``; ``describe(length, added_snapshot_id)`` makes it."""
         with self._lock:
             known = self._known.get(path)
         if known is not None:
@@ -444,19 +470,9 @@ class IcebergMirror:
         try:
             data = self._storage.read(path)
         except ObjectNotFoundError:
-            data = self._write_delete_manifest(path, build, vectors)
+            data = write()
         header = read_header(data, self._storage.uri(path))
-        info = _ManifestInfo(
-            path=path,
-            length=len(data),
-            added_snapshot_id=int(header.get("appendtable.snapshot-id", b"0")),
-            status=_ADDED,
-            files=len(vectors),
-            rows=sum(ref.cardinality for _, _, ref in vectors),
-            partitions=iceberg_metadata.partition_summary(
-                [p for _, p, _ in vectors], build.partition_types
-            ),
-        )
+        info = describe(len(data), int(header.get("appendtable.snapshot-id", b"0")))
         with self._lock:
             self._known[path] = info
         return info
@@ -596,35 +612,26 @@ class IcebergMirror:
             "\n".join([source, str(schema.id), *sorted(gone)]).encode()
         ).hexdigest()[:32]
         path = f"{layout.ICEBERG_DIR}/{key}-m0.avro"
-        with self._lock:
-            known = self._known.get(path)
-        if known is not None:
-            return known
-        try:
-            data = self._storage.read(path)
-        except ObjectNotFoundError:
-            data = self._write_manifest(path, snapshot, schema, partition_types, adds, bool(gone))
-        header = read_header(data, self._storage.uri(path))
-        status = _EXISTING if gone else _ADDED
-        info = _ManifestInfo(
-            path=path,
-            length=len(data),
-            added_snapshot_id=int(header.get("appendtable.snapshot-id", b"0")),
-            status=status,
-            files=len(adds),
-            rows=sum(e.file.row_count for e in adds),
-            partitions=iceberg_metadata.partition_summary(
-                [e.partition for e in adds], partition_types
-            ),
-            vectors=tuple(
-                (e.file.path, e.partition, e.file.deletion)
-                for e in adds
-                if e.file.deletion is not None
+        return self._cached_manifest(
+            path,
+            lambda: self._write_manifest(path, snapshot, schema, partition_types, adds, bool(gone)),
+            lambda length, added: _ManifestInfo(
+                path=path,
+                length=length,
+                added_snapshot_id=added,
+                status=_EXISTING if gone else _ADDED,
+                files=len(adds),
+                rows=sum(e.file.row_count for e in adds),
+                partitions=iceberg_metadata.partition_summary(
+                    [e.partition for e in adds], partition_types
+                ),
+                vectors=tuple(
+                    (e.file.path, e.partition, e.file.deletion)
+                    for e in adds
+                    if e.file.deletion is not None
+                ),
             ),
         )
-        with self._lock:
-            self._known[path] = info
-        return info
 
     def _write_manifest(
         self,

@@ -501,12 +501,7 @@ def data_file_record(
             "content": 0,
             "file_path": uri,
             "file_format": "PARQUET",
-            "partition": {
-                key: _partition_value(value, spec)
-                for key, value, spec in zip(
-                    schema.partition_keys, partition, partition_types, strict=True
-                )
-            },
+            "partition": _partition_record(schema, partition, partition_types),
             "record_count": file.row_count,
             "file_size_in_bytes": file.file_size,
             "column_sizes": None,
@@ -520,6 +515,16 @@ def data_file_record(
             "equality_ids": None,
             "sort_order_id": None,
         },
+    }
+
+
+def _partition_record(
+    schema: TableSchema, partition: PartitionValues, partition_types: Sequence[TypeSpec]
+) -> dict[str, Any]:
+    """A manifest entry's ``partition`` struct: each partition key's value, Iceberg-encoded."""
+    return {
+        key: _partition_value(value, spec)
+        for key, value, spec in zip(schema.partition_keys, partition, partition_types, strict=True)
     }
 
 
@@ -553,12 +558,7 @@ def deletion_vector_record(
             "content": 1,
             "file_path": puffin_uri,
             "file_format": "PUFFIN",
-            "partition": {
-                key: _partition_value(value, spec)
-                for key, value, spec in zip(
-                    schema.partition_keys, partition, partition_types, strict=True
-                )
-            },
+            "partition": _partition_record(schema, partition, partition_types),
             "record_count": cardinality,
             "file_size_in_bytes": puffin_size,
             "column_sizes": None,
