@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -46,10 +47,12 @@ MODE_NAMES = {"dv": "deletion vectors", "cow": "copy-on-write"}
 SCAN_RATIO = 1 / 1.1  # a scan with vectors at most 1.1x the time without
 
 
-def _build(ws: Workspace, vectors: bool) -> str:
-    data = ws.big_table
+def _build(
+    uri: str, data: pa.Table, vectors: bool, storage_options: dict[str, Any] | None = None
+) -> at.Table:
+    """The benchmark's table at ``uri``: ``data`` in ten appends, in 8 buckets."""
     table = at.create_table(
-        ws.fresh_path("deletes"),
+        uri,
         data.schema,
         options={
             "bucket": BUCKETS,
@@ -57,11 +60,12 @@ def _build(ws: Workspace, vectors: bool) -> str:
             "write-only": True,
             "deletion-vectors.enabled": vectors,
         },
+        storage_options=storage_options,
     )
     step = -(-data.num_rows // APPENDS)
     for start in range(0, data.num_rows, step):
         table.append(data.slice(start, step))
-    return table.uri
+    return table
 
 
 def _copy(source: str, stem: str, ws: Workspace) -> str:
@@ -87,7 +91,9 @@ def bench_deletes(ws: Workspace) -> list[Result]:
     data = ws.big_table
     expected = int(pc.sum(pc.less(data["value"], CUT)).as_py() or 0)
     reps = min(ws.config.big_reps, 2)
-    dv_source, cow_source = _build(ws, True), _build(ws, False)
+    dv_source, cow_source = (
+        _build(ws.fresh_path("deletes"), data, vectors).uri for vectors in (True, False)
+    )
     files = at.open_table(dv_source).files().num_rows
     touched: dict[str, int] = {}
 
@@ -229,24 +235,10 @@ def _on_s3(ws: Workspace, local: dict[str, Timing], expected: int, label: str) -
         server = start_seaweedfs("bench-deletes")
     except SeaweedFSUnavailable as exc:
         return [skipped_row(GROUP, f"delete on S3: {str(exc).splitlines()[0]}")]
-    data = ws.big_table
-    step = -(-data.num_rows // APPENDS)
 
     def build(vectors: bool) -> at.Table:
-        table = at.create_table(
-            server.uri(f"deletes-{uuid.uuid4().hex[:8]}"),
-            data.schema,
-            options={
-                "bucket": BUCKETS,
-                "bucket-key": "key",
-                "write-only": True,
-                "deletion-vectors.enabled": vectors,
-            },
-            storage_options=server.storage_options,
-        )
-        for start in range(0, data.num_rows, step):
-            table.append(data.slice(start, step))
-        return table
+        uri = server.uri(f"deletes-{uuid.uuid4().hex[:8]}")
+        return _build(uri, ws.big_table, vectors, server.storage_options)
 
     def delete(table: at.Table) -> at.DeleteResult:
         result = table.delete([("value", "<", CUT)])
