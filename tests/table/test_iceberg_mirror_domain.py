@@ -102,7 +102,10 @@ def cases(draw: st.DrawFn) -> tuple[pa.DataType, list[pa.Array], str, Any]:
     op = draw(st.sampled_from(OPS))
     value: Any = None
     if op in ("in", "not in"):
-        value = draw(st.lists(literal, min_size=1, max_size=3))
+        # pyiceberg evaluates an ``In`` of two or more values with Arrow's ``is_in``, which
+        # hashes -0.0 and 0.0 apart (IEEE equality, ours and the oracle's, has them equal)
+        unsigned = literal.filter(lambda v: not (isinstance(v, float) and v == 0.0))
+        value = draw(st.lists(unsigned, min_size=1, max_size=3))
     elif op in COMPARE:
         value = draw(literal)
     return dtype, batches, op, value
