@@ -123,7 +123,7 @@ class Committer:
             if self._landed(latest, request):
                 return None
             if request.overwrite is not None and planned is None:
-                planned = self._overwrite_targets(request)
+                planned = self._overwrite_targets(request, latest)
             planned_overwrite = (
                 None if planned is None else self._compacted_forward(*planned, latest, request)
             )
@@ -223,13 +223,18 @@ class Committer:
         records = self._manifests.read_users(latest.commit_users)
         return already_committed(records, request.commit_user, request.identifier)
 
-    def _overwrite_targets(self, request: CommitRequest) -> tuple[int, set[str]]:
+    def _overwrite_targets(
+        self, request: CommitRequest, latest: Snapshot | None
+    ) -> tuple[int, set[str]]:
         """The files the overwrite replaces: live in its base snapshot, in its scope; and the
-        base snapshot's id (0 for an empty table)."""
+        base snapshot's id (0 for an empty table). Without a base, the base is ``latest``, the
+        snapshot this attempt prepares on: a second read of the latest could see a compaction
+        that landed in between, whose outputs the attempt's own view would then take for
+        files appended after the overwrite started."""
         scope = request.overwrite
         assert scope is not None
         base_id = request.base_snapshot_id
-        base = self._snapshots.get(base_id) if base_id is not None else self._snapshots.latest()
+        base = self._snapshots.get(base_id) if base_id is not None else latest
         if base is None:
             return 0, set()
         return base.id, {

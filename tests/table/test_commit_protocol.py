@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import pickle
+import sys
 import threading
 from typing import Any
 
@@ -289,6 +290,40 @@ def test_a_compaction_of_what_an_overwrite_replaces_does_not_conflict_with_it(ur
         *range(500, 505),
         *range(700, 705),
     ]
+
+
+def test_an_overwrite_without_a_base_is_not_failed_by_a_compaction_landing_as_it_starts(
+    uri: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without ``base_snapshot_id`` the overwrite replaces what is live when it commits. A
+    compaction (the table's own background one, say) landing just after the commit read the
+    latest snapshot rewrote only rows the overwrite replaces: the overwrite lands. (It failed
+    once: the replaced files were read from a second, newer read of the latest snapshot, so the
+    attempt's own view took the compacted files for files appended after it started.)"""
+    table = at.create_table(uri, EVENTS, options={"write-only": True})
+    for i in range(3):
+        table.append(events(i * 10, 10))
+    with table.writer() as writer:
+        writer.write(events(500, 5))
+        messages = writer.prepare_commit()
+    store = table._state.snapshots
+    read_latest = store.latest
+    compactions: list[at.Snapshot | None] = []
+
+    def latest_then_a_compaction_lands() -> at.Snapshot | None:
+        snapshot = read_latest()
+        # once: right after the commit loop's first attempt read the latest snapshot
+        if not compactions and sys._getframe(1).f_code.co_name == "commit":
+            compactions.append(at.open_table(uri).compact(full=True))
+        return snapshot
+
+    monkeypatch.setattr(store, "latest", latest_then_a_compaction_lands)
+    landed = table.committer("overwriter").overwrite(messages)
+    monkeypatch.undo()
+    assert compactions and compactions[0] is not None and compactions[0].kind == "COMPACT"
+    assert landed is not None and landed.id == compactions[0].id + 1
+    assert sorted(table.scan().to_arrow().column("seq").to_pylist()) == list(range(500, 505))
+    assert len(table.files()) == 1  # the compaction's output was replaced too
 
 
 def test_deleting_a_file_that_is_no_longer_live_conflicts(uri: str) -> None:
