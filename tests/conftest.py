@@ -29,10 +29,36 @@ import pytest
 
 from appendtable.commit.snapshots import flush_hints
 from tests.emulators import Emulator, EmulatorUnavailable, start_azurite, start_fake_gcs
+from tests.helpers.jvm_archive import ArchiveOutcome, prepare_archive, with_archive
 from tests.helpers.parallel import longest_first, mark_group, xdist_group
 
 if TYPE_CHECKING:
     from tests.s3.seaweedfs import SeaweedFS
+
+
+_ARCHIVE: list[ArchiveOutcome] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Every JVM of the run maps one class-data archive (tests/helpers/jvm_archive.py), built
+    here once if missing, by the process that starts pytest-xdist's workers (they inherit the
+    variable) or the serial run; not for a run whose marker expression leaves Spark out, nor
+    with ``APPENDTABLE_JVM_ARCHIVE=0``."""
+    if "PYTEST_XDIST_WORKER" in os.environ or "not spark" in (config.option.markexpr or ""):
+        return
+    if os.environ.get("APPENDTABLE_JVM_ARCHIVE", "1") == "0":
+        _ARCHIVE.append(ArchiveOutcome(None, "not used (APPENDTABLE_JVM_ARCHIVE=0)"))
+        return
+    outcome = prepare_archive(os.environ["JAVA_TOOL_OPTIONS"])
+    if outcome.path is not None:
+        os.environ["JAVA_TOOL_OPTIONS"] = with_archive(
+            os.environ["JAVA_TOOL_OPTIONS"], outcome.path
+        )
+    _ARCHIVE.append(outcome)
+
+
+def pytest_report_header() -> list[str]:
+    return [f"JVM class-data archive: {outcome.note}" for outcome in _ARCHIVE]
 
 
 @pytest.hookimpl(tryfirst=True)
