@@ -24,16 +24,15 @@ import importlib
 import operator
 from collections.abc import Iterator, Sequence
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
 from appendtable.datafiles.arrow_schema import arrow_type
 from appendtable.datafiles.expressions import needs_exact_pass
-from appendtable.datafiles.file_columns import INT96_UNIT
+from appendtable.datafiles.parquet_format import datasets, parquet_format
 from appendtable.datafiles.projection import FileLayout, Projection
 from appendtable.datafiles.reading import read_as
 from appendtable.metadata.models import DataFileMeta, Split, StatValue
@@ -41,6 +40,9 @@ from appendtable.metadata.types import FieldSpec, TypeSpec
 from appendtable.planning.filters import Filter
 from appendtable.planning.schema_changes import same_fields
 from appendtable.storage import Storage
+
+if TYPE_CHECKING:
+    import pyarrow.dataset as ds
 
 __all__ = [
     "dataset_of",
@@ -50,13 +52,6 @@ __all__ = [
     "reads_by_name",
     "stream_of",
 ]
-
-#: How engines read the data files: as the table's own reads do (INT96 timestamps of adopted
-#: Spark files in microseconds, every page checked against its CRC).
-_PARQUET = ds.ParquetFileFormat(
-    read_options=ds.ParquetReadOptions(coerce_int96_timestamp_unit=INT96_UNIT),
-    default_fragment_scan_options=ds.ParquetFragmentScanOptions(page_checksum_verification=True),
-)
 
 
 def optional_module(name: str, extra: str, needed_by: str) -> ModuleType:
@@ -152,6 +147,7 @@ def dataset_of(
     fragments with it would lose NaN rows of files written with float statistics."""
     filesystem, root = storage.arrow_filesystem()
     names = schema.names
+    module, parquet = datasets(), parquet_format()
     fragments: list[ds.Fragment] = []
     converted: list[DataFileMeta] = []
     read_now = needs_exact_pass(row_filter)
@@ -166,14 +162,14 @@ def dataset_of(
                 converted.append(file)
                 continue
             fragments.append(
-                _PARQUET.make_fragment(
+                parquet.make_fragment(
                     f"{root}/{storage.checked(file.path)}",
                     filesystem=filesystem,
                     partition_expression=expression,
                     file_size=file.file_size,
                 )
             )
-    files = ds.FileSystemDataset(fragments, schema, _PARQUET, filesystem=filesystem)
+    files = module.FileSystemDataset(fragments, schema, parquet, filesystem=filesystem)
     if not converted:
         return files
     batches = [
@@ -181,10 +177,10 @@ def dataset_of(
         for file in converted
         for batch in read_as(storage, file, projection, columns=names, row_filter=row_filter)
     ]
-    memory = ds.InMemoryDataset(pa.Table.from_batches(batches, schema=schema))
+    memory = module.InMemoryDataset(pa.Table.from_batches(batches, schema=schema))
     if not fragments:
         return memory
-    return ds.UnionDataset(schema, [files, memory])
+    return module.UnionDataset(schema, [files, memory])
 
 
 def quoted(name: str) -> str:

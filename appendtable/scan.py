@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.dataset as ds
 
 from appendtable import argument_checks, display, handoff
 from appendtable._state import SchemaView, TableState
@@ -27,6 +26,9 @@ from appendtable.metadata.models import ManifestEntry, ManifestFileMeta, Snapsho
 from appendtable.planning.bucket import bucket_ids
 from appendtable.planning.filters import Filter, parse_filter
 from appendtable.planning.splits import group_files, pack_splits
+
+if TYPE_CHECKING:
+    import pyarrow.dataset as ds
 
 __all__ = ["Scan", "plan_entries", "read_split"]
 

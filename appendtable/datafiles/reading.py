@@ -14,12 +14,11 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
@@ -37,11 +36,15 @@ from appendtable.datafiles.file_columns import (
 )
 from appendtable.datafiles.file_threads import file_threads, in_order
 from appendtable.datafiles.footer import metadata_of, verified_tail
+from appendtable.datafiles.parquet_format import datasets, parquet_format
 from appendtable.datafiles.projection import Projection
 from appendtable.errors import CorruptDataFileError, ObjectNotFoundError
 from appendtable.metadata.models import DataFileMeta
 from appendtable.planning.filters import Filter
 from appendtable.storage import Storage
+
+if TYPE_CHECKING:
+    import pyarrow.dataset as ds
 
 __all__ = [
     "is_damage",
@@ -60,10 +63,6 @@ _READ_OPTIONS: dict[str, Any] = {
     "coerce_int96_timestamp_unit": INT96_UNIT,
     "page_checksum_verification": True,
 }
-_PARQUET = ds.ParquetFileFormat(
-    read_options=ds.ParquetReadOptions(coerce_int96_timestamp_unit=INT96_UNIT),
-    default_fragment_scan_options=ds.ParquetFragmentScanOptions(page_checksum_verification=True),
-)
 _Rows = TypeVar("_Rows", pa.Table, pa.RecordBatch)
 #: Footers checked at once on object stores (a request each; on local disk one thread).
 _FOOTER_THREADS = 16
@@ -211,7 +210,9 @@ def read_files(
             list(pool.map(lambda f: _check_footer(storage, filesystem, root, f), checked))
     with storage.translated("read", paths[0]):
         try:
-            dataset = ds.dataset(full, schema=schema, format=_PARQUET, filesystem=filesystem)
+            dataset = datasets().dataset(
+                full, schema=schema, format=parquet_format(), filesystem=filesystem
+            )
             selected = list(columns) if columns is not None else None
             exact = needs_exact_pass(row_filter)
             result = dataset.to_table(
@@ -395,7 +396,7 @@ def read_file(
         else:
             if file.footer_crc is not None:
                 _check_footer(storage, filesystem, root, file)
-            fragment = _PARQUET.make_fragment(full, filesystem=filesystem)
+            fragment = parquet_format().make_fragment(full, filesystem=filesystem)
             _check_columns(uri, fragment, expected)
             # scanning with the table's schema casts the file's columns before filtering
             exact = needs_exact_pass(row_filter)
@@ -441,7 +442,7 @@ def _groups_that_may_match(
     expression = pushdown_expression(row_filter)
     if expression is None:
         return None
-    fragment = _PARQUET.make_fragment(full, filesystem=filesystem)
+    fragment = parquet_format().make_fragment(full, filesystem=filesystem)
     return [group.id for group in fragment.subset(filter=expression, schema=schema).row_groups]
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import subprocess
 import sys
 from pathlib import Path
 
@@ -430,3 +431,17 @@ def test_the_cycle_check_finds_a_type_only_cycle() -> None:
     assert _cycles(graph) == [["a", "b", "c"]]
     assert _cycle_path(graph, ["a", "b", "c"]) == "a -> b -> c -> a"
     assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_importing_the_packages_does_not_import_pyarrow_dataset_or_pandas() -> None:
+    """``pyarrow.dataset`` (and with it pandas, a third of a second of CPU) loads on the first
+    dataset read only (``datafiles.parquet_format``): every process that imports appendtable
+    pays its import, the CLI and each Python process Spark starts to plan or commit a query."""
+    code = (
+        "import sys, appendtable, appendtable.cli, appendtable_spark; "
+        "print(sorted({'pyarrow.dataset', 'pandas'} & set(sys.modules)))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    ).stdout.strip()
+    assert loaded == "[]"
