@@ -8,15 +8,17 @@ long the survivors take to hold a dead member's buckets, and how fast a group dr
   lease renewal every third of the lease).
 * **rebalance after a death**: 4 members polling every ``POLL_S`` with a lease of
   ``LEASE_S``; one stops polling (as a killed process does) at a random moment; the time until
-  the other three hold all its buckets, over ``DEATHS`` deaths. The design's bound is lease +
+  the other three hold all its buckets, over ``group_deaths`` deaths (6; one in the smoke
+  profile). The design's bound is lease +
   2 poll intervals. The members run in one process, polled one after the other, as they would
   be by a scheduler of 4 processes on one core.
 * **drain**: 4 members reading a 64-bucket table of appended snapshots, one process, rows per
   second delivered and committed (what bounds a group keeping up with a writer: reading and
   decoding the Parquet files, one core).
 * **keep-up**: a writer process appending as fast as it can for ``KEEP_UP_S`` seconds while 4
-  member processes read and commit: the writer's rate, the group's delivery rate, and how long
-  the group takes to catch up once the writer stops (all processes share the machine's cores).
+  member processes (``keep_up_members`` of the sizes) read and commit: the writer's rate, the
+  group's delivery rate, and how long the group takes to catch up once the writer stops (all
+  processes share the machine's cores).
 """
 
 from __future__ import annotations
@@ -42,8 +44,6 @@ BUCKETS = 64
 MEMBERS = 4
 LEASE_S = 1.0
 POLL_S = 0.05
-DEATHS = 6
-IDLE_POLLS = 3000
 KEEP_UP_S = 10.0
 KEEP_UP_BATCH = 200_000
 SCHEMA = pa.schema([("key", pa.int64()), ("seq", pa.int64()), ("value", pa.float64())])
@@ -94,10 +94,12 @@ def _idle_poll(ws: Workspace) -> list[Result]:
     plain = table.stream(mode="latest")
     member = members[0]
 
+    polls = ws.config.group_idle_polls
+
     def median_poll(poll: object) -> float:
         assert callable(poll)
         samples = []
-        for _ in range(IDLE_POLLS):
+        for _ in range(polls):
             start = time.perf_counter()
             assert poll() is None
             samples.append(time.perf_counter() - start)
@@ -119,7 +121,7 @@ def _idle_poll(ws: Workspace) -> list[Result]:
             ours,
             limit_ms=1.0,
             baseline_ms=baseline,
-            details={"overhead_ms": ours - baseline, "polls": IDLE_POLLS},
+            details={"overhead_ms": ours - baseline, "polls": polls},
         )
     ]
 
@@ -130,7 +132,8 @@ def _rebalance(ws: Workspace) -> list[Result]:
     rng = random.Random(3)
     takeovers: list[float] = []
     members = {f"m{i}": table.stream(group="g", member=f"m{i}") for i in range(MEMBERS)}
-    for death in range(DEATHS):
+    deaths = ws.config.group_deaths
+    for death in range(deaths):
         for member in members.values():
             _drain(member)
         # run normally for a while, then one member stops polling at a random moment
@@ -161,7 +164,7 @@ def _rebalance(ws: Workspace) -> list[Result]:
         limit_row(
             GROUP,
             f"rebalance after a member dies: until the survivors hold its buckets (median of "
-            f"{DEATHS}; lease {LEASE_S:g} s, poll {POLL_S * 1000:g} ms, {BUCKETS} buckets, "
+            f"{deaths}; lease {LEASE_S:g} s, poll {POLL_S * 1000:g} ms, {BUCKETS} buckets, "
             f"{MEMBERS} members)",
             statistics.median(takeovers) * 1000,
             limit_ms=bound_ms,
@@ -250,9 +253,10 @@ def _keep_up(ws: Workspace) -> list[Result]:
     work.mkdir(parents=True)
     stop, written = work / "stop", work / "written"
     spawn = multiprocessing.get_context("spawn")
+    processes = ws.config.keep_up_members
     members = [
         spawn.Process(target=_keep_up_member, args=(table.uri, f"m{i}", stop, work / f"m{i}"))
-        for i in range(MEMBERS)
+        for i in range(processes)
     ]
     for process in members:
         process.start()
@@ -270,7 +274,7 @@ def _keep_up(ws: Workspace) -> list[Result]:
     for process in members:
         process.join()
     rows_written, write_s = written.read_text().split()
-    delivered = sum(int((work / f"m{i}").read_text()) for i in range(MEMBERS))
+    delivered = sum(int((work / f"m{i}").read_text()) for i in range(processes))
     assert delivered == int(rows_written), (delivered, rows_written)
     write_rate = int(rows_written) / float(write_s) / 1e6
     # from the writer's first append (its process start-up excluded) until caught up
@@ -286,7 +290,7 @@ def _keep_up(ws: Workspace) -> list[Result]:
             group=GROUP,
             benchmark=(
                 f"keep-up: a writer process appending {batch:,}-row batches as fast as "
-                f"it can while {MEMBERS} member processes read and commit ({BUCKETS} buckets)"
+                f"it can while {processes} member processes read and commit ({BUCKETS} buckets)"
             ),
             value=write_rate,
             unit="Mrows/s",
