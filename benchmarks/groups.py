@@ -27,6 +27,8 @@ import multiprocessing
 import random
 import statistics
 import time
+from collections.abc import Sequence
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 
 import numpy as np
@@ -46,6 +48,7 @@ LEASE_S = 1.0
 POLL_S = 0.05
 KEEP_UP_S = 10.0
 KEEP_UP_BATCH = 200_000
+JOIN_TIMEOUT_S = 120.0
 SCHEMA = pa.schema([("key", pa.int64()), ("seq", pa.int64()), ("value", pa.float64())])
 
 
@@ -229,9 +232,11 @@ def _keep_up_writer(uri: str, seconds: float, batch: int, done: Path) -> None:
 
 
 def _keep_up_member(uri: str, member: str, stop: Path, out: Path) -> None:
-    """Poll, read and commit until ``stop`` exists and nothing is left; writes the rows read."""
+    """Join (then create ``out``.joined), poll, read and commit until ``stop`` exists and
+    nothing is left; writes the rows read to ``out``."""
     table = at.open_table(uri)
     reader = table.stream(group="keep", member=member, poll_interval=0.01)
+    out.with_suffix(".joined").touch()
     rows = 0
     while True:
         unit = reader.poll()
@@ -244,6 +249,18 @@ def _keep_up_member(uri: str, member: str, stop: Path, out: Path) -> None:
         reader.commit()
     reader.close()
     out.write_text(str(rows))
+
+
+def _wait_joined(members: Sequence[BaseProcess], flags: Sequence[Path]) -> None:
+    """Until every member process has joined the group. A join rebalances the group at once,
+    and a member that read rows of a bucket another member then claims cannot commit them
+    (ConsumerFencedError): so the writer starts once the group is complete."""
+    deadline = time.monotonic() + JOIN_TIMEOUT_S
+    while not all(flag.exists() for flag in flags):
+        exited = [p.name for p in members if p.exitcode is not None]
+        if exited or time.monotonic() > deadline:
+            raise RuntimeError(f"member processes did not join (exited: {exited})")
+        time.sleep(0.01)
 
 
 def _keep_up(ws: Workspace) -> list[Result]:
@@ -260,6 +277,7 @@ def _keep_up(ws: Workspace) -> list[Result]:
     ]
     for process in members:
         process.start()
+    _wait_joined(members, [work / f"m{i}.joined" for i in range(processes)])
     seconds = {"full": KEEP_UP_S, "quick": KEEP_UP_S / 5}.get(ws.config.mode, 0.3)
     batch = KEEP_UP_BATCH if ws.config.big_rows >= 1_000_000 else 2_000
     writer = spawn.Process(target=_keep_up_writer, args=(table.uri, seconds, batch, written))
