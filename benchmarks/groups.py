@@ -87,7 +87,7 @@ def _drain(member: at.GroupReader) -> int:
 def _idle_poll(ws: Workspace) -> list[Result]:
     table = _table(ws, "group-idle")
     rng = np.random.default_rng(1)
-    for i in range(20):
+    for i in range(ws.config.group_appends):
         table.append(_rows(i * 1000, 1000, rng))
     members = [table.stream(group="g", member=f"m{i}") for i in range(MEMBERS)]
     for member in members:
@@ -185,7 +185,7 @@ def _rebalance(ws: Workspace) -> list[Result]:
 def _drain_rate(ws: Workspace) -> list[Result]:
     table = _table(ws, "group-drain")
     rng = np.random.default_rng(4)
-    per_append = 100_000
+    per_append = min(100_000, ws.config.big_rows)
     appends = max(4, ws.config.big_rows // per_append // 2)
     for i in range(appends):
         table.append(_rows(i * per_append, per_append, rng))
@@ -219,11 +219,14 @@ def _drain_rate(ws: Workspace) -> list[Result]:
     ]
 
 
-def _keep_up_writer(uri: str, seconds: float, batch: int, done: Path) -> None:
-    """Append ``batch`` rows at a time for ``seconds``; writes "rows seconds" to ``done``."""
+def _keep_up_writer(uri: str, seconds: float, batch: int, go: Path, done: Path) -> None:
+    """Once ``go`` exists, append ``batch`` rows at a time for ``seconds``; writes "rows
+    seconds" to ``done``."""
     table = at.open_table(uri)
     rng = np.random.default_rng(5)
     rows = 0
+    while not go.exists():
+        time.sleep(0.01)
     start = time.perf_counter()
     while time.perf_counter() - start < seconds:
         table.append(_rows(rows, batch, rng))
@@ -251,15 +254,15 @@ def _keep_up_member(uri: str, member: str, stop: Path, out: Path) -> None:
     out.write_text(str(rows))
 
 
-def _wait_joined(members: Sequence[BaseProcess], flags: Sequence[Path]) -> None:
+def _wait_joined(processes: Sequence[BaseProcess], flags: Sequence[Path]) -> None:
     """Until every member process has joined the group. A join rebalances the group at once,
     and a member that read rows of a bucket another member then claims cannot commit them
-    (ConsumerFencedError): so the writer starts once the group is complete."""
+    (ConsumerFencedError): so the writer starts appending once the group is complete."""
     deadline = time.monotonic() + JOIN_TIMEOUT_S
     while not all(flag.exists() for flag in flags):
-        exited = [p.name for p in members if p.exitcode is not None]
+        exited = [p.name for p in processes if p.exitcode is not None]
         if exited or time.monotonic() > deadline:
-            raise RuntimeError(f"member processes did not join (exited: {exited})")
+            raise RuntimeError(f"the member processes did not all join (exited: {exited})")
         time.sleep(0.01)
 
 
@@ -275,13 +278,19 @@ def _keep_up(ws: Workspace) -> list[Result]:
         spawn.Process(target=_keep_up_member, args=(table.uri, f"m{i}", stop, work / f"m{i}"))
         for i in range(processes)
     ]
-    for process in members:
-        process.start()
-    _wait_joined(members, [work / f"m{i}.joined" for i in range(processes)])
     seconds = {"full": KEEP_UP_S, "quick": KEEP_UP_S / 5}.get(ws.config.mode, 0.3)
     batch = KEEP_UP_BATCH if ws.config.big_rows >= 1_000_000 else 2_000
-    writer = spawn.Process(target=_keep_up_writer, args=(table.uri, seconds, batch, written))
-    writer.start()
+    go = work / "go"
+    writer = spawn.Process(target=_keep_up_writer, args=(table.uri, seconds, batch, go, written))
+    for process in [*members, writer]:  # all start up at once; the writer waits for "go"
+        process.start()
+    try:
+        _wait_joined([*members, writer], [work / f"m{i}.joined" for i in range(processes)])
+    except RuntimeError:
+        for process in [*members, writer]:
+            process.kill()
+        raise
+    go.touch()
     writer.join()
     stopped = time.perf_counter()
     behind_at_stop = sum(table.consumer_lag(group="keep")["rows_behind"].to_pylist())

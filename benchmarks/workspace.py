@@ -68,6 +68,7 @@ class Config:
     warmup_commits: int = 5  # untimed commits before commit latencies are sampled
     min_store_commits: int = 20  # commits timed per store, at least
     max_warmup: int | None = None  # cap on the Spark benchmarks' untimed rounds (None: none)
+    group_appends: int = 20  # 1,000-row appends before the consumer-group idle poll
     group_idle_polls: int = 3000  # polls per median of the consumer-group idle poll
     group_deaths: int = 6  # member deaths timed by the consumer-group rebalance benchmark
     keep_up_members: int = 4  # member processes of the consumer-group keep-up benchmark
@@ -173,6 +174,7 @@ SMOKE = Config(
     warmup_commits=1,
     min_store_commits=1,
     max_warmup=0,
+    group_appends=2,
     group_idle_polls=10,
     group_deaths=1,
     keep_up_members=2,
