@@ -334,7 +334,7 @@ def _build_latency_table(ws: Workspace, spec: _LatencyTable, built: list[at.Tabl
 
 
 def _sample_interleaved(
-    tables: list[at.Table], rounds: int, floor_dir: str
+    tables: list[at.Table], rounds: int, warmup: int, floor_dir: str
 ) -> tuple[list[_Latencies], Timing]:
     """One commit per table per round (tables in rotating order) and one floor publish per
     round, so drift on the shared machine hits every history size alike."""
@@ -342,8 +342,8 @@ def _sample_interleaved(
     for table in tables:
         latest = table.latest_snapshot()
         start = latest.id if latest is not None else 0
-        list(commit_samples(table, start, 5))  # untimed warm-up
-        streams.append(commit_samples(table, start + 5, rounds))
+        list(commit_samples(table, start, warmup))  # untimed warm-up
+        streams.append(commit_samples(table, start + warmup, rounds))
     payload = os.urandom(512)
     samples: list[list[tuple[float, float]]] = [[] for _ in tables]
     floors = []
@@ -432,7 +432,10 @@ def bench_commit(ws: Workspace) -> list[Result]:
     floor_dir = ws.fresh_path("publish-floor")
     os.makedirs(floor_dir)
     os.sync()
-    latencies, floor = _sample_interleaved(tables, ws.config.commit_samples, floor_dir)
+    config = ws.config
+    latencies, floor = _sample_interleaved(
+        tables, config.commit_samples, config.warmup_commits, floor_dir
+    )
     rows = [
         row
         for spec, measured in zip(specs, latencies, strict=True)

@@ -1,10 +1,10 @@
 """Deleting 1 % of the rows (a predicate on a non-partition column, ``value < 0.01``, so the
 rows are spread over every file) of a table of ``big_rows`` rows in ~80 files (ten appends,
-``bucket`` = 8): with deletion vectors and with copy-on-write, side by side with delta-rs
-``DeltaTable.delete`` and pyiceberg ``Table.delete`` on the same rows, and with plain pyarrow
-reading the predicate's column and evaluating it (the least work any delete must do). Then a
-full scan and a point query on the bucket key of the table with vectors, against the same
-table without deletes.
+the sizes' ``delete_appends``, ``bucket`` = 8): with deletion vectors and with copy-on-write,
+side by side with delta-rs ``DeltaTable.delete`` and pyiceberg ``Table.delete`` on the same
+rows, and with plain pyarrow reading the predicate's column and evaluating it (the least work
+any delete must do). Then a full scan and a point query on the bucket key of the table with
+vectors, against the same table without deletes.
 
 Every delete runs on a fresh copy of its table (copied before the timer starts)."""
 
@@ -20,9 +20,9 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
 import appendtable as at
-from appendtable.commit.snapshots import flush_hints
 from benchmarks.harness import Case, Result, Timing, measure, sync_then
 from benchmarks.rows import count_row, limit_row, skipped_row, speed_row
+from benchmarks.servers import serving
 from benchmarks.workspace import Workspace, remove
 from tests.s3.seaweedfs import SeaweedFSUnavailable, start_seaweedfs
 
@@ -39,7 +39,6 @@ except ImportError:  # pragma: no cover
 __all__ = ["bench_deletes"]
 
 GROUP = "deletes"
-APPENDS = 10
 BUCKETS = 8
 CUT = 0.01  # value < CUT: 1 % of the rows
 DV_LIMIT_MS = 1500.0
@@ -48,9 +47,13 @@ SCAN_RATIO = 1 / 1.1  # a scan with vectors at most 1.1x the time without
 
 
 def _build(
-    uri: str, data: pa.Table, vectors: bool, storage_options: dict[str, Any] | None = None
+    uri: str,
+    data: pa.Table,
+    vectors: bool,
+    appends: int,
+    storage_options: dict[str, Any] | None = None,
 ) -> at.Table:
-    """The benchmark's table at ``uri``: ``data`` in ten appends, in 8 buckets."""
+    """The benchmark's table at ``uri``: ``data`` in ``appends`` appends, in 8 buckets."""
     table = at.create_table(
         uri,
         data.schema,
@@ -62,7 +65,7 @@ def _build(
         },
         storage_options=storage_options,
     )
-    step = -(-data.num_rows // APPENDS)
+    step = -(-data.num_rows // appends)
     for start in range(0, data.num_rows, step):
         table.append(data.slice(start, step))
     return table
@@ -92,7 +95,8 @@ def bench_deletes(ws: Workspace) -> list[Result]:
     expected = int(pc.sum(pc.less(data["value"], CUT)).as_py() or 0)
     reps = min(ws.config.big_reps, 2)
     dv_source, cow_source = (
-        _build(ws.fresh_path("deletes"), data, vectors).uri for vectors in (True, False)
+        _build(ws.fresh_path("deletes"), data, vectors, ws.config.delete_appends).uri
+        for vectors in (True, False)
     )
     files = at.open_table(dv_source).files().num_rows
     touched: dict[str, int] = {}
@@ -232,31 +236,28 @@ def _on_s3(ws: Workspace, local: dict[str, Timing], expected: int, label: str) -
     requests' cost, not a region's latency), against the same deletes on local disk. Each
     delete runs on a table built for it (untimed)."""
     try:
-        server = start_seaweedfs("bench-deletes")
-    except SeaweedFSUnavailable as exc:
+        with serving(ws.servers.s3, lambda: start_seaweedfs("bench-deletes")) as server:
+
+            def build(vectors: bool) -> at.Table:
+                uri = server.uri(f"deletes-{uuid.uuid4().hex[:8]}")
+                appends = ws.config.delete_appends
+                return _build(uri, ws.big_table, vectors, appends, server.storage_options)
+
+            def delete(table: at.Table) -> at.DeleteResult:
+                result = table.delete([("value", "<", CUT)])
+                assert result.rows == expected, (result.rows, expected)
+                return result
+
+            timings = measure(
+                [
+                    Case("dv", run=delete, setup=lambda: build(True)),
+                    Case("cow", run=delete, setup=lambda: build(False)),
+                ],
+                reps=1,
+                warmup=0,
+            )
+    except SeaweedFSUnavailable as exc:  # raised by the server's start
         return [skipped_row(GROUP, f"delete on S3: {str(exc).splitlines()[0]}")]
-
-    def build(vectors: bool) -> at.Table:
-        uri = server.uri(f"deletes-{uuid.uuid4().hex[:8]}")
-        return _build(uri, ws.big_table, vectors, server.storage_options)
-
-    def delete(table: at.Table) -> at.DeleteResult:
-        result = table.delete([("value", "<", CUT)])
-        assert result.rows == expected, (result.rows, expected)
-        return result
-
-    try:
-        timings = measure(
-            [
-                Case("dv", run=delete, setup=lambda: build(True)),
-                Case("cow", run=delete, setup=lambda: build(False)),
-            ],
-            reps=1,
-            warmup=0,
-        )
-    finally:
-        flush_hints()  # LATEST hints are written in the background: before the server goes
-        server.stop()
     return [
         speed_row(
             GROUP,
@@ -276,7 +277,7 @@ def _on_s3(ws: Workspace, local: dict[str, Timing], expected: int, label: str) -
 
 def _peer_cases(ws: Workspace, data: pa.Table) -> list[Case]:
     cases: list[Case] = []
-    step = -(-data.num_rows // APPENDS)
+    step = -(-data.num_rows // ws.config.delete_appends)
     if deltalake is not None:
         source = ws.fresh_path("delta")
         for start in range(0, data.num_rows, step):

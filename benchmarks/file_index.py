@@ -1,6 +1,6 @@
 """Point lookups on a column that is neither partition nor bucket key.
 
-One table history of ``FILES`` one-file appends of ``ROWS_PER_FILE`` rows (random ~10
+One table history of ``index_files`` one-file appends of ``ROWS_PER_FILE`` rows (random ~10
 character strings in ``text``: about one distinct value per row, and every file's min/max
 spans nearly the whole alphabet, so statistics skip nothing) is written four ways with the same
 rows: appendtable without an index, with the bloom filters' bitsets copied into the manifest,
@@ -77,8 +77,7 @@ def _build(ws: Workspace, files: int) -> tuple[dict[str, str], list[str], dict[s
 
 
 def bench_file_index(ws: Workspace) -> list[Result]:
-    files = 1_000 if ws.config.mode == "full" else 100
-    layouts, values, counts = _build(ws, files)
+    layouts, values, counts = _build(ws, ws.config.index_files)
     handles = {name: at.open_table(layouts[name]) for name in ("none", "manifest", "in-file")}
     total = _files(handles["none"].scan())
     opened = {

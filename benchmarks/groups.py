@@ -8,15 +8,17 @@ long the survivors take to hold a dead member's buckets, and how fast a group dr
   lease renewal every third of the lease).
 * **rebalance after a death**: 4 members polling every ``POLL_S`` with a lease of
   ``LEASE_S``; one stops polling (as a killed process does) at a random moment; the time until
-  the other three hold all its buckets, over ``DEATHS`` deaths. The design's bound is lease +
+  the other three hold all its buckets, over ``group_deaths`` deaths (6; one in the smoke
+  profile). The design's bound is lease +
   2 poll intervals. The members run in one process, polled one after the other, as they would
   be by a scheduler of 4 processes on one core.
 * **drain**: 4 members reading a 64-bucket table of appended snapshots, one process, rows per
   second delivered and committed (what bounds a group keeping up with a writer: reading and
   decoding the Parquet files, one core).
 * **keep-up**: a writer process appending as fast as it can for ``KEEP_UP_S`` seconds while 4
-  member processes read and commit: the writer's rate, the group's delivery rate, and how long
-  the group takes to catch up once the writer stops (all processes share the machine's cores).
+  member processes (``keep_up_members`` of the sizes) read and commit: the writer's rate, the
+  group's delivery rate, and how long the group takes to catch up once the writer stops (all
+  processes share the machine's cores).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ import multiprocessing
 import random
 import statistics
 import time
+from collections.abc import Sequence
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 
 import numpy as np
@@ -42,10 +46,9 @@ BUCKETS = 64
 MEMBERS = 4
 LEASE_S = 1.0
 POLL_S = 0.05
-DEATHS = 6
-IDLE_POLLS = 3000
 KEEP_UP_S = 10.0
 KEEP_UP_BATCH = 200_000
+JOIN_TIMEOUT_S = 120.0
 SCHEMA = pa.schema([("key", pa.int64()), ("seq", pa.int64()), ("value", pa.float64())])
 
 
@@ -84,7 +87,7 @@ def _drain(member: at.GroupReader) -> int:
 def _idle_poll(ws: Workspace) -> list[Result]:
     table = _table(ws, "group-idle")
     rng = np.random.default_rng(1)
-    for i in range(20):
+    for i in range(ws.config.group_appends):
         table.append(_rows(i * 1000, 1000, rng))
     members = [table.stream(group="g", member=f"m{i}") for i in range(MEMBERS)]
     for member in members:
@@ -94,10 +97,12 @@ def _idle_poll(ws: Workspace) -> list[Result]:
     plain = table.stream(mode="latest")
     member = members[0]
 
+    polls = ws.config.group_idle_polls
+
     def median_poll(poll: object) -> float:
         assert callable(poll)
         samples = []
-        for _ in range(IDLE_POLLS):
+        for _ in range(polls):
             start = time.perf_counter()
             assert poll() is None
             samples.append(time.perf_counter() - start)
@@ -119,7 +124,7 @@ def _idle_poll(ws: Workspace) -> list[Result]:
             ours,
             limit_ms=1.0,
             baseline_ms=baseline,
-            details={"overhead_ms": ours - baseline, "polls": IDLE_POLLS},
+            details={"overhead_ms": ours - baseline, "polls": polls},
         )
     ]
 
@@ -130,7 +135,8 @@ def _rebalance(ws: Workspace) -> list[Result]:
     rng = random.Random(3)
     takeovers: list[float] = []
     members = {f"m{i}": table.stream(group="g", member=f"m{i}") for i in range(MEMBERS)}
-    for death in range(DEATHS):
+    deaths = ws.config.group_deaths
+    for death in range(deaths):
         for member in members.values():
             _drain(member)
         # run normally for a while, then one member stops polling at a random moment
@@ -161,7 +167,7 @@ def _rebalance(ws: Workspace) -> list[Result]:
         limit_row(
             GROUP,
             f"rebalance after a member dies: until the survivors hold its buckets (median of "
-            f"{DEATHS}; lease {LEASE_S:g} s, poll {POLL_S * 1000:g} ms, {BUCKETS} buckets, "
+            f"{deaths}; lease {LEASE_S:g} s, poll {POLL_S * 1000:g} ms, {BUCKETS} buckets, "
             f"{MEMBERS} members)",
             statistics.median(takeovers) * 1000,
             limit_ms=bound_ms,
@@ -179,7 +185,7 @@ def _rebalance(ws: Workspace) -> list[Result]:
 def _drain_rate(ws: Workspace) -> list[Result]:
     table = _table(ws, "group-drain")
     rng = np.random.default_rng(4)
-    per_append = 100_000
+    per_append = min(100_000, ws.config.big_rows)
     appends = max(4, ws.config.big_rows // per_append // 2)
     for i in range(appends):
         table.append(_rows(i * per_append, per_append, rng))
@@ -213,11 +219,14 @@ def _drain_rate(ws: Workspace) -> list[Result]:
     ]
 
 
-def _keep_up_writer(uri: str, seconds: float, batch: int, done: Path) -> None:
-    """Append ``batch`` rows at a time for ``seconds``; writes "rows seconds" to ``done``."""
+def _keep_up_writer(uri: str, seconds: float, batch: int, go: Path, done: Path) -> None:
+    """Once ``go`` exists, append ``batch`` rows at a time for ``seconds``; writes "rows
+    seconds" to ``done``."""
     table = at.open_table(uri)
     rng = np.random.default_rng(5)
     rows = 0
+    while not go.exists():
+        time.sleep(0.01)
     start = time.perf_counter()
     while time.perf_counter() - start < seconds:
         table.append(_rows(rows, batch, rng))
@@ -226,9 +235,11 @@ def _keep_up_writer(uri: str, seconds: float, batch: int, done: Path) -> None:
 
 
 def _keep_up_member(uri: str, member: str, stop: Path, out: Path) -> None:
-    """Poll, read and commit until ``stop`` exists and nothing is left; writes the rows read."""
+    """Join (then create ``out``.joined), poll, read and commit until ``stop`` exists and
+    nothing is left; writes the rows read to ``out``."""
     table = at.open_table(uri)
     reader = table.stream(group="keep", member=member, poll_interval=0.01)
+    out.with_suffix(".joined").touch()
     rows = 0
     while True:
         unit = reader.poll()
@@ -243,6 +254,18 @@ def _keep_up_member(uri: str, member: str, stop: Path, out: Path) -> None:
     out.write_text(str(rows))
 
 
+def _wait_joined(processes: Sequence[BaseProcess], flags: Sequence[Path]) -> None:
+    """Until every member process has joined the group. A join rebalances the group at once,
+    and a member that read rows of a bucket another member then claims cannot commit them
+    (ConsumerFencedError): so the writer starts appending once the group is complete."""
+    deadline = time.monotonic() + JOIN_TIMEOUT_S
+    while not all(flag.exists() for flag in flags):
+        exited = [p.name for p in processes if p.exitcode is not None]
+        if exited or time.monotonic() > deadline:
+            raise RuntimeError(f"the member processes did not all join (exited: {exited})")
+        time.sleep(0.01)
+
+
 def _keep_up(ws: Workspace) -> list[Result]:
     table = _table(ws, "group-keep-up")
     table.stream(group="keep", member="setup").close()  # the group starts at snapshot 1
@@ -250,16 +273,24 @@ def _keep_up(ws: Workspace) -> list[Result]:
     work.mkdir(parents=True)
     stop, written = work / "stop", work / "written"
     spawn = multiprocessing.get_context("spawn")
+    processes = ws.config.keep_up_members
     members = [
         spawn.Process(target=_keep_up_member, args=(table.uri, f"m{i}", stop, work / f"m{i}"))
-        for i in range(MEMBERS)
+        for i in range(processes)
     ]
-    for process in members:
-        process.start()
     seconds = {"full": KEEP_UP_S, "quick": KEEP_UP_S / 5}.get(ws.config.mode, 0.3)
     batch = KEEP_UP_BATCH if ws.config.big_rows >= 1_000_000 else 2_000
-    writer = spawn.Process(target=_keep_up_writer, args=(table.uri, seconds, batch, written))
-    writer.start()
+    go = work / "go"
+    writer = spawn.Process(target=_keep_up_writer, args=(table.uri, seconds, batch, go, written))
+    for process in [*members, writer]:  # all start up at once; the writer waits for "go"
+        process.start()
+    try:
+        _wait_joined([*members, writer], [work / f"m{i}.joined" for i in range(processes)])
+    except RuntimeError:
+        for process in [*members, writer]:
+            process.kill()
+        raise
+    go.touch()
     writer.join()
     stopped = time.perf_counter()
     behind_at_stop = sum(table.consumer_lag(group="keep")["rows_behind"].to_pylist())
@@ -270,7 +301,7 @@ def _keep_up(ws: Workspace) -> list[Result]:
     for process in members:
         process.join()
     rows_written, write_s = written.read_text().split()
-    delivered = sum(int((work / f"m{i}").read_text()) for i in range(MEMBERS))
+    delivered = sum(int((work / f"m{i}").read_text()) for i in range(processes))
     assert delivered == int(rows_written), (delivered, rows_written)
     write_rate = int(rows_written) / float(write_s) / 1e6
     # from the writer's first append (its process start-up excluded) until caught up
@@ -286,7 +317,7 @@ def _keep_up(ws: Workspace) -> list[Result]:
             group=GROUP,
             benchmark=(
                 f"keep-up: a writer process appending {batch:,}-row batches as fast as "
-                f"it can while {MEMBERS} member processes read and commit ({BUCKETS} buckets)"
+                f"it can while {processes} member processes read and commit ({BUCKETS} buckets)"
             ),
             value=write_rate,
             unit="Mrows/s",

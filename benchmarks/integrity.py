@@ -21,8 +21,6 @@ from benchmarks.workspace import Workspace, remove
 
 __all__ = ["bench_integrity"]
 
-_SMALL_FILES = 500
-
 
 def _write(data: pa.Table, path: str, *, checksums: bool) -> str:
     pq.write_table(data, path, compression="zstd", write_page_checksum=checksums)
@@ -55,14 +53,15 @@ def bench_integrity(ws: Workspace) -> list[Result]:
         reps=ws.config.big_reps,
     )
     remove(with_crc)
+    small_files = ws.config.integrity_files
     uri = ws.fresh_path("integrity-small")
     table = at.create_table(uri, data.schema, options={"write-only": True})
-    for index in range(_SMALL_FILES):
+    for index in range(small_files):
         table.append(data.slice(index, 1))
     plain_dir = ws.fresh_path("integrity-plain")
     os.makedirs(plain_dir)
     paths = []
-    for index in range(_SMALL_FILES):
+    for index in range(small_files):
         paths.append(_write(data.slice(index, 1), f"{plain_dir}/{index}.parquet", checksums=False))
     small = measure(
         [
@@ -92,7 +91,7 @@ def bench_integrity(ws: Workspace) -> list[Result]:
         ),
         speed_row(
             "integrity",
-            f"read {_SMALL_FILES} one-row files: appendtable (footer + page checks) vs plain",
+            f"read {small_files} one-row files: appendtable (footer + page checks) vs plain",
             small["appendtable"],
             small["plain"],
             unit="ms",

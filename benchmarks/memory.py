@@ -24,7 +24,6 @@ __all__ = ["bench_memory"]
 
 GROUP = "memory"
 REPO = Path(__file__).resolve().parent.parent
-PARTITIONS = 100
 #: The target: the write's own peak RSS at most the write buffer plus 25 %.
 BUFFER_SLACK = 1.25
 
@@ -50,7 +49,8 @@ def _probe(ws: Workspace, case: str, source: str) -> dict[str, Any]:
 
 def _partitioned_file(ws: Workspace) -> str:
     data = ws.big_table
-    part = pc.cast(pc.remainder(data["key"], PARTITIONS), pa.int32())
+    partitions = ws.config.memory_partitions
+    part = pc.cast(pc.remainder(data["key"], partitions), pa.int32())
     path = ws.fresh_path("rss-partitioned") + ".parquet"
     pq.write_table(data.append_column("part", part), path)
     return path
@@ -90,14 +90,15 @@ def bench_memory(ws: Workspace) -> list[Result]:
     partitioned = _probe(ws, "partitioned", partitioned_source)
     remove(partitioned_source)
     one_file = "pq.write_table"
+    partitions = ws.config.memory_partitions
     return [
         _row(f"append {rows}, bucket=-1", unaware, plain, one_file),
         _row(f"append {rows}, bucket=8 + key", bucketed, plain, one_file),
         _buffer_row(
-            f"append {rows} into {PARTITIONS} partitions x 16 buckets, write-buffer-size "
+            f"append {rows} into {partitions} partitions x 16 buckets, write-buffer-size "
             f"{PARTITIONED_BUFFER_MB} MB, spillable",
             partitioned,
             plain_partitioned,
-            f"pq.write_to_dataset, {PARTITIONS} partitions",
+            f"pq.write_to_dataset, {partitions} partitions",
         ),
     ]

@@ -54,11 +54,24 @@ def _missing() -> str | None:
 
 @contextmanager
 def _session(ws: Workspace) -> Iterator[Any]:
-    """One local[2] session, stopped on exit."""
-    from pyspark.sql import SparkSession
-
+    """The session lent by the caller (``ws.servers.spark``, left running), or one local[2]
+    session, stopped on exit; the format and the floor registered in it."""
     import appendtable_spark
     from benchmarks.spark_floor import FloorDataSource
+
+    lent = ws.servers.spark
+    spark = lent if lent is not None else _local_session(ws)
+    appendtable_spark.register(spark)
+    spark.dataSource.register(FloorDataSource)
+    try:
+        yield spark
+    finally:
+        if lent is None:
+            spark.stop()
+
+
+def _local_session(ws: Workspace) -> Any:
+    from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -78,12 +91,7 @@ def _session(ws: Workspace) -> Iterator[Any]:
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
-    appendtable_spark.register(spark)
-    spark.dataSource.register(FloorDataSource)
-    try:
-        yield spark
-    finally:
-        spark.stop()
+    return spark
 
 
 def _full_aggregate(df: Any) -> tuple[int, int, float, int]:
@@ -157,6 +165,7 @@ def _read_rows(ws: Workspace, spark: Any, fixture: _Fixture) -> list[Result]:
             Case("plain", run=lambda _: _full_aggregate(spark.read.parquet(fixture.plain_dir))),
         ],
         reps=ws.config.spark_reps,
+        warmup=ws.warmup(1),
         check=check,
     )
     exact = {name: (a[0], a[1], a[3]) for name, a in answers.items()}
@@ -254,6 +263,7 @@ def _write_rows(ws: Workspace, fixture: _Fixture) -> list[Result]:
             ),
         ],
         reps=ws.config.spark_reps,
+        warmup=ws.warmup(1),
     )
     what = f"{fixture.rows / 1e6:g} M rows (cached DataFrame)"
     return [

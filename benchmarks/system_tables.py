@@ -12,15 +12,16 @@ that row, not the decoding."""
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Callable
 
 import fsspec
 import pyarrow as pa
 
 import appendtable as at
-from appendtable.commit.snapshots import flush_hints
 from benchmarks.harness import Case, Result, measure
 from benchmarks.rows import limit_row
+from benchmarks.servers import serving
 from benchmarks.workspace import Workspace
 from tests.s3.seaweedfs import SeaweedFSUnavailable, start_seaweedfs
 
@@ -113,39 +114,35 @@ def bench_system_tables(ws: Workspace) -> list[Result]:
             details={"partitions_ms": timings["partitions-cold"].summary(1000)},
         ),
     ]
-    rows.extend(_on_s3(uri, count))
+    rows.extend(_on_s3(ws, uri, count))
     return rows
 
 
-def _on_s3(local_uri: str, count: int) -> list[Result]:
+def _on_s3(ws: Workspace, local_uri: str, count: int) -> list[Result]:
     """The same snapshot log (and schema) uploaded to SeaweedFS, listed from a new handle."""
     try:
-        server = start_seaweedfs("bench-system")
-    except SeaweedFSUnavailable as exc:
+        with serving(ws.servers.s3, lambda: start_seaweedfs("bench-system")) as server:
+            remote = server.uri(f"history-{uuid.uuid4().hex[:8]}")
+            filesystem, root = fsspec.core.url_to_fs(remote, **server.storage_options)
+            for directory in ("schema", "snapshot"):
+                filesystem.put(
+                    os.path.join(local_uri, directory), f"{root}/{directory}", recursive=True
+                )
+            timings = measure(
+                [
+                    Case(
+                        "s3",
+                        setup=at.clear_metadata_caches,
+                        run=_fresh(remote, "snapshots", **server.storage_options),
+                    )
+                ],
+                reps=3,
+                warmup=1,
+                check=lambda _case, returned: _check_count(returned, count),
+            )
+    except SeaweedFSUnavailable as exc:  # raised by the server's start
         print(f"  S3: unavailable ({str(exc).splitlines()[0]})", flush=True)
         return []
-    try:
-        remote = server.uri("history")
-        filesystem, root = fsspec.core.url_to_fs(remote, **server.storage_options)
-        for directory in ("schema", "snapshot"):
-            filesystem.put(
-                os.path.join(local_uri, directory), f"{root}/{directory}", recursive=True
-            )
-        timings = measure(
-            [
-                Case(
-                    "s3",
-                    setup=at.clear_metadata_caches,
-                    run=_fresh(remote, "snapshots", **server.storage_options),
-                )
-            ],
-            reps=3,
-            warmup=1,
-            check=lambda _case, returned: _check_count(returned, count),
-        )
-    finally:
-        flush_hints()
-        server.stop()
     return [
         limit_row(
             "system-tables",

@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 import appendtable as at
 from appendtable.storage.base import is_temp_name
 from benchmarks.data import SCHEMA, make_numeric, make_table, one_row
+from benchmarks.servers import Servers
 
 __all__ = [
     "FULL",
@@ -63,6 +64,18 @@ class Config:
     grid_partitions: tuple[int, ...]
     grid_buckets: tuple[int, ...]
     compaction_points: tuple[int, ...]  # small-file counts of the compaction curve
+    # Fixed in the full and quick modes, smaller in the smoke profile only:
+    warmup_commits: int = 5  # untimed commits before commit latencies are sampled
+    min_store_commits: int = 20  # commits timed per store, at least
+    max_warmup: int | None = None  # cap on the Spark benchmarks' untimed rounds (None: none)
+    group_appends: int = 20  # 1,000-row appends before the consumer-group idle poll
+    group_idle_polls: int = 3000  # polls per median of the consumer-group idle poll
+    group_deaths: int = 6  # member deaths timed by the consumer-group rebalance benchmark
+    keep_up_members: int = 4  # member processes of the consumer-group keep-up benchmark
+    integrity_files: int = 500  # one-row files read by the integrity benchmark
+    memory_partitions: int = 100  # partitions of the many-writers memory benchmark
+    index_files: int = 100  # one-append files of the file-index lookups
+    delete_appends: int = 10  # appends building each table of the delete benchmark
 
 
 FULL = Config(
@@ -94,6 +107,7 @@ FULL = Config(
     grid_partitions=(1, 10, 100),
     grid_buckets=(1, 4, 16),
     compaction_points=(50, 200, 500, 1_000, 2_000),
+    index_files=1_000,
 )
 QUICK = Config(
     mode="quick",
@@ -157,6 +171,17 @@ SMOKE = Config(
     grid_partitions=(1, 2),
     grid_buckets=(1, 2),
     compaction_points=(4, 8),
+    warmup_commits=1,
+    min_store_commits=1,
+    max_warmup=0,
+    group_appends=2,
+    group_idle_polls=10,
+    group_deaths=1,
+    keep_up_members=2,
+    integrity_files=4,
+    memory_partitions=4,
+    index_files=4,
+    delete_appends=2,
 )
 
 
@@ -185,10 +210,14 @@ def tree_bytes(path: str) -> int:
 
 
 class Workspace:
-    """A temporary directory (deleted on exit) and fixtures built on first use."""
+    """A temporary directory (deleted on exit), fixtures built on first use, and the running
+    servers the caller lends (``servers``; by default none: benchmarks start their own)."""
 
-    def __init__(self, config: Config, parent: str | None = None) -> None:
+    def __init__(
+        self, config: Config, parent: str | None = None, servers: Servers | None = None
+    ) -> None:
         self.config = config
+        self.servers = servers if servers is not None else Servers()
         self.root = tempfile.mkdtemp(prefix="appendtable-bench-", dir=parent)
         self._counter = itertools.count()
         #: A table with ``history_sizes[-1]`` or more one-row snapshots, once built.
@@ -199,6 +228,11 @@ class Workspace:
 
     def __exit__(self, *_exc: object) -> None:
         remove(self.root)
+
+    def warmup(self, rounds: int) -> int:
+        """Untimed warm-up rounds: ``rounds``, or fewer where the sizes cap them."""
+        cap = self.config.max_warmup
+        return rounds if cap is None else min(rounds, cap)
 
     def fresh_path(self, stem: str) -> str:
         """A path under the workspace that does not exist yet."""
