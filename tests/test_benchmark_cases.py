@@ -71,3 +71,11 @@ def test_each_benchmark_case_runs_at_its_smallest_size(
         rows = BENCHMARKS[name](workspace)
     assert rows, name
     assert all(row.group for row in rows)
+    # a peer that installed but whose workload failed is a broken benchmark, not "unavailable"
+    failed = [
+        f"{system}: {install['status']}"
+        for row in rows
+        for system, install in row.details.get("installs", {}).items()
+        if "workload failed" in install.get("status", "")
+    ]
+    assert failed == [], failed

@@ -65,18 +65,21 @@ class Paimon:
 
     def incremental(self, handle: Any, first: object, commits: int) -> int:
         """The streaming scan, started ``commits`` snapshots before the latest (pypaimon has no
-        start-snapshot option for it: its position is set directly). It catches up with one
-        diff plan when the gap exceeds 10 snapshots."""
+        start-snapshot option for it: its position is set directly), read plan by plan until
+        it has passed the latest snapshot (a plan covers one snapshot, or a diff of many)."""
         latest = handle.snapshot_manager().get_latest_snapshot().id
         builder = handle.new_stream_read_builder()
         scan = builder.new_streaming_scan()
         scan.next_snapshot_id = latest - commits + 1
+        read = builder.new_read()
+        rows = 0
         plans = scan.stream_sync()
         try:
-            plan = next(plans)
+            while scan.next_snapshot_id <= latest:
+                rows += read.to_arrow(next(plans).splits()).num_rows
         finally:
             plans.close()
-        return builder.new_read().to_arrow(plan.splits()).num_rows
+        return rows
 
     def compact(self, handle: Any) -> int:
         raise Unsupported("pypaimon has no compaction API for append tables")
