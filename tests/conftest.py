@@ -81,6 +81,12 @@ def spark() -> Iterator[Any]:
     pyspark_sql = pytest.importorskip("pyspark.sql")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    # Spark's Python workers are forked from tests/spark/preload_daemon.py (which needs this
+    # repository on the daemon's path: Spark passes the driver's PYTHONPATH on to it).
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    if root not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([root, *filter(None, paths)])
     worker_id = os.environ.get("PYTEST_XDIST_WORKER", "main")
     warehouse = tempfile.mkdtemp(prefix=f"appendtable-spark-warehouse-{worker_id}-")
     session = (
@@ -97,6 +103,7 @@ def spark() -> Iterator[Any]:
         .config("spark.sql.warehouse.dir", warehouse)
         .config("spark.sql.python.filterPushdown.enabled", "true")
         .config("spark.driver.memory", "2g")
+        .config("spark.python.daemon.module", "tests.spark.preload_daemon")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

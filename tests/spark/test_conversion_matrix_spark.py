@@ -12,6 +12,7 @@ import decimal
 import math
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -80,8 +81,8 @@ SPARK_COLUMNS: list[tuple[str, Any, list[Any], list[pa.DataType]]] = [
     ),
 ]
 PAIRS = [
-    pytest.param(spark_type, values, table_type, id=f"{name}->{table_type}")
-    for name, spark_type, values, table_types in SPARK_COLUMNS
+    pytest.param(name, table_type, id=f"{name}->{table_type}")
+    for name, _, _, table_types in SPARK_COLUMNS
     for table_type in table_types
 ]
 
@@ -105,6 +106,51 @@ def _frame(spark: Any, spark_type: Any, values: list[Any]) -> Any:
     return spark.createDataFrame(rows, schema=schema).repartition(2)
 
 
+@dataclass(frozen=True)
+class Sent:
+    """One Spark type's column of boundary values (and a null), cached in Spark in two
+    partitions, and what Spark holds of it (``DataFrame.toArrow()``) by key."""
+
+    df: Any
+    values: dict[int, Any]
+
+
+class SentFrames:
+    """Each Spark type's frame, built and exported once and written into every table type of
+    the matrix (each write is a new job over the same cached partitions)."""
+
+    def __init__(self, spark: Any) -> None:
+        self._spark = spark
+        self._sent: dict[str, Sent] = {}
+
+    def __getitem__(self, name: str) -> Sent:
+        if name not in self._sent:
+            spark_type, values = _COLUMNS[name]
+            df = _frame(self._spark, spark_type, values).cache()
+            exported = df.toArrow().sort_by("k")  # what Spark holds (this job fills the cache)
+            keys = exported.column("k").to_pylist()
+            canon = canon_array(exported.column("c").combine_chunks())
+            self._sent[name] = Sent(df, dict(zip(keys, canon, strict=True)))
+        return self._sent[name]
+
+    def release(self) -> None:
+        for sent in self._sent.values():
+            sent.df.unpersist()
+        self._sent.clear()
+
+
+_COLUMNS = {name: (spark_type, values) for name, spark_type, values, _ in SPARK_COLUMNS}
+
+
+@pytest.fixture(scope="module")
+def sent_frames(spark_at: Any) -> Iterator[SentFrames]:
+    frames = SentFrames(spark_at)
+    try:
+        yield frames
+    finally:
+        frames.release()
+
+
 def _check(table: at.Table, sent: dict[int, Any], table_type: pa.DataType, how: str) -> None:
     rows = table.scan().to_arrow().sort_by("k")
     stored = dict(
@@ -123,19 +169,12 @@ def _check(table: at.Table, sent: dict[int, Any], table_type: pa.DataType, how: 
         )
 
 
-@pytest.mark.parametrize(("spark_type", "values", "table_type"), PAIRS)
+@pytest.mark.parametrize(("name", "table_type"), PAIRS)
 def test_spark_columns_are_stored_exactly_or_refused(
-    spark_at: Any, root: Path, spark_type: Any, values: list[Any], table_type: pa.DataType
+    sent_frames: SentFrames, root: Path, name: str, table_type: pa.DataType
 ) -> None:
-    df = _frame(spark_at, spark_type, values)
-    exported = df.toArrow().sort_by("k")  # what Spark holds
-    sent = dict(
-        zip(
-            exported.column("k").to_pylist(),
-            canon_array(exported.column("c").combine_chunks()),
-            strict=True,
-        )
-    )
+    sent = sent_frames[name]
+    df = sent.df
     schema = pa.schema([pa.field("k", pa.int64(), nullable=False), ("c", table_type)])
     writes = {
         "write_table": lambda uri: appendtable_spark.write_table(df, uri),
@@ -152,7 +191,7 @@ def test_spark_columns_are_stored_exactly_or_refused(
             assert "'c'" in message or "column c" in message or "`c`" in message, (how, message)
             assert at.open_table(uri).latest_snapshot() is None, how  # nothing committed
             continue
-        _check(at.open_table(uri), sent, table_type, how)
+        _check(at.open_table(uri), sent.values, table_type, how)
 
 
 def test_a_double_beyond_float32_is_refused_through_spark(spark_at: Any, root: Path) -> None:
