@@ -6,9 +6,10 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?= --durations=25
 # pytest-xdist: PYTEST_WORKERS=2 spreads the tests over 2 worker processes (tests/helpers/parallel.py
-# groups what must share a worker). Serial by default until a whole parallel run has been seen
-# green: the suite is CPU-bound on 2 cores (with 4 workers the CPU was 99 % busy and the Spark
-# driver tests ran 4 times slower), and the one 2-worker run so far was stopped at 16 %.
+# groups what must share a worker): 22 minutes on 2 cores (38 serial, before the last cuts). Serial
+# by default until two whole parallel runs in a row have passed: the parallel runs so far each
+# found one race (most in the tests, one in the commit path) that the serial runs never hit.
+# The suite is CPU-bound on 2 cores (with 4 workers the CPU was 99 % busy).
 PYTEST_WORKERS ?= 0
 XDIST  := -n $(PYTEST_WORKERS) --dist loadgroup
 
