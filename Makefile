@@ -5,12 +5,11 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?= --durations=25
-# pytest-xdist: PYTEST_WORKERS=2 spreads the tests over 2 worker processes (tests/helpers/parallel.py
-# groups what must share a worker): 22 minutes on 2 cores (38 serial, before the last cuts). Serial
-# by default until two whole parallel runs in a row have passed: the parallel runs so far each
-# found one race (most in the tests, one in the commit path) that the serial runs never hit.
-# The suite is CPU-bound on 2 cores (with 4 workers the CPU was 99 % busy).
-PYTEST_WORKERS ?= 0
+# pytest-xdist: the tests run on 2 worker processes (tests/helpers/parallel.py groups what must
+# share a worker): 22-23 minutes on 2 cores, against 38 serially before this stop's cuts; two
+# whole runs in a row passed before this became the default. PYTEST_WORKERS=0 runs them serially
+# in one process. The suite is CPU-bound on 2 cores (with 4 workers the CPU was 99 % busy).
+PYTEST_WORKERS ?= 2
 XDIST  := -n $(PYTEST_WORKERS) --dist loadgroup
 
 .PHONY: help demo demo-spark test lint typecheck unit bench bench-quick mutate clean
