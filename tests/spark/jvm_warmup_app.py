@@ -14,10 +14,10 @@ import sys
 from pathlib import Path
 
 import pyarrow as pa
-from pyspark.sql import SparkSession
 
 import appendtable as at
 import appendtable_spark
+from tests.spark.driver_session import driver_session
 
 SCHEMA = pa.schema([("key", pa.int64()), ("seq", pa.int64()), ("name", pa.string())])
 
@@ -31,19 +31,12 @@ def _rows(start: int, count: int) -> pa.Table:
 
 
 def main(root: Path, archive: str) -> None:
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.driver.extraJavaOptions", f"-XX:ArchiveClassesAtExit={archive}")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.sql.python.filterPushdown.enabled", "true")
-        .getOrCreate()
+    spark = driver_session(
+        **{
+            "spark.driver.extraJavaOptions": f"-XX:ArchiveClassesAtExit={archive}",
+            "spark.sql.python.filterPushdown.enabled": "true",
+        }
     )
-    spark.sparkContext.setLogLevel("ERROR")
     appendtable_spark.register(spark)
     source = str(root / "source")
     table = at.create_table(source, SCHEMA, options={"bucket": 2, "bucket-key": "key"})

@@ -30,12 +30,12 @@ from typing import Any
 
 from pyspark import TaskContext
 from pyspark.errors import StreamingQueryException
-from pyspark.sql import SparkSession
 
 import appendtable_spark
 from appendtable_spark.source import AppendTableDataSource
 from appendtable_spark.stream_source import StreamSource
 from appendtable_spark.writer import StreamWriter
+from tests.spark.driver_session import driver_session
 
 KILL = os.environ.get("APPENDTABLE_KILL", "")
 CHECKPOINT = os.environ.get("APPENDTABLE_CHECKPOINT", "")
@@ -130,17 +130,7 @@ class KillingSource(AppendTableDataSource):
 
 def main() -> None:
     config = json.loads(sys.argv[1])
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = driver_session()
     appendtable_spark.register(spark)
     spark.dataSource.register(KillingSource)
     reader = spark.readStream.format("appendtable_killing")
