@@ -66,6 +66,7 @@ from appendtable.datafiles.rewrite import rewrite_files
 from appendtable.datafiles.writing import FileWriteSpec
 from appendtable.errors import (
     CommitConflictError,
+    CorruptMetadataError,
     InvalidArgumentError,
     ObjectNotFoundError,
     PurgeBlockedError,
@@ -216,12 +217,32 @@ def purge(
 
 def _tags_holding_deletes(state: TableState, records: Sequence[str]) -> dict[str, Tag]:
     """The tags whose snapshot may hold deleted rows (conservatively, see ``_holds_deleted``)."""
-    bases = [_record(state, path).base_snapshot for path in records]
+    bases = _delete_bases(state, records)
     return {
         name: tag
         for name, tag in TagStore(state.storage).all().items()
         if _holds_deleted(state, tag, bases)
     }
+
+
+def _delete_bases(state: TableState, records: Sequence[str]) -> list[int]:
+    """The base snapshots of the delete records ``records`` (the deletes not purged yet).
+
+    A record is written before its snapshot names it, and not atomically (``Storage.create``):
+    one that no retained snapshot nor tag names, and that is truncated or gone, is a delete
+    killed while writing it, one writing it now, or one another purge removed meanwhile. It
+    deleted nothing and is skipped. A named record that cannot be read raises."""
+    bases: list[int] = []
+    named: set[str] | None = None
+    for path in records:
+        try:
+            bases.append(_record(state, path).base_snapshot)
+        except (CorruptMetadataError, ObjectNotFoundError) as exc:
+            named = _referenced_index(state) if named is None else named
+            if path in named:
+                raise
+            log.info("purge: skipping delete record %s no snapshot names: %s", path, exc)
+    return bases
 
 
 def _holds_deleted(state: TableState, tag: Tag, bases: Sequence[int]) -> bool:
