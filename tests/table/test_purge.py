@@ -278,9 +278,7 @@ def test_records_of_deletes_that_did_not_land_do_not_stop_a_purge(
         os.utime(path, (an_hour_ago, an_hour_ago))
     assert table.purge(older_than=NOW, dry_run=True).blocked_by == []
     result = table.purge(older_than=NOW)
-    assert {str(index / Path(p).name) for p in result.deleted_files} >= {
-        str(p) for p in leftovers
-    }
+    assert {str(index / Path(p).name) for p in result.deleted_files} >= {str(p) for p in leftovers}
     assert not any(path.exists() for path in leftovers)
     assert read_sorted(table).equals(expected(appended, set(range(5))))
     assert find_values(local_files(tmp_path / "t"), range(5)) == []
