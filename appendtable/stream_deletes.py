@@ -117,7 +117,7 @@ class LaterDeletes:
             if snapshot_id in self._looked_for and self._low is not None:
                 latest = self._high
             else:
-                latest = self._state.snapshots.latest_id() or 0
+                latest = self._latest()
                 self._looked_for[snapshot_id] = None
                 while len(self._looked_for) > _UNITS_REMEMBERED:
                     del self._looked_for[next(iter(self._looked_for))]
@@ -140,6 +140,14 @@ class LaterDeletes:
                 for i, d in sorted(self._found.items())
                 if i > snapshot_id and not any(low < i <= high for low, high in undone)
             ]
+
+    def _latest(self) -> int:
+        """The latest snapshot id now. Once a range was scanned, one existence check tells
+        that nothing was committed since: every commit (a delete, a rollback) takes the next
+        id, and expiration never removes the latest snapshot."""
+        if self._low is not None and not self._state.snapshots.exists(self._high + 1):
+            return self._high
+        return self._state.snapshots.latest_id() or 0
 
     def _undone_at(self, latest: int) -> list[tuple[int, int]]:
         """The ranges ``(target, rollback]`` of snapshots whose changes the rollbacks in the

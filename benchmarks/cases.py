@@ -31,6 +31,7 @@ from benchmarks.scaling import bench_scaling
 from benchmarks.spark import bench_spark
 from benchmarks.stores import bench_stores
 from benchmarks.system_tables import bench_system_tables
+from benchmarks.tailing import bench_tailing
 from benchmarks.workspace import (
     Workspace,
     commit_samples,
@@ -564,5 +565,6 @@ BENCHMARKS: dict[str, Benchmark] = {
     "scaling": bench_scaling,
     "memory": bench_memory,
     "peers": bench_peers,
+    "tailing": bench_tailing,
     "spark": bench_spark,
 }

@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from benchmarks.data import make_table
-from benchmarks.harness import Result
+from benchmarks.harness import TIMES, Result
 from benchmarks.workspace import Workspace
 
 __all__ = ["PEERS", "SYSTEMS", "bench_peers", "window_medians"]
@@ -268,6 +268,33 @@ def _commit_rows(runners: Sequence[Runner], spec: Mapping[str, Any]) -> list[Res
     return rows
 
 
+#: Issue targets for the queue's own operation: catching up over the last commits.
+CATCH_UP_LIMIT_MS = 25.0
+CATCH_UP_VS_DELTA = 1.5
+
+
+def _catch_up_verdict(runners: Sequence[Runner], spec: Mapping[str, Any]) -> Result | None:
+    """The catch-up target: appendtable's incremental read of the last commits at most
+    ``CATCH_UP_LIMIT_MS`` and ``CATCH_UP_VS_DELTA`` times faster than delta-rs' ``load_cdf``
+    of the same commits, in this run (None when either did not run)."""
+    seconds = {r.system: r.output.get("seconds", {}).get("incremental") for r in runners}
+    ours, delta = _median(seconds.get("appendtable"), 1000), _median(seconds.get("deltalake"), 1000)
+    if ours is None or delta is None:
+        return None
+    return Result(
+        group=GROUP,
+        benchmark=f"stream catch-up over the last {spec['incremental_commits']} one-batch "
+        "commits (baseline: delta-rs load_cdf over the same commits)",
+        value=ours,
+        unit="ms",
+        baseline=delta,
+        ratio=delta / ours,
+        target=f"≤ {CATCH_UP_LIMIT_MS:g} ms and ≥ {CATCH_UP_VS_DELTA:g}{TIMES} delta-rs",
+        passed=ours <= CATCH_UP_LIMIT_MS and delta / ours >= CATCH_UP_VS_DELTA,
+        details={"appendtable_ms": ours, "deltalake_ms": delta},
+    )
+
+
 def bench_peers(ws: Workspace) -> list[Result]:
     runners = _runners()
     spec = _spec(ws)
@@ -291,6 +318,8 @@ def bench_peers(ws: Workspace) -> list[Result]:
     rows = [_row(w, runners, {}) for w in workloads[:4]]
     rows += _commit_rows(runners, spec)
     rows += [_row(w, runners, {}) for w in workloads[4:]]
+    verdict = _catch_up_verdict(runners, spec)
+    rows += [verdict] if verdict is not None else []
     rows[0].details["installs"] = installs
     rows[0].details["spec"] = {k: v for k, v in spec.items() if k != "point_keys"}
     return rows

@@ -105,7 +105,9 @@ def _peer_cell(values: Mapping[str, float | None], system: str, reference: str, 
     return f"{shown} ({ratio:.2f}{TIMES})" if ratio >= 0.1 else f"{shown} ({ratio:.2g}{TIMES})"
 
 
-def _peers(results: Sequence[Result], _plots: Sequence[Plot]) -> str:
+def _peers(results: Sequence[Result], plots: Sequence[Plot]) -> str:
+    verdicts = [r for r in results if r.passed is not None]
+    results = [r for r in results if r.passed is None]
     lines = [
         "| workload | " + " | ".join(title for _, title in PEER_COLUMNS) + " |",
         "|---|" + "---:|" * len(PEER_COLUMNS),
@@ -144,6 +146,8 @@ def _peers(results: Sequence[Result], _plots: Sequence[Plot]) -> str:
             if after.get(system) is not None
         )
         text += ".\n"
+    if verdicts:
+        text += "\nTargets:\n\n" + _standard(verdicts, plots)
     return text
 
 
@@ -403,6 +407,18 @@ otherwise, over 10 keys. The incremental read reads the rows of the last commits
 its streaming scan positioned at the first of those snapshots (one catch-up diff plan).
 """,
         _peers,
+    ),
+    Section(
+        "Tailing",
+        ("tailing",),
+        """\
+A writer process appends 10 rows every 10 ms for 6 s with default options (fsync on,
+automatic compaction in the background); a reader process tails the table
+(`stream(mode="latest", poll_interval=0.001)`). A batch's latency runs from its `append()`
+returning until the reader holds its rows (one monotonic clock for both processes; a batch
+seen before its `append()` returned counts as 0); the first tenth of the appends are left out
+as warm-up. Both processes share the 2 cores.
+""",
     ),
     Section(
         "Scaling",

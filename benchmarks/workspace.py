@@ -76,6 +76,7 @@ class Config:
     memory_partitions: int = 100  # partitions of the many-writers memory benchmark
     index_files: int = 100  # one-append files of the file-index lookups
     delete_appends: int = 10  # appends building each table of the delete benchmark
+    tailing_seconds: float = 6.0  # how long the writer of the tailing benchmark appends
 
 
 FULL = Config(
@@ -182,6 +183,7 @@ SMOKE = Config(
     memory_partitions=4,
     index_files=4,
     delete_appends=2,
+    tailing_seconds=0.2,
 )
 
 

@@ -25,7 +25,14 @@ import pyarrow.parquet as pq
 
 from appendtable.errors import CorruptDataFileError
 
-__all__ = ["TailKeeper", "metadata_of", "read_tail", "tail_crc", "verified_tail"]
+__all__ = [
+    "TailKeeper",
+    "metadata_of",
+    "read_tail",
+    "tail_crc",
+    "verified_small_file",
+    "verified_tail",
+]
 
 _MAGIC = b"PAR1"
 #: Bytes read from the end of a file at first: most footers fit (one request on object stores).
@@ -39,7 +46,7 @@ def tail_crc(tail: bytes | memoryview) -> int:
     return zlib.crc32(tail)
 
 
-def _footer_length(end: bytes, uri: str) -> int:
+def _footer_length(end: bytes | memoryview, uri: str) -> int:
     if len(end) < 8 or end[-4:] != _MAGIC:
         raise CorruptDataFileError(
             f"data file {uri} is not readable Parquet (truncated, overwritten or damaged): it "
@@ -53,13 +60,7 @@ def read_tail(read_at: Callable[[int, int], bytes], size: int, uri: str) -> byte
     """The tail of a file of ``size`` bytes, read with ``read_at(count, offset)``."""
     first = min(size, _FIRST_READ)
     end = read_at(first, size - first)
-    length = _footer_length(end, uri)
-    if length + 8 > size:
-        raise CorruptDataFileError(
-            f"data file {uri} is not readable Parquet (truncated, overwritten or damaged): its "
-            f"footer claims {length} bytes of a {size}-byte file",
-            path=uri,
-        )
+    length = _checked_footer_length(end, size, uri)
     if length + 8 <= len(end):
         return end[len(end) - length - 8 :]
     return read_at(length + 8, size - length - 8)
@@ -68,13 +69,49 @@ def read_tail(read_at: Callable[[int, int], bytes], size: int, uri: str) -> byte
 def verified_tail(handle: pa.NativeFile, size: int, expected: int | None, uri: str) -> bytes:
     """The file's tail, checked against its recorded checksum (when there is one)."""
     tail = read_tail(handle.read_at, size, uri)
+    _verify(tail, expected, uri)
+    return tail
+
+
+def verified_small_file(
+    handle: pa.NativeFile, size: int, expected: int | None, uri: str
+) -> bytes | None:
+    """A small file's bytes (at most what reading its tail reads first anyway), its tail
+    checked as ``verified_tail`` does; None for a larger file. Parsing the footer from the
+    whole file, once, is what opening a tiny file costs least (reading its pages needs no
+    further request)."""
+    if size > _FIRST_READ:
+        return None
+    data: bytes = handle.read_at(size, 0)
+    if len(data) != size:
+        raise CorruptDataFileError(
+            f"data file {uri} is not readable Parquet (truncated, overwritten or damaged): "
+            f"{len(data)} of its {size} bytes could be read",
+            path=uri,
+        )
+    whole = memoryview(data)
+    _verify(whole[-(_checked_footer_length(whole, size, uri) + 8) :], expected, uri)
+    return data
+
+
+def _checked_footer_length(end: bytes | memoryview, size: int, uri: str) -> int:
+    length = _footer_length(end, uri)
+    if length + 8 > size:
+        raise CorruptDataFileError(
+            f"data file {uri} is not readable Parquet (truncated, overwritten or damaged): its "
+            f"footer claims {length} bytes of a {size}-byte file",
+            path=uri,
+        )
+    return length
+
+
+def _verify(tail: bytes | memoryview, expected: int | None, uri: str) -> None:
     if expected is not None and tail_crc(tail) != expected:
         raise CorruptDataFileError(
             f"data file {uri} is damaged: its footer does not match the checksum recorded when "
             "it was written",
             path=uri,
         )
-    return tail
 
 
 def metadata_of(tail: bytes) -> pq.FileMetaData:

@@ -35,7 +35,7 @@ from appendtable.datafiles.file_columns import (
     same_layout,
 )
 from appendtable.datafiles.file_threads import file_threads, in_order
-from appendtable.datafiles.footer import metadata_of, verified_tail
+from appendtable.datafiles.footer import metadata_of, verified_small_file, verified_tail
 from appendtable.datafiles.parquet_format import datasets, parquet_format
 from appendtable.datafiles.projection import Projection
 from appendtable.errors import CorruptDataFileError, ObjectNotFoundError
@@ -506,10 +506,17 @@ def _with_filter_columns(selected: list[str] | None, row_filter: Filter | None) 
 def _opened(
     filesystem: pafs.FileSystem, full: str, file: DataFileMeta, uri: str, expected: pa.Schema
 ) -> Iterator[pq.ParquetFile]:
-    """A data file opened on its footer, read once and checked (checksum, columns)."""
+    """A data file opened on its footer, read once and checked (checksum, columns); a small
+    file is read whole at once, and opened on those bytes."""
     with filesystem.open_input_file(full) as handle:
-        tail = verified_tail(handle, handle.size(), file.footer_crc, uri)
-        with open_parquet(handle, metadata=metadata_of(tail)) as source:
+        size = handle.size()
+        whole = verified_small_file(handle, size, file.footer_crc, uri)
+        if whole is not None:
+            opened = open_parquet(pa.BufferReader(whole))
+        else:
+            tail = verified_tail(handle, size, file.footer_crc, uri)
+            opened = open_parquet(handle, metadata=metadata_of(tail))
+        with opened as source:
             _check_columns(uri, source, expected)
             yield source
 

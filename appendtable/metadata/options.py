@@ -213,6 +213,21 @@ FILE_COMPRESSION = _define(
 FILE_COMPRESSION_LEVEL = _define(
     "file.compression.zstd-level", _parse_int, 1, "zstd level for data files"
 )
+SMALL_FILE_COMPRESSION = _define(
+    "file.compression.small-file",
+    _choice("zstd", "snappy", "gzip", "lz4", "brotli", "none"),
+    "snappy",
+    "codec of the data files written whole from less than file.compression.small-file-size "
+    "of Arrow data (one-row appends, micro-batches): a tiny zstd file costs twice as much to "
+    "read and write as a snappy one, and compaction rewrites them with file.compression",
+)
+SMALL_FILE_SIZE = _define(
+    "file.compression.small-file-size",
+    parse_size,
+    256 * 1024,
+    "below this much Arrow data a data file is small (file.compression.small-file); 0: every "
+    "file uses file.compression",
+)
 STATS_MODE = _define(
     "metadata.stats-mode",
     _parse_stats_mode,

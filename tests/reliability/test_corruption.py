@@ -18,11 +18,11 @@ from appendtable.metadata.models import TableSchema
 from tests.helpers.data import EVENTS, events
 
 
-def _table(tmp_path: Path) -> tuple[str, at.Table]:
+def _table(tmp_path: Path, rows: int = 100) -> tuple[str, at.Table]:
     uri = str(tmp_path / "t")
     table = at.create_table(uri, EVENTS, partition_by=["day"])
-    table.append(events(0, 100))
-    table.append(events(100, 100))
+    table.append(events(0, rows))
+    table.append(events(rows, rows))
     return uri, table
 
 
@@ -136,15 +136,22 @@ READS: dict[str, Callable[[at.Table], object]] = {
 }
 
 
+#: Rows per append: files a read takes whole at once (small), and files read by their footer
+#: first (over the 64 KiB read first from a file's end).
+SIZES = {"small": 100, "large": 30_000}
+
+
 @pytest.mark.parametrize(
     "damage", [_truncate, _overwrite, _drop_footer_magic, _replace_with_other_columns]
 )
 @pytest.mark.parametrize("read", sorted(READS))
+@pytest.mark.parametrize("size", sorted(SIZES))
 def test_damaged_data_file_names_it(
-    tmp_path: Path, damage: Callable[[Path], None], read: str
+    tmp_path: Path, damage: Callable[[Path], None], read: str, size: str
 ) -> None:
-    uri, table = _table(tmp_path)
+    uri, table = _table(tmp_path, SIZES[size])
     victim = table.files().column("path").to_pylist()[-1]
+    assert ((tmp_path / "t" / victim).stat().st_size > 64 * 1024) == (size == "large")
     damage(tmp_path / "t" / victim)
     with pytest.raises(at.CorruptDataFileError, match=victim.split("/")[-1]) as caught:
         READS[read](at.open_table(uri))

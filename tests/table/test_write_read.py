@@ -114,16 +114,80 @@ def test_partition_columns_come_back_with_their_types(uri: str) -> None:
     assert any("region=__DEFAULT_PARTITION__" in p and "n=-2" in p for p in paths)
 
 
-def test_data_files_are_zstd_parquet_holding_all_columns(tmp_path: object) -> None:
+def _codecs(location: str, paths: list[str]) -> dict[str, set[str]]:
+    """Each data file's codecs (of every column chunk), by path."""
+    found: dict[str, set[str]] = {}
+    for path in paths:
+        metadata = pq.ParquetFile(os.path.join(location, path)).metadata
+        found[path] = {
+            metadata.row_group(g).column(c).compression
+            for g in range(metadata.num_row_groups)
+            for c in range(metadata.num_columns)
+        }
+    return found
+
+
+def test_data_files_are_parquet_holding_all_columns(tmp_path: object) -> None:
     location = str(tmp_path) + "/t"
     table = at.create_table(location, EVENTS, partition_by=["day"])
     table.append(events(0, 1000))
     for path in table.files().column("path").to_pylist():
         metadata = pq.ParquetFile(os.path.join(location, path)).metadata
         assert metadata.schema.to_arrow_schema().names == EVENTS.names
-        assert metadata.row_group(0).column(0).compression == "ZSTD"
         assert metadata.row_group(0).column(1).statistics is not None
         assert path.startswith("day=2024-01-0") and "/bucket-0/data-" in path
+
+
+@pytest.mark.parametrize("codec", ["zstd", "gzip", "none"])
+def test_small_files_use_the_small_file_codec_and_compaction_the_tables(
+    tmp_path: object, codec: str
+) -> None:
+    """Files written whole from less Arrow data than ``file.compression.small-file-size`` use
+    ``file.compression.small-file`` (snappy by default); larger ones, files that roll, and
+    compaction's output of the small ones use ``file.compression``."""
+    location = str(tmp_path) + "/t"
+    table = at.create_table(
+        location, EVENTS, options={"file.compression": codec, "write-only": "true"}
+    )
+    small = events(0, 200)
+    assert small.nbytes < 256 * 1024
+    first = table.append(small)
+    large = events(200, 60_000)
+    assert large.nbytes > 256 * 1024
+    second = table.append(large)
+    upper = codec.upper() if codec != "none" else "UNCOMPRESSED"
+    small_paths = table.files(first.id).column("path").to_pylist()
+    large_paths = sorted(set(table.files(second.id).column("path").to_pylist()) - set(small_paths))
+    assert set().union(*_codecs(location, small_paths).values()) == {"SNAPPY"}
+    assert set().union(*_codecs(location, large_paths).values()) == {upper}
+    for start in range(60_200, 62_200, 200):
+        table.append(events(start, 200))
+    table.compact(full=True)
+    (compacted,) = table.files().column("path").to_pylist()
+    assert _codecs(location, [compacted])[compacted] == {upper}
+    expected = pa.concat_tables(
+        [small, large, *(events(s, 200) for s in range(60_200, 62_200, 200))]
+    )
+    assert sorted_rows(table.scan().to_arrow()) == sorted_rows(expected)
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        ({"file.compression.small-file-size": "0"}, {"ZSTD"}),
+        ({"file.compression.small-file": "zstd"}, {"ZSTD"}),
+        ({"file.compression.small-file": "none"}, {"UNCOMPRESSED"}),
+        ({"file.compression.small-file-size": "1 kb"}, {"ZSTD"}),
+        ({"file.compression.small-file-size": "1 mb", "file.compression": "gzip"}, {"SNAPPY"}),
+    ],
+)
+def test_small_file_options(tmp_path: object, options: dict[str, str], expected: set[str]) -> None:
+    location = str(tmp_path) + "/t"
+    table = at.create_table(location, EVENTS, options={**options, "write-only": "true"})
+    table.append(events(0, 200))
+    (path,) = table.files().column("path").to_pylist()
+    assert _codecs(location, [path])[path] == expected
+    assert sorted_rows(table.scan().to_arrow()) == sorted_rows(events(0, 200))
 
 
 @pytest.mark.parametrize("mode", [{"bucket": "-1"}, {"bucket": "2", "bucket-key": "key"}])
