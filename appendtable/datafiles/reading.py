@@ -378,16 +378,16 @@ def read_file(
                 if row_filter is None
                 else _groups_that_may_match(full, filesystem, schema, row_filter)
             )
-            with _opened(filesystem, full, file, uri, expected) as source:
+            with _opened(filesystem, full, file, uri, expected) as (source, _):
                 yield from _read_kept(
                     source, uri, file, _Kept(keep, groups), schema, selected, row_filter, batch_size
                 )
         elif row_filter is None:
-            with _opened(filesystem, full, file, uri, expected) as source:
+            with _opened(filesystem, full, file, uri, expected) as (source, found):
                 batches = source.iter_batches(
                     batch_size=batch_size, columns=selected, use_threads=False
                 )
-                cast = not _stored_as(source, wanted)
+                cast = not _stored_as(found, wanted)
                 rows = 0
                 for batch in batches:
                     rows += batch.num_rows
@@ -505,9 +505,9 @@ def _with_filter_columns(selected: list[str] | None, row_filter: Filter | None) 
 @contextmanager
 def _opened(
     filesystem: pafs.FileSystem, full: str, file: DataFileMeta, uri: str, expected: pa.Schema
-) -> Iterator[pq.ParquetFile]:
-    """A data file opened on its footer, read once and checked (checksum, columns); a small
-    file is read whole at once, and opened on those bytes."""
+) -> Iterator[tuple[pq.ParquetFile, pa.Schema]]:
+    """A data file opened on its footer, read once and checked (checksum, columns), with its
+    Arrow schema; a small file is read whole at once, and opened on those bytes."""
     with filesystem.open_input_file(full) as handle:
         size = handle.size()
         whole = verified_small_file(handle, size, file.footer_crc, uri)
@@ -517,13 +517,14 @@ def _opened(
             tail = verified_tail(handle, size, file.footer_crc, uri)
             opened = open_parquet(handle, metadata=metadata_of(tail))
         with opened as source:
-            _check_columns(uri, source, expected)
-            yield source
+            yield source, _check_columns(uri, source, expected)
 
 
-def _stored_as(source: pq.ParquetFile, wanted: pa.Schema) -> bool:
-    """Whether the file's columns read as exactly ``wanted`` (no cast needed)."""
-    found = source.schema_arrow
+def _stored_as(found: pa.Schema, wanted: pa.Schema) -> bool:
+    """Whether the columns of a file of schema ``found`` read as exactly ``wanted`` (no cast
+    needed)."""
+    if same_layout(found, wanted):
+        return True
     return same_layout(pa.schema([found.field(c) for c in wanted.names]), wanted)
 
 
@@ -558,13 +559,16 @@ def stored_schema(schema: pa.Schema) -> pa.Schema:
 
 def _check_columns(
     uri: str, source: pq.ParquetFile | ds.ParquetFileFragment, expected: pa.Schema
-) -> None:
-    """Every table column is in the file with a type that fits (``file_columns``)."""
+) -> pa.Schema:
+    """Every table column is in the file with a type that fits (``file_columns``); the file's
+    Arrow schema."""
     if isinstance(source, pq.ParquetFile):
         found, parquet_schema = source.schema_arrow, source.schema
     else:
         found, parquet_schema = source.physical_schema, source.metadata.schema
     int96 = int96_columns(parquet_schema)
+    if not int96 and same_layout(found, expected):
+        return found  # every column exactly as the table's writers store it
     for column in expected:
         index = found.get_field_index(column.name)
         reason = (
@@ -578,3 +582,4 @@ def _check_columns(
                 "(replaced outside the table?)",
                 path=uri,
             )
+    return found
