@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 from appendtable.errors import CorruptDataFileError
 
 __all__ = [
+    "SMALL_FILE_BYTES",
     "TailKeeper",
     "metadata_of",
     "read_tail",
@@ -37,6 +38,8 @@ __all__ = [
 _MAGIC = b"PAR1"
 #: Bytes read from the end of a file at first: most footers fit (one request on object stores).
 _FIRST_READ = 64 * 1024
+#: Files up to this size are read whole at once (``verified_small_file``).
+SMALL_FILE_BYTES = _FIRST_READ
 #: Bytes a writer keeps of what it wrote last, to checksum the footer without reading it back.
 _KEPT = 1 << 20
 

@@ -35,7 +35,12 @@ from appendtable.datafiles.file_columns import (
     same_layout,
 )
 from appendtable.datafiles.file_threads import file_threads, in_order
-from appendtable.datafiles.footer import metadata_of, verified_small_file, verified_tail
+from appendtable.datafiles.footer import (
+    SMALL_FILE_BYTES,
+    metadata_of,
+    verified_small_file,
+    verified_tail,
+)
 from appendtable.datafiles.parquet_format import datasets, parquet_format
 from appendtable.datafiles.projection import Projection
 from appendtable.errors import CorruptDataFileError, ObjectNotFoundError
@@ -180,8 +185,12 @@ def read_files(
 
     Files with deleted rows (deletion vectors): when any file has some, every file is read by
     ``read_file`` (which takes the deleted rows out of each file, filtered or not), several
-    files at a time (``file_threads``), and the parts are joined in the order of ``files``."""
-    if any(file.deletion is not None for file in files):
+    files at a time (``file_threads``), and the parts are joined in the order of ``files``.
+    Tiny files on local disk, unfiltered, are read by ``read_file`` one after the other: the
+    scanner's set-up per file costs more than reading one whole (measured on 2 cores, 500
+    one-row files: 114 ms through the scanner, 50 ms one by one; threads only contend)."""
+    vectors = any(file.deletion is not None for file in files)
+    if vectors or (row_filter is None and _tiny_and_local(storage, files)):
         wanted = schema if columns is None else pa.schema([schema.field(c) for c in columns])
 
         def one(file: DataFileMeta) -> pa.Table:
@@ -190,7 +199,7 @@ def read_files(
             )
             return pa.Table.from_batches(list(batches), schema=wanted)
 
-        parts = in_order(one, files, file_threads(storage, len(files)))
+        parts = in_order(one, files, file_threads(storage, len(files)) if vectors else 1)
         return pa.concat_tables(parts) if parts else wanted.empty_table()
     filesystem, root = storage.arrow_filesystem()
     paths = [file.path for file in files]
@@ -526,6 +535,14 @@ def _stored_as(found: pa.Schema, wanted: pa.Schema) -> bool:
     if same_layout(found, wanted):
         return True
     return same_layout(pa.schema([found.field(c) for c in wanted.names]), wanted)
+
+
+def _tiny_and_local(storage: Storage, files: Sequence[DataFileMeta]) -> bool:
+    """Whether every file is read whole at once (``footer.verified_small_file``) from local
+    disk, where reading needs no request that other threads could overlap."""
+    return storage.local_path("") is not None and all(
+        file.file_size <= SMALL_FILE_BYTES for file in files
+    )
 
 
 def _check_rows(uri: str, read: int, written: int) -> None:
