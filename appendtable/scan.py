@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from appendtable import argument_checks, display, handoff
 from appendtable._state import SchemaView, TableState
+from appendtable.datafiles.arrow_schema import empty_table
 from appendtable.datafiles.expressions import to_expression
 from appendtable.datafiles.projection import Projection
 from appendtable.datafiles.reading import read_as, read_files_as
@@ -249,7 +250,7 @@ class Scan:
         files, which keeps their order)."""
         files = [file for split in self.plan() for file in split.files]
         if not files:
-            return self.output_schema.empty_table()
+            return empty_table(self.output_schema)
         with self._reading():
             return read_files_as(
                 self._state.storage,

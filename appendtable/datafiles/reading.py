@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from appendtable.datafiles.arrow_schema import empty_table
 from appendtable.datafiles.deletion_vectors import Positions, deleted_positions, keep_mask
 from appendtable.datafiles.expressions import (
     needs_exact_pass,
@@ -165,7 +166,7 @@ def read_files_as(
         parts.append(pa.Table.from_batches(batches, schema=wanted))
     flush()
     if not parts:
-        return wanted.empty_table()
+        return empty_table(wanted)
     return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
 
 
@@ -200,7 +201,7 @@ def read_files(
             return pa.Table.from_batches(list(batches), schema=wanted)
 
         parts = in_order(one, files, file_threads(storage, len(files)) if vectors else 1)
-        return pa.concat_tables(parts) if parts else wanted.empty_table()
+        return pa.concat_tables(parts) if parts else empty_table(wanted)
     filesystem, root = storage.arrow_filesystem()
     paths = [file.path for file in files]
     full = [f"{root}/{storage.checked(path)}" for path in paths]
@@ -570,7 +571,7 @@ def stored_schema(schema: pa.Schema) -> pa.Schema:
     second-resolution times or date64, so those come back as milliseconds and date32 (reads
     cast them back to the table's types)."""
     sink = pa.BufferOutputStream()
-    pq.write_table(schema.empty_table(), sink)
+    pq.write_table(empty_table(schema), sink)
     return pq.read_schema(pa.BufferReader(sink.getvalue()))
 
 

@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from appendtable.datafiles.arrow_schema import parquet_write_schema
+from appendtable.datafiles.arrow_schema import empty_table, parquet_write_schema
 from appendtable.datafiles.bloom_filters import FileIndexSpec, describe_blooms
 from appendtable.datafiles.file_columns import (
     same_layout,
@@ -132,7 +132,7 @@ def statistics_columns(schema: pa.Schema) -> list[str] | bool:
     """The Parquet column paths written with statistics: every leaf but floats (see the
     module); True when that is every leaf."""
     sink = pa.BufferOutputStream()
-    pq.write_table(schema.empty_table(), sink)
+    pq.write_table(empty_table(schema), sink)
     parquet = pq.read_metadata(pa.BufferReader(sink.getvalue())).schema
     columns = [parquet.column(i) for i in range(len(parquet))]
     kept = [

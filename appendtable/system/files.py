@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from appendtable._state import SchemaView, TableState
+from appendtable.datafiles.arrow_schema import empty_table
 from appendtable.metadata import options as opt
 from appendtable.metadata.models import ManifestEntry, PartitionValues, Snapshot
 from appendtable.metadata.types import TypeSpec
@@ -327,7 +328,7 @@ def _row_maps(
 
 def manifests_table(state: TableState, snapshot: Snapshot | None) -> pa.Table:
     if snapshot is None:
-        return MANIFESTS.schema.empty_table()
+        return empty_table(MANIFESTS.schema)
     manifests = state.manifests
     base = manifests.read_list(snapshot.base_manifest_list)
     delta = manifests.read_list(snapshot.delta_manifest_list)

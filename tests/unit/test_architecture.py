@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow as pa
+
 import appendtable
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -445,3 +447,35 @@ def test_importing_the_packages_does_not_import_pyarrow_dataset_or_pandas() -> N
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
     ).stdout.strip()
     assert loaded == "[]"
+
+
+def test_reading_streaming_and_compacting_do_not_import_pandas(tmp_path: Path) -> None:
+    """pandas costs a third of a second of CPU to import: a short-lived process that only
+    reads (the CLI, a consumer catching up, a compaction job) must not pay it for nothing.
+    pyarrow imports it from ``Schema.empty_table`` and ``pyarrow.dataset`` (hence
+    ``arrow_schema.empty_table``; tiny local files are read without the dataset scanner).
+    (Building arrays from Python objects imports it too: the table is written here.)"""
+    table = appendtable.create_table(
+        str(tmp_path / "t"), pa.schema([("k", pa.int64()), ("s", pa.string())])
+    )
+    for i in range(3):
+        table.append(pa.table({"k": [i], "s": [str(i)]}))
+    table.close()
+    code = (
+        "import sys, appendtable as at\n"
+        "t = at.open_table(sys.argv[1])\n"
+        "assert t.scan().to_arrow().num_rows == 3\n"
+        "with t.stream(mode='from-snapshot', snapshot_id=1) as r:\n"
+        "    assert sum(b.num_rows for b in r.batches(timeout=0)) == 3\n"
+        "t.compact(full=True)\n"
+        "t.close()\n"
+        "print('pandas' in sys.modules)"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "t")],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    ).stdout.strip()
+    assert loaded == "False"
