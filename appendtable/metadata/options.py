@@ -78,7 +78,10 @@ def parse_size(text: str) -> int:
     unit = match.group(2).lower() if match else None
     if match is None or unit not in _SIZE_UNITS:
         raise ValueError(f"not a size: {text!r} (examples: '128 MB', '1 GB', '65536')")
-    return int(float(match.group(1)) * _SIZE_UNITS[unit])
+    number = float(match.group(1))
+    if _SIZE_UNITS[unit] == 1 and number != int(number):
+        raise ValueError(f"not a whole number of bytes: {text!r} (examples: '1.5 MB', '65536')")
+    return int(number * _SIZE_UNITS[unit])
 
 
 def parse_duration_ms(text: str) -> int:
@@ -217,16 +220,19 @@ SMALL_FILE_COMPRESSION = _define(
     "file.compression.small-file",
     _choice("zstd", "snappy", "gzip", "lz4", "brotli", "none"),
     "snappy",
-    "codec of the data files written whole from less than file.compression.small-file-size "
-    "of Arrow data (one-row appends, micro-batches): a tiny zstd file costs twice as much to "
-    "read and write as a snappy one, and compaction rewrites them with file.compression",
+    "codec of the data files written in one piece from less than "
+    "file.compression.small-file-size of Arrow data (one-row appends, micro-batches, small "
+    "compaction outputs): a tiny zstd file costs twice as much to read and write as a snappy "
+    "one; files that compaction merges past that size get file.compression",
 )
 SMALL_FILE_SIZE = _define(
     "file.compression.small-file-size",
     parse_size,
     256 * 1024,
-    "below this much Arrow data a data file is small (file.compression.small-file); 0: every "
-    "file uses file.compression",
+    "below this much Arrow data a data file written in one piece is small "
+    "(file.compression.small-file); a file started before its last rows arrive (over a row "
+    "group, a quarter of target-file-size once encoded) is not; 0: every file uses "
+    "file.compression",
 )
 STATS_MODE = _define(
     "metadata.stats-mode",

@@ -171,6 +171,20 @@ def test_small_files_use_the_small_file_codec_and_compaction_the_tables(
     assert sorted_rows(table.scan().to_arrow()) == sorted_rows(expected)
 
 
+def test_a_compaction_output_still_small_keeps_the_small_file_codec(tmp_path: object) -> None:
+    """Compaction's outputs follow the rule of every file: merged into one still below the
+    size, small files stay with the small-file codec (docs/format.md, section 7)."""
+    location = str(tmp_path) + "/t"
+    table = at.create_table(location, EVENTS, options={"write-only": "true"})
+    appended = [events(start, 100) for start in range(0, 600, 100)]
+    for piece in appended:
+        table.append(piece)
+    table.compact(full=True)
+    (path,) = table.files().column("path").to_pylist()
+    assert _codecs(location, [path])[path] == {"SNAPPY"}
+    assert sorted_rows(table.scan().to_arrow()) == sorted_rows(pa.concat_tables(appended))
+
+
 @pytest.mark.parametrize(
     ("options", "expected"),
     [

@@ -65,6 +65,13 @@ def test_parse_size_rejects(text: str) -> None:
         parse_size(text)
 
 
+@pytest.mark.parametrize("text", ["1.5", "0.9", "0.9 B", "2.5b"])
+def test_parse_size_rejects_a_fraction_of_a_byte(text: str) -> None:
+    """A plain byte count must be whole ("0.9" would have read as 0, turning an option off)."""
+    with pytest.raises(ValueError, match="whole number of bytes"):
+        parse_size(text)
+
+
 @settings(max_examples=100, deadline=None)
 @given(
     st.integers(min_value=0, max_value=10**6),
