@@ -32,7 +32,7 @@ def path_problem(path: object) -> str | None:
         return "a backslash"
     if path.startswith("/"):
         return "absolute"
-    if _SCHEME.match(path):
+    if ":" in path and _SCHEME.match(path):  # (the test first: most paths have no colon)
         return "a scheme or drive"
     for part in path.split("/"):
         if part in ("", ".", ".."):
