@@ -210,14 +210,18 @@ def read_files(
         """The first file that is not ``usable`` (Arrow's errors do not always say which)."""
         return next((p for p, f in zip(paths, full, strict=True) if not usable(f)), None)
 
-    checked = [f for f in files if f.footer_crc is not None]
-    threads = 1 if storage.local_path("") is not None else min(_FOOTER_THREADS, len(checked))
+    expected = stored_schema(schema)
+
+    def check(file: DataFileMeta) -> None:
+        _check_before_scan(storage, filesystem, root, file, expected)
+
+    threads = 1 if storage.local_path("") is not None else min(_FOOTER_THREADS, len(files))
     if threads == 1:
-        for file in checked:
-            _check_footer(storage, filesystem, root, file)
-    elif checked:
+        for file in files:
+            check(file)
+    else:
         with ThreadPoolExecutor(max_workers=threads) as pool:
-            list(pool.map(lambda f: _check_footer(storage, filesystem, root, f), checked))
+            list(pool.map(check, files))
     with storage.translated("read", paths[0]):
         try:
             dataset = datasets().dataset(
@@ -253,9 +257,17 @@ def read_files(
             raise _corrupt(named, exc, path=storage.uri(damaged or paths[0])) from exc
 
 
-def _check_footer(
-    storage: Storage, filesystem: pafs.FileSystem, root: str, file: DataFileMeta
+def _check_before_scan(
+    storage: Storage,
+    filesystem: pafs.FileSystem,
+    root: str,
+    file: DataFileMeta,
+    expected: pa.Schema,
 ) -> None:
+    """What a dataset scan does not check of a data file: its footer against the checksum
+    recorded when it was written (which vouches for its columns too: the writer checked
+    them); a file of an older writer, without a checksum, column by column against
+    ``expected`` (a scan would cast or null-fill columns that do not fit, silently)."""
     uri = storage.uri(file.path)
     full = f"{root}/{storage.checked(file.path)}"
     with (
@@ -263,7 +275,10 @@ def _check_footer(
         _data_file_errors(uri, filesystem, full),
         filesystem.open_input_file(full) as handle,
     ):
-        verified_tail(handle, handle.size(), file.footer_crc, uri)
+        tail = verified_tail(handle, handle.size(), file.footer_crc, uri)
+        if file.footer_crc is None:
+            with open_parquet(handle, metadata=metadata_of(tail)) as source:
+                _check_columns(uri, source, expected)
 
 
 def _missing(uri: str) -> ObjectNotFoundError:
@@ -404,10 +419,8 @@ def read_file(
                     yield _as_table_batch(batch, wanted) if cast else batch
                 _check_rows(uri, rows, file.row_count)
         else:
-            if file.footer_crc is not None:
-                _check_footer(storage, filesystem, root, file)
+            _check_before_scan(storage, filesystem, root, file, expected)
             fragment = parquet_format().make_fragment(full, filesystem=filesystem)
-            _check_columns(uri, fragment, expected)
             # scanning with the table's schema casts the file's columns before filtering
             exact = needs_exact_pass(row_filter)
             scanner = fragment.scanner(

@@ -4,6 +4,7 @@ naming the file: never a wrong answer, never a foreign exception."""
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -194,3 +195,68 @@ def test_every_flipped_byte_of_a_data_file_is_detected_or_harmless(
         assert sorted(rows.to_pylist(), key=lambda r: r["seq"]) == wanted, offset
     victim.write_bytes(original)
     assert detected > len(original) // 2  # most bytes of a file are data
+
+
+def _footer_flip_plain_pyarrow_reads(data: bytes) -> bytes:
+    """``data`` with one byte of its Parquet footer changed such that plain pyarrow still
+    opens and reads the file (a statistics or metadata byte): only the footer checksum
+    recorded at write time can tell."""
+    length = int.from_bytes(data[-8:-4], "little")
+    start = len(data) - 8 - length
+    for offset in range(start, len(data) - 8):
+        damaged = bytearray(data)
+        damaged[offset] ^= 0x01
+        try:
+            pq.ParquetFile(pa.BufferReader(bytes(damaged))).read()
+        except (pa.ArrowException, OSError, ValueError):
+            continue
+        return bytes(damaged)
+    raise AssertionError("no footer byte of the file can change without plain pyarrow failing")
+
+
+@pytest.mark.parametrize("read", sorted(READS))
+@pytest.mark.parametrize("size", sorted(SIZES))
+def test_a_changed_footer_that_still_decodes_is_refused_by_its_checksum(
+    tmp_path: Path, read: str, size: str
+) -> None:
+    """Small files (read whole, footer parsed from those bytes) and large ones (footer read
+    first) alike: the footer is checked against the checksum its writer recorded."""
+    uri, table = _table(tmp_path, SIZES[size])
+    victim = tmp_path / "t" / table.files().column("path").to_pylist()[-1]
+    victim.write_bytes(_footer_flip_plain_pyarrow_reads(victim.read_bytes()))
+    with pytest.raises(at.CorruptDataFileError, match="checksum recorded") as caught:
+        READS[read](at.open_table(uri))
+    assert caught.value.path is not None and caught.value.path.endswith(victim.name)
+
+
+GOLDEN_V1 = Path(__file__).resolve().parents[1] / "golden" / "format-v1-bucketed"
+GOLDEN_READS: dict[str, Callable[[at.Table], object]] = {
+    "to_arrow": lambda t: t.scan().to_arrow(),
+    "to_arrow, filtered": lambda t: t.scan(filter=[("user_id", ">=", 0)]).to_arrow(),
+    "to_batches": lambda t: list(t.scan().to_batches()),
+    "to_batches, filtered": lambda t: list(t.scan(filter=[("user_id", ">=", 0)]).to_batches()),
+    "stream": _stream_all,
+}
+
+
+@pytest.mark.parametrize("change", ["retyped", "missing"])
+@pytest.mark.parametrize("read", sorted(GOLDEN_READS))
+def test_a_file_without_a_footer_checksum_is_checked_column_by_column(
+    tmp_path: Path, read: str, change: str
+) -> None:
+    """Files of older writers have no footer checksum (format v1): replaced by a valid Parquet
+    file whose columns do not fit the table, they are refused by the column check, naming the
+    column, before any row is returned."""
+    copy = tmp_path / "t"
+    shutil.copytree(GOLDEN_V1, copy)
+    table = at.open_table(str(copy))
+    victim = copy / table.files().column("path").to_pylist()[-1]
+    rows = pq.read_table(victim)
+    index = rows.schema.get_field_index("action")
+    if change == "retyped":
+        rows = rows.set_column(index, "action", pa.array(range(rows.num_rows), pa.int64()))
+    else:
+        rows = rows.remove_column(index)
+    pq.write_table(rows, victim)
+    with pytest.raises(at.CorruptDataFileError, match="does not match the table: column 'action'"):
+        GOLDEN_READS[read](at.open_table(str(copy)))
