@@ -132,9 +132,11 @@ class Committer:
                 snapshot = self._prepare(request, latest, planned_overwrite, written)
             except (ObjectNotFoundError, SnapshotNotFoundError):
                 self._delete_quietly(written)
-                if latest is None or self._snapshots.on_storage(latest.id):
+                if latest is None or self._snapshots.holds(latest.id, latest.nonce):
                     raise
-                # The base snapshot expired while this commit prepared: a lost race.
+                # The base snapshot expired while this commit prepared: a lost race (its id
+                # may exist again for a moment, re-created by a stalled commit).
+                self._snapshots.resync_latest()
             else:
                 if snapshot is None:
                     return None
@@ -170,12 +172,17 @@ class Committer:
 
     def _in_log(self, snapshot: Snapshot) -> bool:
         """Whether a snapshot just published continues the log. Expiration removes snapshots
-        oldest first, so while the parent exists the id cannot have expired. If the parent is
-        gone, the id may have expired before this commit re-created it (a commit that stalled
-        past the retention): then a later snapshot exists that is not built on this one."""
+        oldest first, so while the parent exists the id cannot have expired; the parent is
+        checked by its nonce, since another stalled commit may hold its id for a moment. If
+        the parent is gone, the id may have expired before this commit re-created it (a commit
+        that stalled past the retention): then a later snapshot exists that is not built on
+        this one."""
         parent = snapshot.parent_id
-        if parent is None or self._snapshots.on_storage(parent):
+        if parent is None:
             return True
+        held = self._snapshots.holds(parent, snapshot.parent_nonce)
+        if held is not None:  # the parent, or a stalled commit's re-creation of its id
+            return held
         later = [i for i in self._snapshots.list_ids() if i > snapshot.id]
         if not later:
             return True

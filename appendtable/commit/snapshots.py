@@ -108,6 +108,13 @@ class SnapshotStore:
         self._latest_seen = probe
         return probe
 
+    def resync_latest(self) -> None:
+        """Find the latest id by listing, forgetting the one this process knew: after a lost
+        race its id may be held for a moment by a stalled commit's re-creation, which probing
+        forward from it would take for the latest."""
+        self._latest_seen = 0
+        self._latest_by_listing()
+
     def _latest_by_listing(self) -> int | None:
         ids = self.list_ids()
         if not ids:
@@ -235,19 +242,27 @@ class SnapshotStore:
                 pass
         return created
 
-    def read_back_is_ours(self, snapshot: Snapshot) -> bool | None:
-        """After an ambiguous publish: True if the stored snapshot is ours (same nonce), False
-        if another commit holds the id, None if it is absent."""
-        path = layout.snapshot_path(snapshot.id)
+    def holds(self, snapshot_id: int, nonce: str) -> bool | None:
+        """Whether the snapshot stored under ``snapshot_id`` now (not the cache) is the one
+        with ``nonce``: True; False if another commit holds the id; None if it is absent.
+
+        An id that exists is not always the snapshot once read under it: a commit stalled past
+        the retention can re-create an expired id for a moment, until it finds itself outside
+        the log and takes it back (``Committer._in_log``)."""
+        path = layout.snapshot_path(snapshot_id)
         try:
             data = self._storage.read(path)
         except ObjectNotFoundError:
             return None
         stored = decode_snapshot(data, self._storage.uri(path))
-        if stored.nonce == snapshot.nonce:
-            self._remember(stored)
-            return True
-        return False
+        if stored.nonce != nonce:
+            return False
+        self._remember(stored)
+        return True
+
+    def read_back_is_ours(self, snapshot: Snapshot) -> bool | None:
+        """After an ambiguous publish: whether the stored snapshot is ours (``holds``)."""
+        return self.holds(snapshot.id, snapshot.nonce)
 
     def unpublish(self, snapshot: Snapshot) -> None:
         """Remove a snapshot this process just published outside the log (see

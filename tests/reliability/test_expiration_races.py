@@ -9,11 +9,15 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import msgspec
 import pyarrow as pa
 import pytest
 
 import appendtable as at
 from appendtable._state import TableState
+from appendtable.commit.metadata_cache import clear_metadata_caches
+from appendtable.commit.snapshots import decode_snapshot
+from appendtable.metadata import codec
 from appendtable.storage import LocalStorage
 from appendtable.table import Table
 
@@ -80,6 +84,66 @@ def test_append_survives_expiration_of_its_base_snapshot(tmp_path: Path) -> None
     assert snapshot is not None and snapshot.id == 4
     rows = sorted(at.open_table(uri).scan().to_arrow()["w"].to_pylist())
     assert rows == ["A", "B", "C", "first"]
+
+
+class _StalledCommitReappears(_Interleaved):
+    """``_Interleaved``, and then a third writer, stalled since before the expiration, publishes
+    its snapshot under the expired id ``stalled_id`` (it takes it back later, once it sees it
+    is outside the log). The other writers are processes of their own: B has none of their
+    metadata in its caches."""
+
+    def __init__(self, root: str, other: at.Table, method: str, prefix: str, stalled_id: int):
+        super().__init__(root, other, method, prefix)
+        self.stalled_id = stalled_id
+
+    def _maybe_interleave(self, method: str, path: str) -> None:
+        if method == self.method and path.startswith(self.prefix) and not self.fired:
+            name = f"snapshot/snapshot-{self.stalled_id}"
+            expired = decode_snapshot(super().read(name), name)
+            super()._maybe_interleave(method, path)
+            assert not super().exists(name), "the interleaving expires the snapshot"
+            stalled = msgspec.structs.replace(expired, nonce="a-stalled-commit")
+            assert super().put_if_absent(name, codec.encode(stalled, codec.Kind.SNAPSHOT))
+            clear_metadata_caches()
+
+    def take_back(self) -> None:
+        super().delete(f"snapshot/snapshot-{self.stalled_id}")
+
+
+def _writers_with_stalled(
+    tmp_path: Path, method: str, prefix: str, stalled_id: int
+) -> tuple[str, Table, _StalledCommitReappears]:
+    uri = str(tmp_path / "t")
+    other = at.create_table(uri, SCHEMA, options={"write-only": True, "commit.fsync": False})
+    other.append(_rows("first"))
+    other.append(_rows("second"))  # snapshot 2: B reads it as the latest
+    storage = _StalledCommitReappears(uri, other, method, prefix, stalled_id)
+    return uri, Table(TableState(storage, other._state.schema)), storage
+
+
+def test_append_survives_its_base_expiring_and_its_id_reappearing(tmp_path: Path) -> None:
+    """Regression (found by the torture test under load): B's base snapshot 2 expired while B
+    prepared, and a stalled commit re-created id 2 for a moment; B took the existing id for
+    its base still being there, and failed on its base's deleted manifests."""
+    uri, b, storage = _writers_with_stalled(tmp_path, "write", "manifest/manifest-", 2)
+    snapshot = b.append(_rows("B"))
+    storage.take_back()
+    assert snapshot is not None and snapshot.id == 5 and snapshot.parent_id == 4
+    rows = sorted(at.open_table(uri).scan().to_arrow()["w"].to_pylist())
+    assert rows == ["A", "B", "C", "first", "second"]
+
+
+def test_publish_on_a_parent_whose_id_reappeared_is_outside_the_log(tmp_path: Path) -> None:
+    """B publishes snapshot 3 on its parent 2 after both expired, while a stalled commit holds
+    id 2 again: B's snapshot is outside the log (snapshot 4 is not built on it), so B takes it
+    back and commits again, rather than acknowledge rows that no later snapshot holds."""
+    uri, b, storage = _writers_with_stalled(tmp_path, "put_if_absent", "snapshot/snapshot-", 2)
+    snapshot = b.append(_rows("B"))
+    storage.take_back()
+    assert snapshot is not None and snapshot.id == 5 and snapshot.parent_id == 4
+    table = at.open_table(uri)
+    assert [s.id for s in table.snapshots()] == [4, 5]
+    assert sorted(table.scan().to_arrow()["w"].to_pylist()) == ["A", "B", "C", "first", "second"]
 
 
 def test_idle_writer_does_not_reuse_an_expired_snapshot_id(tmp_path: Path) -> None:
