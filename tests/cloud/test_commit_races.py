@@ -28,7 +28,7 @@ from tests.helpers.long_runs import scaled
 pytestmark = pytest.mark.slow
 
 SCHEMA = pa.schema([("writer", pa.int32()), ("n", pa.int32())])
-EMULATOR_COMMITS = scaled(200, 80)
+EMULATOR_COMMITS = scaled(200, 50)
 
 
 def _append(

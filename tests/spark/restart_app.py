@@ -29,12 +29,12 @@ import sys
 from typing import Any
 
 from pyspark import TaskContext
-from pyspark.errors import StreamingQueryException
 
 import appendtable_spark
 from appendtable_spark.source import AppendTableDataSource
 from appendtable_spark.stream_source import StreamSource
 from appendtable_spark.writer import StreamWriter
+from tests.spark import restart_query
 from tests.spark.driver_session import driver_session
 
 KILL = os.environ.get("APPENDTABLE_KILL", "")
@@ -128,47 +128,20 @@ class KillingSource(AppendTableDataSource):
         return killing
 
 
+def _kill_around_sink(point: str, batch_id: int) -> None:
+    if _kill_at(point, batch_id):
+        _die()
+
+
 def main() -> None:
     config = json.loads(sys.argv[1])
     spark = driver_session()
     appendtable_spark.register(spark)
     spark.dataSource.register(KillingSource)
-    reader = spark.readStream.format("appendtable_killing")
-    for key, value in config["options"].items():
-        reader = reader.option(key, value)
-    stream = reader.load(config["source"])
-    if config["sink_kind"] == "format":
-        writer = stream.writeStream.format("appendtable_killing")
-        if config.get("commit_user"):
-            writer = writer.option("commitUser", config["commit_user"])
-        if config.get("reuse"):
-            writer = writer.option("commitUserReuse", config["reuse"])
-    else:
-        settings = {"commit_user_reuse": config["reuse"]} if config.get("reuse") else {}
-        write = appendtable_spark.foreach_batch_sink(
-            config["sink"], commit_user=config.get("commit_user"), **settings
-        )
-
-        def sink(batch: Any, batch_id: int) -> None:
-            if _kill_at("sink-before", batch_id):
-                _die()
-            write(batch, batch_id)
-            if _kill_at("sink-after", batch_id):
-                _die()
-
-        writer = stream.writeStream.foreachBatch(sink)
-    writer = writer.option("checkpointLocation", config["checkpoint"])
-    if config.get("trigger") == "once":
-        writer = writer.trigger(once=True)
-    else:
-        writer = writer.trigger(availableNow=True)
-    query = writer.start(config["sink"]) if config["sink_kind"] == "format" else writer.start()
-    try:
-        query.awaitTermination()
-        result: dict[str, Any] = {"status": "ok"}
-    except StreamingQueryException as exc:  # report why (the test checks the error)
-        result = {"status": "failed", "error": str(exc)}
-    print(json.dumps(result), flush=True)
+    query = restart_query.start(
+        spark, config, format_name=KillingSource.name(), hook=_kill_around_sink
+    )
+    print(json.dumps(restart_query.outcome(query)), flush=True)
     spark.stop()
 
 

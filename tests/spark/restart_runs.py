@@ -1,5 +1,7 @@
-"""Runs of ``restart_app.py``: a streaming query in a driver process of its own, which the
-test can have SIGKILLed at an exact point of a micro-batch."""
+"""Runs of a restart test's streaming query: ``run`` in a driver process of its own
+(``restart_app.py``), which the test can have SIGKILLed at an exact point of a micro-batch, and
+``run_here`` in the test session, for the runs that kill nothing (a fresh driver costs about
+15 s of CPU; a restart from the checkpoint is a new query on it either way)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import appendtable as at
+from tests.spark import restart_query
 
 APP = Path(__file__).with_name("restart_app.py")
 ROOT = Path(__file__).resolve().parents[2]
@@ -96,6 +99,14 @@ def run(
             f"the app exited with {process.returncode}:\n{stderr.decode(errors='replace')[-4000:]}"
         )
     result = json.loads(lines[-1])
+    return Outcome(result["status"], result.get("error", ""))
+
+
+def run_here(spark: Any, pipeline: Pipeline, *, options: dict[str, str] | None = None) -> Outcome:
+    """One run of the pipeline's query (trigger AvailableNow) in ``spark``, the test session
+    (with the ``appendtable`` format registered)."""
+    query = restart_query.start(spark, pipeline.config(options), format_name="appendtable")
+    result = restart_query.outcome(query)
     return Outcome(result["status"], result.get("error", ""))
 
 

@@ -5,7 +5,8 @@ appends, compactions and expirations between runs, and a new checkpoint with the
 user. The sink holds exactly the source's rows, once each, every bucket in write order; the
 only failure is the named refusal of the reused commit user, which writes nothing.
 
-Each run is a driver process of its own (restart_app.py). ``APPENDTABLE_RESTART_CASES`` sets
+Each run that may be killed is a driver process of its own (restart_app.py); the others run
+in the test session. ``APPENDTABLE_RESTART_CASES`` sets
 how many random pipelines run (default 1, a minute or two; 4 with ``APPENDTABLE_LONG_TESTS``);
 ``APPENDTABLE_RESTART_SEED`` the first seed (default: random, so every run tries a new
 pipeline; a failure names its seed)."""
@@ -15,6 +16,7 @@ from __future__ import annotations
 import os
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,28 +30,34 @@ from tests.spark.restart_model import (
     check_order,
     limit_options,
 )
-from tests.spark.restart_runs import Pipeline, logged, run, sink_batches, sink_rows
+from tests.spark.restart_runs import Pipeline, logged, run, run_here, sink_batches, sink_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
-pytest.importorskip("pyspark")
+appendtable_spark = pytest.importorskip("appendtable_spark")
 
 CASES = int(os.environ.get("APPENDTABLE_RESTART_CASES", scaled(4, 1)))
 SEED = int(os.environ.get("APPENDTABLE_RESTART_SEED", random.SystemRandom().randrange(2**31)))
 PHASES = ("plan", "offsets", "read", "sink-before", "sink-after", "committed")
 
 
+@pytest.fixture(scope="module")
+def spark_at(spark: Any) -> Any:
+    appendtable_spark.register(spark)
+    return spark
+
+
 @pytest.mark.parametrize("case", range(CASES))
 def test_pipelines_deliver_every_row_once_through_kills_restarts_and_rotations(
-    tmp_path: Path, case: int
+    spark_at: Any, tmp_path: Path, case: int
 ) -> None:
     seed = SEED + case
     try:
-        _scenario(tmp_path, random.Random(seed))
+        _scenario(spark_at, tmp_path, random.Random(seed))
     except AssertionError as exc:
         raise AssertionError(f"seed {seed} (APPENDTABLE_RESTART_SEED={seed}): {exc}") from exc
 
 
-def _scenario(tmp_path: Path, rng: random.Random) -> None:
+def _scenario(spark: Any, tmp_path: Path, rng: random.Random) -> None:
     model = SourceModel(str(tmp_path / "source"), buckets=rng.choice((2, 3)))
     for _ in range(rng.randint(0, 3)):
         model.append(rng, rng.randint(5, 40))
@@ -81,7 +89,11 @@ def _scenario(tmp_path: Path, rng: random.Random) -> None:
                 first_resolution = first_resolution or resolved
                 resolved = first_resolution
         kill = (rng.choice(PHASES), rng.randint(0, 2)) if rng.random() < 0.85 else None
-        outcome = run(pipeline, options=options, kill=kill)
+        outcome = (
+            run(pipeline, options=options, kill=kill)
+            if kill
+            else run_here(spark, pipeline, options=options)
+        )
         assert outcome.status in ("killed", "ok"), (kill, options, outcome)
         if start is None and 0 in logged(pipeline, "offsets"):
             start = resolved
@@ -98,11 +110,11 @@ def _scenario(tmp_path: Path, rng: random.Random) -> None:
                 model.compact(full=rng.random() < 0.5)
     if 0 not in logged(pipeline, "offsets"):
         resolved = first_resolution or model.resolve(original)
-    outcome = run(pipeline, options=original)  # the last run, with the original options
+    outcome = run_here(spark, pipeline, options=original)  # the last run: original options
     assert outcome.status == "ok", outcome
     start = start or resolved
     check_delivery(model, sink_rows(sink), model.expected(start))
-    _rotate(model, rng, pipeline, tmp_path, model.expected(start))
+    _rotate(spark, model, rng, pipeline, tmp_path, model.expected(start))
 
 
 def _restart_options(model: SourceModel, rng: random.Random) -> dict[str, str]:
@@ -130,6 +142,7 @@ def _expire(
 
 
 def _rotate(
+    spark: Any,
     model: SourceModel,
     rng: random.Random,
     pipeline: Pipeline,
@@ -150,7 +163,7 @@ def _rotate(
         commit_user=user,
         options={"scan.mode": rng.choice(("latest-full", "latest"))},  # starts that cannot expire
     )
-    outcome = run(rotated)
+    outcome = run_here(spark, rotated)
     assert outcome.failed_with(at.CommitUserReusedError), outcome
     assert len(at.open_table(pipeline.sink).snapshots()) == snapshots
     check_delivery(model, sink_rows(pipeline.sink), expected)
@@ -162,6 +175,6 @@ def _rotate(
     rotated.checkpoint = str(tmp_path / "checkpoint-3")
     rotated.reuse = "continue"
     rotated.options = {"scan.mode": "from-snapshot", "scan.snapshot-id": str(first_new)}
-    assert run(rotated).status == "ok"
+    assert run_here(spark, rotated).status == "ok"
     taken_over = [seq for sid, seqs in model.added.items() if sid >= first_new for seq in seqs]
     check_delivery(model, sink_rows(pipeline.sink), sorted(expected + taken_over))

@@ -1,5 +1,6 @@
 """Restarting streaming pipelines as operators do, with the driver SIGKILLed at exact points
-(each run is a driver process of its own, see restart_app.py): a replayed first micro-batch,
+(each run that kills is a driver process of its own, see restart_app.py; the restarts run
+in the test session): a replayed first micro-batch,
 a restart after the start snapshot expired, a new checkpoint reusing a commit user, a failed
 micro-batch. Every row arrives exactly once, or the query fails with a named error before
 anything is skipped."""
@@ -8,16 +9,23 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import appendtable as at
 from tests.helpers.long_runs import choose
 from tests.spark.restart_model import SourceModel, check_delivery, check_order
-from tests.spark.restart_runs import Pipeline, logged, run, sink_batches, sink_rows
+from tests.spark.restart_runs import Pipeline, logged, run, run_here, sink_batches, sink_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
-pytest.importorskip("pyspark")
+appendtable_spark = pytest.importorskip("appendtable_spark")
+
+
+@pytest.fixture(scope="module")
+def spark_at(spark: Any) -> Any:
+    appendtable_spark.register(spark)
+    return spark
 
 
 def _pipeline(tmp_path: Path, **kwargs: object) -> Pipeline:
@@ -61,7 +69,7 @@ _PHASES = [(phase, ("foreach", "format")[index % 2]) for index, phase in enumera
     ),
 )
 def test_a_replayed_first_micro_batch_reads_the_same_rows(
-    tmp_path: Path, sink_kind: str, phase: str
+    spark_at: Any, tmp_path: Path, sink_kind: str, phase: str
 ) -> None:
     # the reported case: default start (latest-full), 5 snapshots, the driver killed at each
     # point of micro-batch 0, 3 more snapshots, restart from the checkpoint
@@ -74,12 +82,14 @@ def test_a_replayed_first_micro_batch_reads_the_same_rows(
     rng = random.Random(8)
     for _ in range(3):
         model.append(rng, 100)
-    assert run(pipeline).status == "ok"
+    assert run_here(spark_at, pipeline).status == "ok"
     check_delivery(model, sink_rows(pipeline.sink), list(range(800)))
 
 
 @pytest.mark.parametrize("mode", ["from-snapshot", "from-timestamp"])
-def test_a_restart_continues_after_its_start_snapshot_expired(tmp_path: Path, mode: str) -> None:
+def test_a_restart_continues_after_its_start_snapshot_expired(
+    spark_at: Any, tmp_path: Path, mode: str
+) -> None:
     model = _source(tmp_path, 9, rows=20)
     start = (
         {"scan.snapshot-id": "1"}
@@ -87,19 +97,21 @@ def test_a_restart_continues_after_its_start_snapshot_expired(tmp_path: Path, mo
         else {"scan.timestamp-millis": str(model.times[1])}
     )
     pipeline = _pipeline(tmp_path, options={"scan.mode": mode, **start})
-    assert run(pipeline).status == "ok"
+    assert run_here(spark_at, pipeline).status == "ok"
     model.expire(2)  # snapshots 1-7 expire; the checkpoint is at snapshot 10
     assert model.earliest() == 8
     rng = random.Random(9)
     for _ in range(3):
         model.append(rng, 20)
-    assert run(pipeline).status == "ok"  # the same start options: the checkpoint rules
+    assert (
+        run_here(spark_at, pipeline).status == "ok"
+    )  # the same start options: the checkpoint rules
     check_delivery(model, sink_rows(pipeline.sink), list(range(240)))
     # the checkpoint's own position (snapshot 13) expires: the restart fails naming it
     model.append(rng, 20)
     model.append(rng, 20)
     model.expire(1)
-    outcome = run(pipeline)
+    outcome = run_here(spark_at, pipeline)
     assert outcome.failed_with(at.SnapshotExpiredError), outcome
     assert "snapshot 13" in outcome.error and "consumer-id" in outcome.error
     check_delivery(model, sink_rows(pipeline.sink), list(range(240)))
@@ -107,17 +119,17 @@ def test_a_restart_continues_after_its_start_snapshot_expired(tmp_path: Path, mo
 
 @pytest.mark.parametrize("sink_kind", choose(["foreach", "format"], ["format"]))
 def test_a_new_checkpoint_reusing_the_commit_user_is_refused_before_writing(
-    tmp_path: Path, sink_kind: str
+    spark_at: Any, tmp_path: Path, sink_kind: str
 ) -> None:
     model = _source(tmp_path, 3, rows=30)
     options = {"scan.mode": "from-snapshot", "scan.snapshot-id": "1", "maxFilesPerTrigger": "1"}
     first = _pipeline(tmp_path, sink_kind=sink_kind, commit_user="pipeline-a", options=options)
-    assert run(first).status == "ok"
+    assert run_here(spark_at, first).status == "ok"
     assert len(sink_batches(first.sink)) == 6  # 3 snapshots x 2 buckets, one file a batch
     snapshots = len(at.open_table(first.sink).snapshots())
     rotated = Pipeline(first.source, first.sink, str(tmp_path / "checkpoint-b"), sink_kind)
     rotated.commit_user, rotated.options = "pipeline-a", {**options, "maxFilesPerTrigger": "2"}
-    outcome = run(rotated)
+    outcome = run_here(spark_at, rotated)
     assert outcome.failed_with(at.CommitUserReusedError), outcome
     assert "pipeline-a" in outcome.error and "own commit user" in outcome.error
     assert len(at.open_table(first.sink).snapshots()) == snapshots  # nothing was written
@@ -129,16 +141,18 @@ def test_a_new_checkpoint_reusing_the_commit_user_is_refused_before_writing(
     taking_over = Pipeline(first.source, first.sink, str(tmp_path / "checkpoint-c"), sink_kind)
     taking_over.commit_user, taking_over.reuse = "pipeline-a", "continue"
     taking_over.options = {"scan.mode": "from-snapshot", "scan.snapshot-id": "4"}
-    assert run(taking_over).status == "ok"
+    assert run_here(spark_at, taking_over).status == "ok"
     check_delivery(model, sink_rows(first.sink), list(range(150)))
     # the first checkpoint, restarted, is now the other query: refused too
-    outcome = run(first)
+    outcome = run_here(spark_at, first)
     assert outcome.failed_with(at.CommitUserReusedError), outcome
     check_delivery(model, sink_rows(first.sink), list(range(150)))
 
 
 @pytest.mark.parametrize("sink_kind", choose(["foreach", "format"], ["foreach"]))
-def test_a_failed_micro_batch_leaves_nothing_in_the_sink(tmp_path: Path, sink_kind: str) -> None:
+def test_a_failed_micro_batch_leaves_nothing_in_the_sink(
+    spark_at: Any, tmp_path: Path, sink_kind: str
+) -> None:
     model = _source(tmp_path, 4, rows=25)
     pipeline = _pipeline(
         tmp_path,
@@ -152,5 +166,5 @@ def test_a_failed_micro_batch_leaves_nothing_in_the_sink(tmp_path: Path, sink_ki
     delivered = sink_rows(pipeline.sink)
     check_order(model, delivered)
     assert sorted(delivered) == list(range(25))  # batch 0 only (one snapshot, two files)
-    assert run(pipeline).status == "ok"
+    assert run_here(spark_at, pipeline).status == "ok"
     check_delivery(model, sink_rows(pipeline.sink), list(range(100)))

@@ -6,8 +6,10 @@ expiration and orphan removal. After every step the table must read back exactly
 written (a model comparison), in write order per bucket where the table is bucketed, with
 every file its snapshots reference still on disk.
 
-``APPENDTABLE_SPARK_CASES`` sets the number of cases (seeds 0 .. N-1); a failing case prints
-its description, and ``-k "case_17"`` reruns it alone."""
+By default the cases are a covering subset of seeds 0 .. 149 (``covering_seeds``: every write
+path, type, nullability, layout and option that any of the 150 cases draws, in about a quarter
+of the cases); ``APPENDTABLE_LONG_TESTS=1`` runs all 150 and ``APPENDTABLE_SPARK_CASES=N``
+seeds 0 .. N-1. A failing case prints its description, and ``-k "case_17"`` reruns it alone."""
 
 from __future__ import annotations
 
@@ -20,13 +22,19 @@ import pytest
 
 import appendtable as at
 from tests.helpers.clock import past_every_file_ms
-from tests.spark.write_cases import WriteCase, make_case
+from tests.helpers.long_runs import choose
+from tests.spark.write_cases import KINDS, WriteCase, case_features, covering_seeds, make_case
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 appendtable_spark = pytest.importorskip("appendtable_spark")
 
-CASES = int(os.environ.get("APPENDTABLE_SPARK_CASES", "150"))
+ALL_SEEDS = range(150)
+SEEDS = (
+    list(range(int(os.environ["APPENDTABLE_SPARK_CASES"])))
+    if "APPENDTABLE_SPARK_CASES" in os.environ
+    else choose(ALL_SEEDS, covering_seeds(ALL_SEEDS))
+)
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +85,16 @@ def _check(table: at.Table, expected: pa.Table, case: WriteCase, step: str, root
             assert writes == sorted(writes), f"{step}: bucket {split.bucket} out of order"
 
 
-@pytest.mark.parametrize("seed", range(CASES), ids=lambda seed: f"case_{seed}")
+def test_the_default_cases_exercise_everything_the_150_cases_do() -> None:
+    every = frozenset().union(*(case_features(make_case(seed)) for seed in ALL_SEEDS))
+    subset = covering_seeds(ALL_SEEDS)
+    assert frozenset().union(*(case_features(make_case(seed)) for seed in subset)) == every
+    assert len(subset) < len(ALL_SEEDS) / 2
+    for kind in KINDS:  # every type is drawn, in every nullability the cases draw
+        assert ("nulls", kind.name, False) in every and ("nulls", kind.name, True) in every
+
+
+@pytest.mark.parametrize("seed", SEEDS, ids=lambda seed: f"case_{seed}")
 def test_spark_writes_read_back_exactly_through_maintenance(
     spark_at: Any, tmp_path: Path, seed: int
 ) -> None:

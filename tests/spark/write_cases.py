@@ -284,3 +284,47 @@ def make_case(seed: int) -> WriteCase:
         writes=writes,
         options=options,
     )
+
+
+def case_features(case: WriteCase) -> frozenset[tuple[object, ...]]:
+    """What a case exercises: each write path (with one task and with several), each type on
+    both sides' nullability, with and without null values and nested nulls, as partition
+    column and as bucket key, each layout, table creation before or by the write, the number
+    of writes, and the options drawn."""
+    features: set[tuple[object, ...]] = {
+        ("table_first", case.table_first),
+        ("layout", case.buckets > 0, case.partition is not None),
+        ("writes", len(case.writes)),
+        ("target-file-size", case.options["target-file-size"]),
+    }
+    if case.buckets > 0:
+        features |= {
+            ("buckets", case.buckets),
+            ("full-compaction", case.options["full-compaction.delta-commits"]),
+        }
+    for how, _, tasks in case.writes:
+        features.add(("path", how, tasks > 1))
+    for column in case.columns:
+        kind = column.kind.name
+        features |= {
+            ("nullability", kind, column.df_nullable, column.table_nullable),
+            ("nulls", kind, column.has_nulls),
+            ("nested nulls", kind, column.nested_nulls and not column.kind.sortable),
+            ("partition", kind, column.name == case.partition),
+            ("bucket key", kind, column.name == case.bucket_key),
+        }
+    return frozenset(features)
+
+
+def covering_seeds(seeds: range) -> list[int]:
+    """A small subset of ``seeds`` whose cases together exercise every feature
+    (:func:`case_features`) that the cases of all of ``seeds`` exercise: greedily, the seed
+    adding the most features not yet covered (the lowest seed on ties), until none is left."""
+    features = {seed: case_features(make_case(seed)) for seed in seeds}
+    left = frozenset().union(*features.values())
+    chosen: list[int] = []
+    while left:
+        best = max(seeds, key=lambda seed: (len(features[seed] & left), -seed))
+        chosen.append(best)
+        left -= features[best]
+    return sorted(chosen)

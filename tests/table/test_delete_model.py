@@ -300,6 +300,6 @@ def test_delete_model_many_examples() -> None:
     """The same model, longer (the slow tier; longest with APPENDTABLE_LONG_TESTS)."""
     run = CompleteDeleteModel.TestCase()
     run.settings = settings(
-        max_examples=scaled(300, 60), stateful_step_count=scaled(50, 30), **_SETTINGS
+        max_examples=scaled(300, 40), stateful_step_count=scaled(50, 30), **_SETTINGS
     )
     run.runTest()

@@ -232,7 +232,7 @@ def test_rollback_model_many_examples() -> None:
     """The same model, longer (the slow tier; longest with APPENDTABLE_LONG_TESTS)."""
     run = RollbackModel.TestCase()
     run.settings = settings(
-        max_examples=scaled(200, 60),
+        max_examples=scaled(200, 40),
         stateful_step_count=50,
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
