@@ -34,7 +34,7 @@ from appendtable.datafiles.arrow_schema import arrow_type
 from appendtable.datafiles.expressions import needs_exact_pass
 from appendtable.datafiles.parquet_format import datasets, parquet_format
 from appendtable.datafiles.projection import FileLayout, Projection
-from appendtable.datafiles.reading import read_as
+from appendtable.datafiles.reading import check_files, read_as
 from appendtable.metadata.models import DataFileMeta, Split, StatValue
 from appendtable.metadata.types import FieldSpec, TypeSpec
 from appendtable.planning.filters import Filter
@@ -144,11 +144,16 @@ def dataset_of(
     (the caller filters the dataset itself by it too), into an in-memory part. So are all
     files when ``row_filter`` has a predicate Arrow's row-group pruning decides wrongly
     (``!=`` / ``not in`` on a float, see ``datafiles.expressions``): a consumer filtering
-    fragments with it would lose NaN rows of files written with float statistics."""
+    fragments with it would lose NaN rows of files written with float statistics.
+
+    The fragments' files are checked now as every read checks them (``check_files``: the
+    footer against its recorded checksum, or the columns): the engine that scans them later
+    would cast or null-fill a file whose columns do not fit."""
     filesystem, root = storage.arrow_filesystem()
     names = schema.names
     module, parquet = datasets(), parquet_format()
     fragments: list[ds.Fragment] = []
+    by_name: list[DataFileMeta] = []
     converted: list[DataFileMeta] = []
     read_now = needs_exact_pass(row_filter)
     for split in splits:
@@ -161,6 +166,7 @@ def dataset_of(
             ):
                 converted.append(file)
                 continue
+            by_name.append(file)
             fragments.append(
                 parquet.make_fragment(
                     f"{root}/{storage.checked(file.path)}",
@@ -169,6 +175,7 @@ def dataset_of(
                     file_size=file.file_size,
                 )
             )
+    check_files(storage, by_name, schema)
     files = module.FileSystemDataset(fragments, schema, parquet, filesystem=filesystem)
     if not converted:
         return files

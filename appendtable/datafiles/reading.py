@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     import pyarrow.dataset as ds
 
 __all__ = [
+    "check_files",
     "is_damage",
     "open_parquet",
     "read_as",
@@ -210,18 +211,7 @@ def read_files(
         """The first file that is not ``usable`` (Arrow's errors do not always say which)."""
         return next((p for p, f in zip(paths, full, strict=True) if not usable(f)), None)
 
-    expected = stored_schema(schema)
-
-    def check(file: DataFileMeta) -> None:
-        _check_before_scan(storage, filesystem, root, file, expected)
-
-    threads = 1 if storage.local_path("") is not None else min(_FOOTER_THREADS, len(files))
-    if threads == 1:
-        for file in files:
-            check(file)
-    else:
-        with ThreadPoolExecutor(max_workers=threads) as pool:
-            list(pool.map(check, files))
+    check_files(storage, files, schema)
     with storage.translated("read", paths[0]):
         try:
             dataset = datasets().dataset(
@@ -255,6 +245,27 @@ def read_files(
                 raise
             named = f"one of {len(paths)} files" if damaged is None else storage.uri(damaged)
             raise _corrupt(named, exc, path=storage.uri(damaged or paths[0])) from exc
+
+
+def check_files(storage: Storage, files: Sequence[DataFileMeta], schema: pa.Schema) -> None:
+    """Check of each of ``files`` what a dataset scan of them as ``schema`` does not
+    (``_check_before_scan``); raises CorruptDataFileError (or ObjectNotFoundError) naming the
+    first file that fails. On remote storage the files' tails are read on threads."""
+    if not files:
+        return
+    filesystem, root = storage.arrow_filesystem()
+    expected = stored_schema(schema)
+
+    def check(file: DataFileMeta) -> None:
+        _check_before_scan(storage, filesystem, root, file, expected)
+
+    threads = 1 if storage.local_path("") is not None else min(_FOOTER_THREADS, len(files))
+    if threads == 1:
+        for file in files:
+            check(file)
+    else:
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            list(pool.map(check, files))
 
 
 def _check_before_scan(
