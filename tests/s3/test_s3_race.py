@@ -29,7 +29,7 @@ from tests.s3.seaweedfs import SeaweedFS
 pytestmark = [pytest.mark.s3, pytest.mark.slow]
 
 SCHEMA = pa.schema([("writer", pa.int32()), ("n", pa.int32())])
-COMMITS_PER_WRITER = scaled(500, 200)
+COMMITS_PER_WRITER = scaled(500, 120)
 WRITERS = 2
 #: ``write-only``: no compaction or expiration after commits, so this measures the commit
 #: protocol. The retry budget is raised from the defaults (10 retries, waits of 10 ms doubling

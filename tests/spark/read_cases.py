@@ -191,6 +191,15 @@ def _evolution(rng: random.Random, columns: list[str], index: int) -> Evolution:
     return Evolution("widen", column)
 
 
+def _partition_value(rng: random.Random, dtype: pa.DataType) -> object:
+    """A value of the partition column: any value but text with a NUL byte, which cannot name
+    a directory (the table refuses it, naming the column)."""
+    value = _value(rng, dtype)
+    while isinstance(value, str) and "\x00" in value:
+        value = _value(rng, dtype)
+    return value
+
+
 def rows(case: ReadCase, schema: pa.Schema, step: int, count: int) -> pa.Table:
     """The rows of one append, in ``schema`` (the table's current one)."""
     rng = random.Random(case.seed * 1000 + step)
@@ -202,8 +211,9 @@ def rows(case: ReadCase, schema: pa.Schema, step: int, count: int) -> pa.Table:
             keys = [rng.randint(0, 6) for _ in range(count)]
             data["k"] = keys if pa.types.is_integer(f.type) else [f"k{k}" for k in keys]
         else:
+            value = _partition_value if f.name == case.partition else _value
             data[f.name] = [
-                None if rng.random() < 0.15 else _value(rng, f.type) for _ in range(count)
+                None if rng.random() < 0.15 else value(rng, f.type) for _ in range(count)
             ]
     return pa.table({n: pa.array(v, schema.field(n).type) for n, v in data.items()}, schema=schema)
 
