@@ -489,30 +489,30 @@ one-row appends; at each point a copy is compacted with `compact(full=True)`.
         "A million files",
         ("million",),
         """\
-`make bench-scale` (`python -m benchmarks.run --only million`; not part of `make bench` or
-`make bench-quick`). Tables of N live data files over N/100 daily partitions and N/10 APPEND
+`make bench-scale` (`python -m benchmarks.run --only million`; not part of `make bench` or `make
+bench-quick`). Tables of N live data files over N/100 daily partitions and N/10 APPEND
 snapshots, N = 10,000, 100,000 and 1,000,000, built from fabricated data-file metadata
 (realistic statistics of four columns, footer checksums) committed through the table's own
 `TableCommit`, ten files a commit, so the manifests, their merges, the manifest lists and the
-snapshots are those real appends of the same files would make; the data files are never
-written, and planning never opens one (`benchmarks/fabricate.py`). The delta-rs tables have
-the same files, partitions, statistics and number of commits, as a transaction log of JSON
-commits and a checkpoint of the last version (`benchmarks/delta_scale.py`). Commits: one-row
-files written into the newest partition (untimed), then `TableCommit.commit` timed, fsync on,
-3 rounds of 100 after 5 untimed; the worst round's p99 (delta-rs: `write_deltalake` of the
-same one-row table on one loaded `DeltaTable`, which writes its file too; 3 rounds of 20). Partition-filtered
-plan: `open_table` + `scan(filter=[("day", "=", d)]).plan()` of a partition in the middle of
-the history, the process's metadata caches emptied first; slowest of 5 (delta-rs:
-`DeltaTable(uri).file_uris(partition_filters=...)`). Full plan: `open_table` +
-`scan().plan()` in a fresh process, with the process's peak RSS (Linux `VmHWM`, imports
-included); slowest and largest of 3 (delta-rs: `DeltaTable(uri).file_uris()`). Idle poll:
-median of 200 `poll()` of a stream at the latest snapshot, worst of 3 rounds (delta-rs:
-`update_incremental()`). Orphan removal: every data file created on disk, empty, plus 10
-unreferenced ones, then `remove_orphan_files(dry_run=True)` in a fresh process, which must
-find exactly the 10 (delta-rs: `vacuum(dry_run=True, retention_hours=0)` over its own copy
-of the files). Expiration: `expire_snapshots` of the oldest 10,000 snapshots (all but 10
-where fewer), 3 times where the history allows, else once; the slowest counts. Every plan is
-checked against the number of files the shape put there.
+snapshots are those real appends of the same files would make; the data files are never written,
+and planning never opens one (`benchmarks/fabricate.py`). The delta-rs tables have the same
+files, partitions, statistics and number of commits, as a transaction log of JSON commits and a
+checkpoint of the last version (`benchmarks/delta_scale.py`). Commits: one-row files written
+into the newest partition (untimed), then `TableCommit.commit` timed, fsync on, 3 rounds of 100
+after 5 untimed; the worst round's p99 (delta-rs: `write_deltalake` of the same one-row table on
+one loaded `DeltaTable`, which writes its file too; 3 rounds of 20). Partition-filtered plan:
+`open_table` + `scan(filter=[("day", "=", d)]).plan()` of a partition in the middle of the
+history, the process's metadata caches emptied first; slowest of 5 (delta-rs:
+`DeltaTable(uri).file_uris(partition_filters=...)`). Full plan: `open_table` + `scan().plan()`
+in a fresh process, with the process's peak RSS (Linux `VmHWM`, imports included); slowest and
+largest of 3 (delta-rs: `DeltaTable(uri).file_uris()`). Idle poll: median of 200 `poll()` of a
+stream at the latest snapshot, worst of 3 rounds (delta-rs: `update_incremental()`). Orphan
+removal: every data file created on disk, empty, plus 10 unreferenced ones, then
+`remove_orphan_files(dry_run=True)` in a fresh process, which must find exactly the 10
+(delta-rs: `vacuum(dry_run=True, retention_hours=0)` over its own copy of the files).
+Expiration: `expire_snapshots` of the oldest 10,000 snapshots (all but 10 where fewer), 3 times
+where the history allows, else once; the slowest counts. Every plan is checked against the
+number of files the shape put there.
 """,
         _million,
     ),

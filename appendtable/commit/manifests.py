@@ -129,19 +129,22 @@ class ManifestStore:
     # ---- manifests --------------------------------------------------------------------------
 
     def write_manifests(self, entries: Sequence[ManifestEntry]) -> list[ManifestFileMeta]:
-        """Write entries as one or more manifests, rolled near the target size."""
+        """Write entries as one or more manifests, each rolled once it reaches the target
+        size (so every one but the last is at least the target: no merge candidate)."""
         if not entries:
             return []
         written = []
         batch: list[ManifestEntry] = []
-        encoded_estimate = 0
+        encoded = 0
         for entry in entries:
             batch.append(entry)
-            file = entry.file
-            encoded_estimate += 160 + 24 * (len(file.min_values) + len(file.nested_stats))
-            if encoded_estimate >= self._target_size:
+            # Exact sizes, not an estimate: a manifest rolled here must reach the target, or
+            # it stays a merge candidate, and merging such manifests only re-rolls them into
+            # as many again (every commit would rewrite them all).
+            encoded += codec.packed_size(entry)
+            if encoded >= self._target_size:
                 written.append(self._write_manifest(batch))
-                batch, encoded_estimate = [], 0
+                batch, encoded = [], 0
         if batch:
             written.append(self._write_manifest(batch))
         return written
