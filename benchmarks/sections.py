@@ -186,68 +186,75 @@ def _figures(plots: Sequence[Plot], group: str) -> str:
 #: What bounds each million-file measure (profiles: cProfile and phase timings of the
 #: operation on the built tables, on this machine), written after looking at the figures.
 MILLION_WHERE = """\
-- **Building** (a million files, 100,000 commits of 10 files through `TableCommit`, fsync
-  off): 133-168 s, about 1.5 ms a commit, most of it the committer's own work (delta
-  manifest, both manifest lists, snapshot) and the tiered merges. The first attempt ran into
-  a product bug: manifests were rolled by an *estimate* of their encoded size that ran above
-  it, so a "full" manifest came out at 77 % of `manifest.target-file-size` (6.2 of 8 MB) and
-  stayed a merge candidate; once 30 of them existed (about 960,000 files) every commit merged
-  all of them and re-rolled them into 30 again, rewriting 186 MB per commit (27 GB of
-  manifests written before the run was stopped). Manifests are now rolled at their exact
-  encoded size (`codec.packed_size`), so a rolled manifest reaches the target and leaves the
-  tiers (test: 150 commits of 20 files wrote 48x the live manifest bytes, now under 6x).
-- **Commit p99** (met at every size): the commit reads the latest snapshot and manifest
-  list (cached), writes a one-entry manifest, two lists of about 55 entries and the snapshot,
-  and fsyncs them. What grows with the table is the tiered manifest merging: the commit that
-  fills a tier merges its 30 manifests (at a million files, tier 2 holds manifests of 0.5 to
-  8 MB), so a rare commit rewrites megabytes; the 300 timed commits per size need not meet
-  one. Not measured yet: the slowest commit over a whole build.
-- **Partition-filtered plan, cold** (missed at 1 M: 106 ms, 16 ms warm). The manifest
-  list's partition ranges skip 53 of the 54 manifests, but the one holding the day is an
-  8.4 MB manifest of 44,418 entries over 445 partitions, read whole for its 100 files. Its
-  cost (cProfile, cold): MessagePack decode 43 ms, data-path validation 45 ms (every path
-  checked before anything may be opened), CRC-32C (crcmod) 20 ms, the garbage collector's
-  pass after the decode 21 ms, filtering 16 ms. A partition filter was first decided per
-  file (`Filter.matches_partition` for each of the 44,418 entries, most of a 10,000-file
-  plan); it is now decided once per partition (test: 3 evaluations, not 24). Meeting 50 ms
-  cold needs reading less than a whole merged manifest: manifests clustered by partition
-  with an index of where each partition's entries start, or a columnar manifest decoded
-  lazily; a smaller `manifest.target-file-size` would trade it against more manifests per
-  list.
-- **Full plan, cold** (missed at 1 M: 3.45 s against 3 s; 1.35 s warm). cProfile of a
-  fresh process: MessagePack decode of the 1,000,000 entries 0.89 s, data-path validation
-  0.76 s (0.25 s without the profiler), CRC-32C of the 189 MB of manifests 0.41 s, the
-  collector's pass after decoding 0.36 s, folding entries by path (set semantics) 0.55 s,
-  grouping files per partition and bucket 0.76 s and packing 50,002 splits 0.58 s. Peak RSS
-  1.34 GB: the decoded entries cost about 1.2 KB each (RSS grew from 91 MB to 1,296 MB while
-  they were read: a `ManifestEntry`, its `DataFileMeta`, the partition and three statistics
-  tuples, four strings), and the process-wide metadata cache (bounded at 2 M entries) keeps
-  all of them. 500 MB at a million files needs a columnar in-memory form (Arrow arrays of
-  paths, sizes and statistics decoded from columnar manifests, splits as slices of them):
-  a redesign of the planning path, not done here.
+- **Two runs, neither on a quiet host** (2026-11-26, while the test suite ran on the same 2
+  CPUs): run 1 took 617 s with CPU stall 28 %, run 2 (the table above) 808 s with CPU stall 73
+  %. At 1 M files, run 1 / run 2: commit p99 5.5 / 11.6 ms, filtered plan 106 / 144 ms, full
+  plan 3.45 / 4.82 s (peak 1,342 MB both), idle poll 3.3 / 3.5 µs, expiring 10,000 snapshots 7.0
+  / 18.0 s (5.0 / 24.0 s at 100 k files), orphan removal 31 / 37 s (peak 2,220 / 861 MB: the
+  cache fix below landed in between). The run-2 misses of commit p99 and expiration come with
+  the contention (run 1 met both); by the rule "the worst run counts" they stay misses until a
+  quiet-host run.
+- **Building** (a million files, 100,000 commits of 10 files through `TableCommit`, fsync off):
+  133-192 s, about 1.5 ms a commit, most of it the committer's own work (delta manifest, both
+  manifest lists, snapshot) and the tiered merges. The first attempt ran into a product bug:
+  manifests were rolled by an *estimate* of their encoded size that ran above it, so a "full"
+  manifest came out at 77 % of `manifest.target-file-size` (6.2 of 8 MB) and stayed a merge
+  candidate; once 30 of them existed (about 960,000 files) every commit merged all of them and
+  re-rolled them into 30 again, rewriting 186 MB per commit (27 GB of manifests written before
+  the run was stopped). Manifests are now rolled at their exact encoded size
+  (`codec.packed_size`), so a rolled manifest reaches the target and leaves the tiers (test: 150
+  commits of 20 files wrote 48x the live manifest bytes, now under 6x).
+- **Commit p99** (met at every size in run 1, 5.5 ms at 1 M; 9.6-17.7 ms in run 2): the commit
+  reads the latest snapshot and manifest list (cached), writes a one-entry manifest, two lists
+  of about 55 entries and the snapshot, and fsyncs them. What grows with the table is the tiered
+  manifest merging: the commit that fills a tier merges its 30 manifests (at a million files,
+  tier 2 holds manifests of 0.5 to 8 MB), so a rare commit rewrites megabytes; the 300 timed
+  commits per size need not meet one. Not measured yet: the slowest commit over a whole build.
+- **Partition-filtered plan, cold** (missed at 1 M: 106-144 ms, 16 ms warm). The manifest list's
+  partition ranges skip 53 of the 54 manifests, but the one holding the day is an 8.4 MB
+  manifest of 44,418 entries over 445 partitions, read whole for its 100 files. Its cost
+  (cProfile, cold): MessagePack decode 43 ms, data-path validation 45 ms (every path checked
+  before anything may be opened), CRC-32C (crcmod) 20 ms, the garbage collector's pass after the
+  decode 21 ms, filtering 16 ms. A partition filter was first decided per file
+  (`Filter.matches_partition` for each of the 44,418 entries, most of a 10,000-file plan); it is
+  now decided once per partition (test: 3 evaluations, not 24). Meeting 50 ms cold needs reading
+  less than a whole merged manifest: manifests clustered by partition with an index of where
+  each partition's entries start, or a columnar manifest decoded lazily; a smaller
+  `manifest.target-file-size` would trade it against more manifests per list.
+- **Full plan, cold** (missed at 1 M: 3.45-4.82 s against 3 s; 1.35 s warm). cProfile of a fresh
+  process: MessagePack decode of the 1,000,000 entries 0.89 s, data-path validation 0.76 s (0.25
+  s without the profiler), CRC-32C of the 189 MB of manifests 0.41 s, the collector's pass after
+  decoding 0.36 s, folding entries by path (set semantics) 0.55 s, grouping files per partition
+  and bucket 0.76 s and packing 50,002 splits 0.58 s. Peak RSS 1.34 GB: the decoded entries cost
+  about 1.2 KB each (RSS grew from 91 MB to 1,296 MB while they were read: a `ManifestEntry`,
+  its `DataFileMeta`, the partition and three statistics tuples, four strings), and the
+  process-wide metadata cache (bounded at 2 M entries) keeps all of them. 500 MB at a million
+  files needs a columnar in-memory form (Arrow arrays of paths, sizes and statistics decoded
+  from columnar manifests, splits as slices of them): a redesign of the planning path, not done
+  here.
 - **Idle poll** (met: 3.3 µs at every size; delta-rs `update_incremental()` 1.2 ms at 10,000
   files, 9.6 ms at 100,000): the reader probes for the next snapshot file; nothing grows with
   the table.
-- **Expiration of 10,000 snapshots** (met: 7.0 s at 1 M files, 5.0 s at 100 k). Per expired
-  snapshot: the snapshot file, its two manifest lists (about 55 entries each, to know which
-  manifests no retained snapshot references) and four file deletions (snapshot, two lists,
-  delta manifest): about 0.7 ms. Fixed on the way: each expired snapshot was read twice (the
-  snapshot cache holds the newest 1,024), and the delta manifest of every expired append was
-  read to look for deleted files that its list entry already says it has none of (test:
-  each snapshot read once, no manifest read; both parts fail on the old code); cProfile at
-  100 k files: 7.2 s before, of which these were 1.7 s and 1.4 s.
-- **Orphan removal by listing** (1,000,010 files: 31 s; delta-rs `vacuum` is 7x faster at
-  100,000 files). Phases at 1 M: listing the tree into 1.3 M candidates (data files and
-  303,466 metadata files) 10 s and +490 MB; the live set 23 s: every retained snapshot's file,
-  both its manifest lists and its delta manifest (300,000 metadata reads, 5.5 M list entries
-  decoded), and the sets of 1 M data paths and 303,466 metadata names. Peak RSS was 2.2 GB
-  because every list and delta read stayed in the process-wide caches (about 1.5 GB); orphan
-  removal now reads them without caching (test: the caches hold nothing afterwards). What
-  remains is O(files) by design: all candidates and all referenced paths in memory at once.
-  Bounded memory needs the walk and the comparison per partition directory (live paths
-  grouped by partition from the manifests' partition ranges), and the per-snapshot list reads
-  could follow the manifest lists' deltas instead (a manifest is referenced by a contiguous
-  range of snapshots).
+- **Expiration of 10,000 snapshots** (run 1: 7.0 s at 1 M files, 5.0 s at 100 k; run 2 under
+  heavy contention 18.0 and 24.0 s). Per expired snapshot: the snapshot file, its two manifest
+  lists (about 55 entries each, to know which manifests no retained snapshot references) and
+  four file deletions (snapshot, two lists, delta manifest): about 0.7 ms. Fixed on the way:
+  each expired snapshot was read twice (the snapshot cache holds the newest 1,024), and the
+  delta manifest of every expired append was read to look for deleted files that its list entry
+  already says it has none of (test: each snapshot read once, no manifest read; both parts fail
+  on the old code); cProfile at 100 k files: 7.2 s before, of which these were 1.7 s and 1.4 s.
+- **Orphan removal by listing** (1,000,010 files: 31-37 s; delta-rs `vacuum` is 5-8x faster at
+  100,000 files; peak 861 MB at 1 M files, the "bounded" target read here as the full plan's 500
+  MB). Phases at 1 M: listing the tree into 1.3 M candidates (data files and 303,466 metadata
+  files) 10 s and +490 MB; the live set 23 s: every retained snapshot's file, both its manifest
+  lists and its delta manifest (300,000 metadata reads, 5.5 M list entries decoded), and the
+  sets of 1 M data paths and 303,466 metadata names. Peak RSS was 2.2 GB because every list and
+  delta read stayed in the process-wide caches (about 1.5 GB); orphan removal now reads them
+  without caching (test: the caches hold nothing afterwards). What remains is O(files) by
+  design: all candidates and all referenced paths in memory at once. Bounded memory needs the
+  walk and the comparison per partition directory (live paths grouped by partition from the
+  manifests' partition ranges), and the per-snapshot list reads could follow the manifest lists'
+  deltas instead (a manifest is referenced by a contiguous range of snapshots).
 """
 
 
