@@ -11,7 +11,7 @@ the same shapes as delta-rs transaction logs (``benchmarks.delta_scale``) up to
 * **partition-filtered plan, cold**: ``open_table`` + ``scan(filter=day = D).plan()`` of a
   partition in the middle of the history, after emptying the process's metadata caches
   (nothing of the table decoded), ``scale_rounds`` + 2 times; the slowest counts. delta-rs:
-  ``DeltaTable(uri).file_uris(partition_filters=...)``.
+  ``DeltaTable(uri).file_uris(file_pruning_predicate=...)``.
 * **full plan, cold**: ``open_table`` + ``scan().plan()`` in a fresh process
   (``benchmarks.scale_probe``) with its peak RSS (the whole process), ``scale_rounds`` times;
   the slowest and the largest count. delta-rs: ``DeltaTable(uri).file_uris()`` likewise.
@@ -275,7 +275,7 @@ def _delta_filtered_plan(uri: str, shape: Shape, reps: int, expected: int) -> di
     samples = []
     for _ in range(reps):
         ms, files = _timed_ms(
-            lambda: DeltaTable(uri).file_uris(partition_filters=[("day", "=", day)])
+            lambda: DeltaTable(uri).file_uris(file_pruning_predicate=[("day", "=", day)])
         )
         assert isinstance(files, list)
         if len(files) != expected:

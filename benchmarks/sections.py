@@ -571,11 +571,12 @@ after 5 untimed; the worst round's p99 (delta-rs: `write_deltalake` of the same 
 one loaded `DeltaTable`, which writes its file too; 3 rounds of 20). Partition-filtered plan:
 `open_table` + `scan(filter=[("day", "=", d)]).plan()` of a partition in the middle of the
 history, the process's metadata caches emptied first; slowest of 5 (delta-rs:
-`DeltaTable(uri).file_uris(partition_filters=...)`). Full plan: `open_table` + `scan().plan()`
-in a fresh process, with the process's peak RSS (Linux `VmHWM`, imports included); slowest and
-largest of 3 (delta-rs: `DeltaTable(uri).file_uris()`). Idle poll: median of 200 `poll()` of a
-stream at the latest snapshot, worst of 3 rounds (delta-rs: `update_incremental()`). Orphan
-removal: every data file created on disk, empty, plus 10 unreferenced ones, then
+`DeltaTable(uri).file_uris(file_pruning_predicate=...)`; the runs below passed the same filter
+as the deprecated `partition_filters`). Full plan: `open_table` + `scan().plan()` in a fresh
+process, with the process's peak RSS (Linux `VmHWM`, imports included); slowest and largest of 3
+(delta-rs: `DeltaTable(uri).file_uris()`). Idle poll: median of 200 `poll()` of a stream at the
+latest snapshot, worst of 3 rounds (delta-rs: `update_incremental()`). Orphan removal: every
+data file created on disk, empty, plus 10 unreferenced ones, then
 `remove_orphan_files(dry_run=True)` in a fresh process, which must find exactly the 10
 (delta-rs: `vacuum(dry_run=True, retention_hours=0)` over its own copy of the files).
 Expiration: `expire_snapshots` of the oldest 10,000 snapshots (all but 10 where fewer), 3 times
