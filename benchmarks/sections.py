@@ -186,14 +186,16 @@ def _figures(plots: Sequence[Plot], group: str) -> str:
 #: What bounds each million-file measure (profiles: cProfile and phase timings of the
 #: operation on the built tables, on this machine), written after looking at the figures.
 MILLION_WHERE = """\
-- **Two runs, neither on a quiet host** (2026-11-26, while the test suite ran on the same 2
-  CPUs): run 1 took 617 s with CPU stall 28 %, run 2 (the table above) 808 s with CPU stall 73
-  %. At 1 M files, run 1 / run 2: commit p99 5.5 / 11.6 ms, filtered plan 106 / 144 ms, full
-  plan 3.45 / 4.82 s (peak 1,342 MB both), idle poll 3.3 / 3.5 µs, expiring 10,000 snapshots 7.0
-  / 18.0 s (5.0 / 24.0 s at 100 k files), orphan removal 31 / 37 s (peak 2,220 / 861 MB: the
-  cache fix below landed in between). The run-2 misses of commit p99 and expiration come with
-  the contention (run 1 met both); by the rule "the worst run counts" they stay misses until a
-  quiet-host run.
+- **Three runs, none on a quiet host** (2026-11-26, while the test suite ran on the same 2
+  CPUs): `make bench-scale` took 617, 808 and 602 s (CPU stall 28, 73 and 40 %); the table above
+  is run 3. At 1 M files, runs 1 / 2 / 3: commit p99 5.5 / 11.6 / 4.7 ms, filtered plan 106 /
+  144 / 117 ms, full plan 3.45 / 4.82 / 3.65 s (peak 1,342 MB each), idle poll 3.3 / 3.5 / 3.3
+  µs, expiring 10,000 snapshots 7.0 / 18.0 / 7.2 s (5.0 / 24.0 / 6.7 s at 100 k files), orphan
+  removal 31 / 37 / 31 s (peak 2,220 / 861 / 861 MB: the cache fix below landed after run 1).
+  Run 2's misses of commit p99 and expiration came with 73 % CPU stall; run 3's misses at 10,000
+  files (commit p99 15.3 ms, filtered plan 69 ms; 3.5 and 24 ms in run 1) ran while a previous 1
+  M-file table (1.2 M files) was being deleted on the same disk. By the rule "the worst run
+  counts" those stay misses until a quiet-host run.
 - **Building** (a million files, 100,000 commits of 10 files through `TableCommit`, fsync off):
   133-192 s, about 1.5 ms a commit, most of it the committer's own work (delta manifest, both
   manifest lists, snapshot) and the tiered merges. The first attempt ran into a product bug:
@@ -204,12 +206,13 @@ MILLION_WHERE = """\
   the run was stopped). Manifests are now rolled at their exact encoded size
   (`codec.packed_size`), so a rolled manifest reaches the target and leaves the tiers (test: 150
   commits of 20 files wrote 48x the live manifest bytes, now under 6x).
-- **Commit p99** (met at every size in run 1, 5.5 ms at 1 M; 9.6-17.7 ms in run 2): the commit
-  reads the latest snapshot and manifest list (cached), writes a one-entry manifest, two lists
-  of about 55 entries and the snapshot, and fsyncs them. What grows with the table is the tiered
-  manifest merging: the commit that fills a tier merges its 30 manifests (at a million files,
-  tier 2 holds manifests of 0.5 to 8 MB), so a rare commit rewrites megabytes; the 300 timed
-  commits per size need not meet one. Not measured yet: the slowest commit over a whole build.
+- **Commit p99** (met at every size in run 1; at 1 M files 4.7-11.6 ms over the three runs): the
+  commit reads the latest snapshot and manifest list (cached), writes a one-entry manifest, two
+  lists of about 55 entries and the snapshot, and fsyncs them. What grows with the table is the
+  tiered manifest merging: the commit that fills a tier merges its 30 manifests (at a million
+  files, tier 2 holds manifests of 0.5 to 8 MB), so a rare commit rewrites megabytes; the 300
+  timed commits per size need not meet one. Not measured yet: the slowest commit over a whole
+  build.
 - **Partition-filtered plan, cold** (missed at 1 M: 106-144 ms, 16 ms warm). The manifest list's
   partition ranges skip 53 of the 54 manifests, but the one holding the day is an 8.4 MB
   manifest of 44,418 entries over 445 partitions, read whole for its 100 files. Its cost
@@ -235,14 +238,15 @@ MILLION_WHERE = """\
 - **Idle poll** (met: 3.3 µs at every size; delta-rs `update_incremental()` 1.2 ms at 10,000
   files, 9.6 ms at 100,000): the reader probes for the next snapshot file; nothing grows with
   the table.
-- **Expiration of 10,000 snapshots** (run 1: 7.0 s at 1 M files, 5.0 s at 100 k; run 2 under
-  heavy contention 18.0 and 24.0 s). Per expired snapshot: the snapshot file, its two manifest
-  lists (about 55 entries each, to know which manifests no retained snapshot references) and
-  four file deletions (snapshot, two lists, delta manifest): about 0.7 ms. Fixed on the way:
-  each expired snapshot was read twice (the snapshot cache holds the newest 1,024), and the
-  delta manifest of every expired append was read to look for deleted files that its list entry
-  already says it has none of (test: each snapshot read once, no manifest read; both parts fail
-  on the old code); cProfile at 100 k files: 7.2 s before, of which these were 1.7 s and 1.4 s.
+- **Expiration of 10,000 snapshots** (runs 1 and 3: 7.0 and 7.2 s at 1 M files, 5.0 and 6.7 s at
+  100 k; run 2, under heavy contention, 18.0 and 24.0 s). Per expired snapshot: the snapshot
+  file, its two manifest lists (about 55 entries each, to know which manifests no retained
+  snapshot references) and four file deletions (snapshot, two lists, delta manifest): about 0.7
+  ms. Fixed on the way: each expired snapshot was read twice (the snapshot cache holds the
+  newest 1,024), and the delta manifest of every expired append was read to look for deleted
+  files that its list entry already says it has none of (test: each snapshot read once, no
+  manifest read; both parts fail on the old code); cProfile at 100 k files: 7.2 s before, of
+  which these were 1.7 s and 1.4 s.
 - **Orphan removal by listing** (1,000,010 files: 31-37 s; delta-rs `vacuum` is 5-8x faster at
   100,000 files; peak 861 MB at 1 M files, the "bounded" target read here as the full plan's 500
   MB). Phases at 1 M: listing the tree into 1.3 M candidates (data files and 303,466 metadata
