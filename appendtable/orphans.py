@@ -293,8 +293,9 @@ def live_files(state: TableState) -> tuple[set[str], set[str]]:
             whole = snapshot_id - previous != 1  # pragma: no mutate
             try:
                 snapshot = snapshots.get(snapshot_id)
-                listed = manifests.all_manifests(snapshot)
-                entries = files_referenced_by(manifests, snapshot, first=whole)
+                # one pass over the whole history: nothing of it is kept in the caches
+                listed = manifests.all_manifests(snapshot, cache=False)
+                entries = files_referenced_by(manifests, snapshot, first=whole, cache=False)
             except (SnapshotNotFoundError, ObjectNotFoundError):
                 if snapshots.on_storage(snapshot_id):
                     raise  # a retained snapshot whose metadata is gone: damage

@@ -95,13 +95,22 @@ def plan_entries(
             for clause in row_filter.clauses
         )
 
+    # A table has far fewer partitions than files: decide each partition once per plan.
+    partition_ok: dict[tuple[StatValue, ...], bool] = {}
+
     def entry_ok(entry: ManifestEntry) -> bool:
         if wanted is not None and entry.bucket not in wanted:
             return False
         if row_filter is None:
             return True
+        partition = entry.partition
+        matches = partition_ok.get(partition)
+        if matches is None:
+            matches = partition_ok[partition] = row_filter.matches_partition(keys, partition)
+        if not matches:
+            return False
         layout = projection.layout(entry.file.schema_id)
-        return row_filter.matches_partition(keys, entry.partition) and row_filter.may_match_file(
+        return row_filter.may_match_file(
             entry.file, layout.stats_positions, truncate, layout.field_ids
         )
 

@@ -25,6 +25,7 @@ from benchmarks.harness import Case, Result, Timing, cycle_setup, measure, sync_
 from benchmarks.integrity import bench_integrity
 from benchmarks.interop import bench_iceberg
 from benchmarks.memory import bench_memory
+from benchmarks.million import bench_million
 from benchmarks.peers import bench_peers
 from benchmarks.rows import limit_row, speed_row
 from benchmarks.scaling import bench_scaling
@@ -41,7 +42,7 @@ from benchmarks.workspace import (
     write_plain,
 )
 
-__all__ = ["BENCHMARKS"]
+__all__ = ["BENCHMARKS", "OPT_IN"]
 
 Benchmark = Callable[[Workspace], list[Result]]
 
@@ -567,4 +568,8 @@ BENCHMARKS: dict[str, Benchmark] = {
     "peers": bench_peers,
     "tailing": bench_tailing,
     "spark": bench_spark,
+    "million": bench_million,
 }
+#: Benchmarks that run only when named (``--only``): the million-file tables take about ten
+#: minutes (``make bench-scale``).
+OPT_IN = frozenset({"million"})

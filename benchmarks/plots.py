@@ -25,10 +25,12 @@ SYSTEM_STYLE: Mapping[str, tuple[str, str]] = {
 
 @dataclass(frozen=True)
 class Plot:
-    """One PNG, relative to the README, and what it shows."""
+    """One PNG, relative to the README, what it shows, and the benchmark group (README
+    section) it belongs to."""
 
     path: str
     caption: str
+    group: str = "scaling"
 
 
 def _details(results: Sequence[Result], group: str, key: str) -> Any:
@@ -257,12 +259,72 @@ def _compaction_plot(results: Sequence[Result], directory: Path) -> Plot | None:
     )
 
 
+#: The panels of the million-file plot: (title, unit, value path in a series point, target).
+MILLION_PANELS: tuple[tuple[str, str, tuple[str, ...], float | None], ...] = (
+    ("commit p99 (one-file commit)", "ms", ("commit", "p99_ms"), 10.0),
+    ("plan, partition filter, cold", "ms", ("filtered_plan", "ms"), 50.0),
+    ("full plan, cold (fresh process)", "ms", ("full_plan", "ms"), 3000.0),
+    ("full plan: peak RSS", "MB", ("full_plan", "peak_mb"), 500.0),
+    ("idle stream poll", "ms", ("poll", "ms"), 1.0),
+    ("orphan removal (dry run, listing)", "ms", ("orphans", "ms"), None),
+    ("orphan removal: peak RSS", "MB", ("orphans", "peak_mb"), 500.0),
+    ("expire 10,000 snapshots (fewer below 1 M files)", "ms", ("expire", "ms"), 10_000.0),
+    ("building the table (metadata only)", "s", ("build_s",), None),
+)
+
+
+def _series_value(point: Mapping[str, Any] | None, keys: Sequence[str]) -> float | None:
+    value: Any = point
+    for key in keys:
+        if not isinstance(value, Mapping) or key not in value:
+            return None
+        value = value[key]
+    return float(value)
+
+
+def _million_plot(results: Sequence[Result], directory: Path) -> Plot | None:
+    series = _details(results, "million", "million_series")
+    if not series:
+        return None
+    figure = Figure(figsize=(13, 10), dpi=90)
+    panels = figure.subplots(3, 3)
+    for axes, (title, unit, keys, target) in zip(panels.flat, MILLION_PANELS, strict=True):
+        axes.set_title(title, fontsize=10)
+        axes.set_xlabel("live data files", fontsize=8)
+        axes.set_ylabel(unit, fontsize=8)
+        axes.grid(True, which="both", alpha=0.3)
+        for system, marker, colour, label in (
+            ("appendtable", "o-", "navy", "appendtable"),
+            ("deltalake", "s--", SYSTEM_STYLE["deltalake"][0], "delta-rs"),
+        ):
+            pairs = [
+                (point["files"], value)
+                for point in series
+                if (value := _series_value(point.get(system), keys)) is not None
+            ]
+            if pairs:
+                xs, ys = zip(*pairs, strict=True)
+                axes.plot(xs, ys, marker, color=colour, label=label)
+        if target is not None:
+            axes.axhline(target, linestyle=":", color="red", alpha=0.6, label="target")
+        axes.set_xscale("log")
+        axes.set_yscale("log")
+        axes.legend(fontsize=7)
+    return Plot(
+        _save(figure, directory, "million_files.png"),
+        "The million-file tables: each measure against the number of live data files (100 "
+        "files a partition, 10 a snapshot), appendtable and delta-rs (built up to 100,000 "
+        "files), with the target (dotted red).",
+    )
+
+
 PLOTTERS: Sequence[Callable[[Sequence[Result], Path], Plot | None]] = (
     partial(_history_plot, COMMIT_PLOT),
     partial(_history_plot, PLANNING_PLOT),
     _poll_plot,
     _grid_plot,
     _compaction_plot,
+    _million_plot,
 )
 
 

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 
 import appendtable as at
 
-__all__ = ["CASES", "main"]
+__all__ = ["CASES", "main", "peak_mb", "reset_peak", "rss_mb"]
 
 BUCKETED = {"bucket": 8, "bucket-key": "key"}
 #: The many-writers case: 1,600 (partition, bucket) groups, the default
@@ -61,13 +61,13 @@ CASES: Mapping[str, Callable[[pa.Table, str], None]] = {
 }
 
 
-def _rss_mb() -> float:
+def rss_mb() -> float:
     with open("/proc/self/statm", encoding="ascii") as handle:
         pages = int(handle.read().split()[1])
     return pages * os.sysconf("SC_PAGE_SIZE") / 1e6
 
 
-def _reset_peak() -> bool:
+def reset_peak() -> bool:
     try:
         with open("/proc/self/clear_refs", "w", encoding="ascii") as handle:
             handle.write("5")
@@ -76,7 +76,18 @@ def _reset_peak() -> bool:
     return True
 
 
-def _peak_mb() -> float:
+def peak_mb() -> float:
+    """The peak resident set size (MB) since the last ``reset_peak``: Linux's ``VmHWM``.
+    (``ru_maxrss`` is no substitute: it also counts the parent's resident set at the fork
+    that started this process, so a probe started from a large benchmark process reports the
+    parent's size.)"""
+    try:
+        with open("/proc/self/status", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024 / 1e6
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3  # KiB on Linux
 
 
@@ -87,8 +98,8 @@ def main(argv: list[str]) -> int:
     # Hand the reader's freed buffers back to the OS: otherwise the allocator keeps them and
     # the write reuses them unseen, so "above the loaded data" would understate the write.
     pa.default_memory_pool().release_unused()
-    reset = _reset_peak()
-    loaded = _rss_mb()
+    reset = reset_peak()
+    loaded = rss_mb()
     CASES[case](data, workdir)
     print(
         json.dumps(
@@ -97,7 +108,7 @@ def main(argv: list[str]) -> int:
                 "rows": data.num_rows,
                 "data_mb": data.nbytes / 1e6,
                 "loaded_rss_mb": loaded,
-                "peak_rss_mb": _peak_mb(),
+                "peak_rss_mb": peak_mb(),
                 "peak_reset": reset,
             }
         )

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.cases import BENCHMARKS
+from benchmarks.cases import BENCHMARKS, OPT_IN
 from benchmarks.harness import Result, cpu_stall_seconds, cpu_times
 from benchmarks.plots import draw_plots
 from benchmarks.report import (
@@ -28,7 +28,11 @@ def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="~1/10 sizes (a smoke test)")
     parser.add_argument(
-        "--only", nargs="+", choices=sorted(BENCHMARKS), metavar="NAME", help="benchmarks to run"
+        "--only",
+        nargs="+",
+        choices=sorted(BENCHMARKS),
+        metavar="NAME",
+        help=f"benchmarks to run (default: all but {', '.join(sorted(OPT_IN))})",
     )
     parser.add_argument("--tmp", default=None, help="parent of the temporary work directory")
     parser.add_argument(
@@ -88,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"wrote {args.out / 'README.md'} from {args.out / 'results.json'}", flush=True)
         return 0
     config = QUICK if args.quick else FULL
-    names = args.only or list(BENCHMARKS)
+    names = args.only or [name for name in BENCHMARKS if name not in OPT_IN]
     results: list[Result] = []
     started = time.perf_counter()
     with Workspace(config, args.tmp) as workspace:
@@ -101,8 +105,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             results.extend(rows)
         meta["conditions"] = conditions
     meta["total_seconds"] = round(time.perf_counter() - started, 1)
-    if args.only:
-        results = merge_previous(args.out / "results.json", meta, results)
+    # the rows of benchmarks that did not run (not named, or opt-in) are kept from before
+    results = merge_previous(args.out / "results.json", meta, results)
     order = list(BENCHMARKS)
     results.sort(key=lambda result: order.index(result.group))
     args.out.mkdir(parents=True, exist_ok=True)

@@ -77,6 +77,13 @@ class Config:
     index_files: int = 100  # one-append files of the file-index lookups
     delete_appends: int = 10  # appends building each table of the delete benchmark
     tailing_seconds: float = 6.0  # how long the writer of the tailing benchmark appends
+    # The million-file tables (group "million", run only when named: ``make bench-scale``):
+    scale_files: tuple[int, ...] = (10_000, 100_000, 1_000_000)  # live files of each table
+    scale_commits: int = 100  # one-file commits timed per round
+    scale_delta_commits: int = 20  # the same for delta-rs (0.1-0.4 s each at 10-100 k files)
+    scale_rounds: int = 3  # rounds (repetitions) of each measurement where cheap
+    scale_touch_max: int = 1_000_000  # largest table whose data files are created (empty)
+    scale_delta_max: int = 100_000  # largest table also built as a delta-rs log
 
 
 FULL = Config(
@@ -139,6 +146,7 @@ QUICK = Config(
     grid_partitions=(1, 8, 32),
     grid_buckets=(1, 4, 16),
     compaction_points=(50, 150, 300),
+    scale_files=(1_000, 10_000, 100_000),
 )
 
 #: The smallest sizes that still run every code path of every benchmark (tests run them all, so
@@ -184,6 +192,10 @@ SMOKE = Config(
     index_files=4,
     delete_appends=2,
     tailing_seconds=0.2,
+    scale_files=(100, 1_000),
+    scale_commits=2,
+    scale_delta_commits=2,
+    scale_rounds=1,
 )
 
 

@@ -25,6 +25,7 @@ _MARKS = {
     "peers": [pytest.mark.slow],
     "integrity": [pytest.mark.slow],
     "memory": [pytest.mark.slow],
+    "million": [pytest.mark.slow],  # 12 probe subprocesses and two delta-rs tables
 }
 
 #: The session fixtures each case borrows, by ``Servers`` field.

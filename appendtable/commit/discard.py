@@ -65,14 +65,14 @@ class DiscardResult:
 
 
 def files_referenced_by(
-    manifests: ManifestStore, snapshot: Snapshot, *, first: bool
+    manifests: ManifestStore, snapshot: Snapshot, *, first: bool, cache: bool = True
 ) -> list[ManifestEntry]:
     """The entries of the data files ``snapshot`` references beyond its retained parents: all
     it holds when it is the ``first`` (earliest) retained one or a rollback (which re-adds
-    files), else the files it added."""
+    files), else the files it added (read without caching them with ``cache=False``)."""
     if first or ROLLBACK_PROPERTY in snapshot.properties:
-        return manifests.live_files(snapshot)
-    return [e for e in manifests.delta_entries(snapshot) if e.kind == FileKind.ADD]
+        return manifests.live_files(snapshot, cache=cache)
+    return [e for e in manifests.delta_entries(snapshot, cache=cache) if e.kind == FileKind.ADD]
 
 
 def referenced_files(

@@ -93,25 +93,26 @@ def plan_expiration(
     kept = snapshots.get(end)
     kept_metadata = _metadata_of(kept, manifests)
     expired_metadata: set[str] = set()
+    # Each snapshot is read once (the store caches only the newest few: a run expiring
+    # thousands would read every file twice).
+    expired: dict[int, Snapshot] = {}
     for snapshot_id in range(begin, end):
         try:
             snapshot = snapshots.get(snapshot_id)
         except SnapshotNotFoundError:
             continue  # another expiration (or one that crashed) deleted it already
         plan.snapshot_ids.append(snapshot_id)
+        expired[snapshot_id] = snapshot
         expired_metadata |= _metadata_of(snapshot, manifests)
     removed: set[str] = set()
     # Whether a rollback is in (begin, end]. Taking the kept snapshot's live files out of the
     # deletions is never wrong, only slower, so mutations that only widen this are equivalent.
     rolled_back = False  # pragma: no mutate
     for snapshot_id in range(begin + 1, end + 1):
-        if snapshot_id == end:
-            snapshot = kept
-        else:
-            try:
-                snapshot = snapshots.get(snapshot_id)
-            except SnapshotNotFoundError:
-                continue  # its deletions are not known: those files are left to orphan removal
+        found = kept if snapshot_id == end else expired.get(snapshot_id)
+        if found is None:
+            continue  # its deletions are not known: those files are left to orphan removal
+        snapshot = found
         rolled_back = rolled_back or (
             snapshot.last_rollback == snapshot_id  # pragma: no mutate (see ``rolled_back``)
         )
@@ -132,7 +133,10 @@ def plan_expiration(
 def _deleted_by(manifests: ManifestStore, snapshot: Snapshot) -> set[str]:
     """The data files ``snapshot`` itself removed (DELETE entries of its delta), less those
     it re-added with a new deletion vector (the path stays live)."""
-    entries = manifests.delta_entries(snapshot)
+    delta = manifests.read_list(snapshot.delta_manifest_list)
+    if not any(m.num_deleted for m in delta):
+        return set()  # (an append) nothing to read: its manifests add files only
+    entries = manifests.entries(delta)
     readded = {e.file.path for e in entries if e.kind == FileKind.ADD}
     return {e.file.path for e in entries if e.kind == FileKind.DELETE} - readded
 

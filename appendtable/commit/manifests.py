@@ -129,19 +129,22 @@ class ManifestStore:
     # ---- manifests --------------------------------------------------------------------------
 
     def write_manifests(self, entries: Sequence[ManifestEntry]) -> list[ManifestFileMeta]:
-        """Write entries as one or more manifests, rolled near the target size."""
+        """Write entries as one or more manifests, each rolled once it reaches the target
+        size (so every one but the last is at least the target: no merge candidate)."""
         if not entries:
             return []
         written = []
         batch: list[ManifestEntry] = []
-        encoded_estimate = 0
+        encoded = 0
         for entry in entries:
             batch.append(entry)
-            file = entry.file
-            encoded_estimate += 160 + 24 * (len(file.min_values) + len(file.nested_stats))
-            if encoded_estimate >= self._target_size:
+            # Exact sizes, not an estimate: a manifest rolled here must reach the target, or
+            # it stays a merge candidate, and merging such manifests only re-rolls them into
+            # as many again (every commit would rewrite them all).
+            encoded += codec.packed_size(entry)
+            if encoded >= self._target_size:
                 written.append(self._write_manifest(batch))
-                batch, encoded_estimate = [], 0
+                batch, encoded = [], 0
         if batch:
             written.append(self._write_manifest(batch))
         return written
@@ -168,18 +171,24 @@ class ManifestStore:
             max_seq=max(e.file.max_seq for e in entries),
         )
 
-    def read_manifest(self, name: str) -> list[ManifestEntry]:
+    def read_manifest(self, name: str, *, cache: bool = True) -> list[ManifestEntry]:
         """The entries of manifest ``name`` (CorruptMetadataError for a name or a data file
-        path outside the table, see ``commit.validation``)."""
+        path outside the table, see ``commit.validation``). ``cache=False``: not remembered
+        (a pass over every manifest of a long history, such as orphan removal's, would
+        otherwise fill the process-wide cache with all of them)."""
         return self._read_cached(
-            _MANIFESTS, name, lambda data, uri: _decode_manifest(data, uri).entries
+            _MANIFESTS, name, lambda data, uri: _decode_manifest(data, uri).entries, cache
         )
 
     def _read_cached(
-        self, cache: MetadataCache[list[_T]], name: str, decode: Callable[[bytes, str], list[_T]]
+        self,
+        cache: MetadataCache[list[_T]],
+        name: str,
+        decode: Callable[[bytes, str], list[_T]],
+        remember: bool = True,
     ) -> list[_T]:
         """The decoded metadata file ``name`` (immutable): from the process-wide ``cache``, or
-        read, decoded and remembered there."""
+        read, decoded and (with ``remember``) remembered there."""
         key = self._key(name)
         cached = cache.get(key)
         if cached is not None:
@@ -193,7 +202,8 @@ class ManifestStore:
             )
         path = layout.manifest_path(name)
         decoded = decode(self._storage.read(path), self._storage.uri(path))
-        cache.put(key, decoded, len(decoded))
+        if remember:
+            cache.put(key, decoded, len(decoded))
         return decoded
 
     # ---- manifest lists ---------------------------------------------------------------------
@@ -205,14 +215,14 @@ class ManifestStore:
         _LISTS.put(self._key(name), list(manifests), len(manifests))
         return name
 
-    def read_list(self, name: str) -> list[ManifestFileMeta]:
-        return self._read_cached(_LISTS, name, _decode_list)
+    def read_list(self, name: str, *, cache: bool = True) -> list[ManifestFileMeta]:
+        return self._read_cached(_LISTS, name, _decode_list, cache)
 
-    def all_manifests(self, snapshot: Snapshot) -> list[ManifestFileMeta]:
+    def all_manifests(self, snapshot: Snapshot, *, cache: bool = True) -> list[ManifestFileMeta]:
         """Base then delta manifests of a snapshot: together, all of its files. A manifest in
         both lists is damage (CorruptMetadataError naming the delta list)."""
-        base = self.read_list(snapshot.base_manifest_list)
-        delta = self.read_list(snapshot.delta_manifest_list)
+        base = self.read_list(snapshot.base_manifest_list, cache=cache)
+        delta = self.read_list(snapshot.delta_manifest_list, cache=cache)
         if base and delta:
             names = {m.file_name for m in base}
             twice = next((m.file_name for m in delta if m.file_name in names), None)
@@ -231,12 +241,14 @@ class ManifestStore:
         self,
         manifests: Iterable[ManifestFileMeta],
         manifest_filter: ManifestFilter | None = None,
+        *,
+        cache: bool = True,
     ) -> list[ManifestEntry]:
         """All entries of the manifests that pass ``manifest_filter``, in list order."""
         collected: list[ManifestEntry] = []
         for manifest in manifests:
             if manifest_filter is None or manifest_filter(manifest):
-                collected.extend(self.read_manifest(manifest.file_name))
+                collected.extend(self.read_manifest(manifest.file_name, cache=cache))
         return collected
 
     def live_files(
@@ -244,22 +256,27 @@ class ManifestStore:
         snapshot: Snapshot,
         manifest_filter: ManifestFilter | None = None,
         entry_filter: EntryFilter | None = None,
+        *,
+        cache: bool = True,
     ) -> list[ManifestEntry]:
         """The ADD entries live in ``snapshot`` (optionally pruned), in manifest order."""
         manifests = [
-            m for m in self.all_manifests(snapshot) if manifest_filter is None or manifest_filter(m)
+            m
+            for m in self.all_manifests(snapshot, cache=cache)
+            if manifest_filter is None or manifest_filter(m)
         ]
+        read = self.entries(manifests, cache=cache)
         if any(m.num_deleted for m in manifests):
-            entries: Iterable[ManifestEntry] = fold_live(self.entries(manifests)).values()
+            entries: Iterable[ManifestEntry] = fold_live(read).values()
         else:  # add-only manifests (the usual case): nothing to cancel, a path counts once
-            entries = {e.file.path: e for e in self.entries(manifests)}.values()
+            entries = {e.file.path: e for e in read}.values()
         if entry_filter is None:
             return list(entries)
         return [entry for entry in entries if entry_filter(entry)]
 
-    def delta_entries(self, snapshot: Snapshot) -> list[ManifestEntry]:
+    def delta_entries(self, snapshot: Snapshot, *, cache: bool = True) -> list[ManifestEntry]:
         """The entries this snapshot itself added or deleted."""
-        return self.entries(self.read_list(snapshot.delta_manifest_list))
+        return self.entries(self.read_list(snapshot.delta_manifest_list, cache=cache), cache=cache)
 
     # ---- merging ----------------------------------------------------------------------------
 

@@ -33,7 +33,16 @@ import msgspec
 
 from appendtable.errors import CorruptMetadataError, UnsupportedFormatVersionError
 
-__all__ = ["FORMAT_VERSION", "HEADER_SIZE", "MAGIC", "Kind", "crc32c", "decode", "encode"]
+__all__ = [
+    "FORMAT_VERSION",
+    "HEADER_SIZE",
+    "MAGIC",
+    "Kind",
+    "crc32c",
+    "decode",
+    "encode",
+    "packed_size",
+]
 
 T = TypeVar("T")
 
@@ -98,6 +107,12 @@ _decoders_lock = threading.Lock()
 _gc_lock = threading.Lock()
 _gc_pausers = 0
 _gc_was_enabled = True
+
+
+def packed_size(obj: msgspec.Struct) -> int:
+    """The bytes ``obj`` takes inside a MessagePack metadata file (an element of a list,
+    such as a manifest entry, takes exactly this much of its file)."""
+    return len(_msgpack_encoder.encode(obj))
 
 
 def encode(obj: msgspec.Struct, kind: Kind) -> bytes:

@@ -87,7 +87,7 @@ def test_unreadable_snapshots_keep_every_file(
         writer.write(events(10, 10))
         stray = [f.path for m in writer.prepare_commit() for f in m.new_files]
 
-    def broken(self: ManifestStore, name: str) -> Any:
+    def broken(self: ManifestStore, name: str, *, cache: bool = True) -> Any:
         raise StorageError("injected: the store is unreachable")
 
     monkeypatch.setattr(ManifestStore, "read_list", broken)

@@ -5,11 +5,14 @@ from __future__ import annotations
 import datetime as dt
 import operator
 import random
+from collections.abc import Sequence
 
 import pyarrow as pa
 import pytest
 
 import appendtable as at
+from appendtable.metadata.models import PartitionValues
+from appendtable.planning.filters import Filter
 from tests.helpers.data import EVENTS, events
 
 
@@ -30,6 +33,34 @@ def test_partition_pruning(uri: str) -> None:
     # OR of two clauses keeps both partitions
     either = table.scan(filter=[[("day", "=", dt.date(2024, 1, 1))], [("day", "=", "2024-01-03")]])
     assert _files_planned(either) == 8
+
+
+def test_a_partition_filter_is_decided_once_per_partition_not_per_file(
+    tmp_path: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Planning cost with many files per partition (benchmarks "million"): a manifest merged
+    over many partitions is read whole, and deciding the filter per file was most of a
+    filtered plan. The plan must stay exact."""
+    table = at.create_table(
+        str(tmp_path) + "/t", EVENTS, partition_by=["day"], options={"write-only": True}
+    )
+    for i in range(8):
+        table.append(events(i * 300, 300, days=3))  # a file in each of 3 partitions
+    decided: list[PartitionValues] = []
+    original = Filter.matches_partition
+
+    def counted(self: Filter, keys: Sequence[str], values: PartitionValues) -> bool:
+        decided.append(values)
+        return original(self, keys, values)
+
+    monkeypatch.setattr(Filter, "matches_partition", counted)
+    day = dt.date(2024, 1, 2)
+    scan = at.open_table(table.uri).scan(filter=[("day", "=", day)])
+    assert _files_planned(scan) == 8
+    assert sorted(scan.to_arrow().column("seq").to_pylist()) == sorted(
+        r["seq"] for r in table.scan().to_arrow().to_pylist() if r["day"] == day
+    )
+    assert len(decided) == len(set(decided)) == 3  # not 24 (one per file)
 
 
 def test_statistics_pruning(uri: str) -> None:
