@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import collections
 import datetime as dt
+import os
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -109,5 +111,7 @@ def test_touch_files_creates_every_data_file_where_the_table_says(tmp_path: Path
     # listed, every file is referenced: only a file no snapshot names is an orphan
     stray = f"{partition_dir(1)}/data-{'f' * 32}-0.parquet"
     (tmp_path / "t" / stray).touch()
+    an_hour_ago = time.time() - 3600  # older than the cut-off below, whatever the clock's grain
+    os.utime(tmp_path / "t" / stray, (an_hour_ago, an_hour_ago))
     result = table.remove_orphan_files(older_than=dt.timedelta(0), dry_run=True)
     assert result.files == [stray]
