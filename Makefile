@@ -64,7 +64,7 @@ bench: $(VENV)/.dev-installed ## run the benchmarks and write benchmarks/README.
 bench-quick: $(VENV)/.dev-installed ## a quick benchmark run (small sizes)
 	$(BIN)/python -m benchmarks.run --quick
 
-# The million-file tables (issue 25): metadata of 10 k, 100 k and 1 M files built and measured,
+# The million-file tables: metadata of 10 k, 100 k and 1 M files built and measured,
 # next to delta-rs; under 15 minutes on 2 cores, so not part of `make bench`. Its rows join the
 # others in benchmarks/README.md (section "A million files"), and `make bench` keeps them.
 bench-scale: $(VENV)/.dev-installed ## the million-file tables, next to delta-rs (under 15 minutes)

@@ -1,4 +1,4 @@
-"""A million files (issue 25, target 7): tables of N live data files over N/100 daily
+"""A million files: tables of N live data files over N/100 daily
 partitions and N/10 snapshots (N = 10 k, 100 k and 1 M in the full sizes), built from
 fabricated file metadata through the table's own committer (``benchmarks.fabricate``), and
 the same shapes as delta-rs transaction logs (``benchmarks.delta_scale``) up to
