@@ -8,7 +8,7 @@ import math
 import os
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import Any
@@ -22,6 +22,8 @@ __all__ = [
     "cpu_times",
     "cycle_setup",
     "measure",
+    "median_call_ms",
+    "nested_value",
     "sync_then",
     "timed",
 ]
@@ -99,6 +101,30 @@ def cycle_setup(values: Sequence[Any]) -> Callable[[], Any]:
     """A setup handing out ``values`` round-robin."""
     iterator = itertools.cycle(values)
     return lambda: next(iterator)
+
+
+def median_call_ms(
+    call: Callable[[], object], times: int, check: Callable[[object], object] = lambda _: None
+) -> float:
+    """The median time of ``times`` calls of ``call``, in ms, back to back (no collection in
+    between: for calls of microseconds); ``check`` sees each result, outside the timing."""
+    samples = []
+    for _ in range(times):
+        start = time.perf_counter()
+        result = call()
+        samples.append(time.perf_counter() - start)
+        check(result)
+    return statistics.median(samples) * 1000
+
+
+def nested_value(point: Mapping[str, Any] | None, keys: Sequence[str]) -> float | None:
+    """``point[keys[0]][keys[1]]...`` as a float, None where a level is missing."""
+    value: Any = point
+    for key in keys:
+        if not isinstance(value, Mapping) or key not in value:
+            return None
+        value = value[key]
+    return float(value)
 
 
 def timed(run: Callable[[], object]) -> tuple[float, object]:

@@ -53,7 +53,7 @@ from benchmarks.fabricate import (
     partition_dir,
     touch_files,
 )
-from benchmarks.harness import Result, Timing
+from benchmarks.harness import Result, Timing, median_call_ms, nested_value
 from benchmarks.workspace import Workspace, remove, tree_bytes
 
 __all__ = ["bench_million", "shape_for"]
@@ -159,16 +159,12 @@ def _commits(table: at.Table, shape: Shape, rounds: int, per_round: int) -> dict
 def _idle_poll(uri: str, rounds: int) -> dict[str, Any]:
     reader = at.open_table(uri).stream(mode="latest")
     assert reader.poll() is None
-    medians = []
-    for _ in range(rounds):
-        samples = []
-        for _ in range(POLLS):
-            start = time.perf_counter()
-            unit = reader.poll()
-            samples.append(time.perf_counter() - start)
-            assert unit is None
-        medians.append(statistics.median(samples) * 1000)
+    medians = [median_call_ms(reader.poll, POLLS, check=_nothing_new) for _ in range(rounds)]
     return {"ms": max(medians), "round_medians_ms": medians}
+
+
+def _nothing_new(unit: object) -> None:
+    assert unit is None
 
 
 def _filtered_plan(uri: str, shape: Shape, reps: int) -> dict[str, Any]:
@@ -287,14 +283,7 @@ def _delta_filtered_plan(uri: str, shape: Shape, reps: int, expected: int) -> di
 def _delta_poll(uri: str, rounds: int) -> dict[str, Any]:
     table = DeltaTable(uri)
     version = table.version()
-    medians = []
-    for _ in range(rounds):
-        samples = []
-        for _ in range(POLLS):
-            start = time.perf_counter()
-            table.update_incremental()
-            samples.append(time.perf_counter() - start)
-        medians.append(statistics.median(samples) * 1000)
+    medians = [median_call_ms(table.update_incremental, POLLS) for _ in range(rounds)]
     assert table.version() == version
     return {"ms": max(medians), "round_medians_ms": medians}
 
@@ -349,12 +338,7 @@ def _row(
 
 
 def _delta(point: Mapping[str, Any] | None, *keys: str) -> float | None:
-    value: Any = point
-    for key in keys:
-        if not isinstance(value, Mapping) or key not in value:
-            return None
-        value = value[key]
-    return float(value)
+    return nested_value(point, keys)
 
 
 def _rows(shape: Shape, ours: Mapping[str, Any], delta: Mapping[str, Any] | None) -> list[Result]:

@@ -11,7 +11,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from benchmarks.harness import Result
+from benchmarks.harness import Result, nested_value
 
 __all__ = ["Plot", "draw_plots"]
 
@@ -273,15 +273,6 @@ MILLION_PANELS: tuple[tuple[str, str, tuple[str, ...], float | None], ...] = (
 )
 
 
-def _series_value(point: Mapping[str, Any] | None, keys: Sequence[str]) -> float | None:
-    value: Any = point
-    for key in keys:
-        if not isinstance(value, Mapping) or key not in value:
-            return None
-        value = value[key]
-    return float(value)
-
-
 def _million_plot(results: Sequence[Result], directory: Path) -> Plot | None:
     series = _details(results, "million", "million_series")
     if not series:
@@ -300,7 +291,7 @@ def _million_plot(results: Sequence[Result], directory: Path) -> Plot | None:
             pairs = [
                 (point["files"], value)
                 for point in series
-                if (value := _series_value(point.get(system), keys)) is not None
+                if (value := nested_value(point.get(system), keys)) is not None
             ]
             if pairs:
                 xs, ys = zip(*pairs, strict=True)

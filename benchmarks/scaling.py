@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import statistics
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -17,7 +16,16 @@ import pyarrow.parquet as pq
 import appendtable as at
 from benchmarks.compaction import WRITE_ONLY, copy_table, plain_rewrite, small_file_table
 from benchmarks.data import SCHEMA, make_table, one_row
-from benchmarks.harness import TIMES, Case, Result, Timing, measure, sync_then, timed
+from benchmarks.harness import (
+    TIMES,
+    Case,
+    Result,
+    Timing,
+    measure,
+    median_call_ms,
+    sync_then,
+    timed,
+)
 from benchmarks.rows import count_row
 from benchmarks.workspace import Workspace, commit_samples, grow_history, remove
 
@@ -39,13 +47,11 @@ def _idle_poll_ms(uri: str) -> float:
     """Median cost of ``poll()`` on a stream that is at the latest snapshot (nothing new)."""
     reader = at.open_table(uri).stream(mode="latest")
     assert reader.poll() is None
-    samples = []
-    for _ in range(POLLS):
-        start = time.perf_counter()
-        unit = reader.poll()
-        samples.append(time.perf_counter() - start)
-        assert unit is None
-    return statistics.median(samples) * 1000
+    return median_call_ms(reader.poll, POLLS, check=_nothing_new)
+
+
+def _nothing_new(unit: object) -> None:
+    assert unit is None
 
 
 def _history_point(table: at.Table, point: int, commits: int) -> dict[str, float]:
