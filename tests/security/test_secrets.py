@@ -44,6 +44,24 @@ API_SCRIPT = textwrap.dedent(
     """
 )
 
+#: The CLI commands, run one after another by ``appendtable.cli.main`` in one process (a
+#: process each cost most of this module's time); every command's output goes to the same
+#: stdout and stderr, which are searched as one text.
+CLI_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    from appendtable.cli import main
+    for argv in json.loads(sys.argv[1]):
+        code = main(argv)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        if code not in (0, 1):
+            print(argv[-2:], "exited with", code, file=sys.stderr)
+            sys.exit(3)
+    print("every command ran")
+    """
+)
+
 
 def _secrets(options: dict[str, Any]) -> list[str]:
     """The secret values among storage options (and inside a connection string)."""
@@ -83,19 +101,22 @@ def _check(uri: str, options: dict[str, Any], tmp_path: Path, *, cli: bool) -> N
             for k, v in options.items()
             for item in ("--storage-option", f"{k}={v if isinstance(v, str) else json.dumps(v)}")
         ]
-        command = [sys.executable, "-m", "appendtable.cli", "--debug", *storage]
-        for argv in (
-            ["append", uri, str(data)],
-            ["scan", uri],
-            ["info", uri],
-            ["snapshots", uri],
-            ["files", uri],
-            ["expire", uri, "--dry-run"],
-            ["remove-orphans", uri],
-            ["iceberg", uri],
-            ["scan", uri, "--snapshot", "99"],
-        ):
-            outputs.append(_run([*command, *argv], planted))
+        commands = [
+            ["--debug", *storage, *argv]
+            for argv in (
+                ["append", uri, str(data)],
+                ["scan", uri],
+                ["info", uri],
+                ["snapshots", uri],
+                ["files", uri],
+                ["expire", uri, "--dry-run"],
+                ["remove-orphans", uri],
+                ["iceberg", uri],
+                ["scan", uri, "--snapshot", "99"],
+            )
+        ]
+        outputs.append(_run([sys.executable, "-c", CLI_SCRIPT, json.dumps(commands)], planted))
+        assert "every command ran" in outputs[-1], outputs[-1]
     text = "\n".join(outputs)
     # the API script ran to its end: each of its three refused calls printed its error
     assert "Traceback" not in outputs[0], outputs[0]
