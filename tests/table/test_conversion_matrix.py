@@ -188,24 +188,31 @@ def plain_number(value: Canon) -> Canon:
 
 
 class Matrix:
-    """One table per table type; inputs appended with keys, refused inputs split."""
+    """One table per table type; inputs appended with keys, refused inputs split, and every
+    input's values checked at the end in one scan (each key remembers its input's label)."""
 
     def __init__(self, root: str, table_type: pa.DataType) -> None:
         self.type = table_type
         self.schema = pa.schema([("k", pa.int64()), ("c", table_type)])
         self.table = at.create_table(root, self.schema, options={"write-only": True})
         self.sent: dict[int, Canon] = {}
+        self.labels: dict[int, str] = {}
         self.next_key = 0
         self.refusals: list[str] = []
 
     def send(
-        self, values: list[Canon], build: Callable[[list[int], slice], object], count: int
+        self,
+        label: str,
+        values: list[Canon],
+        build: Callable[[list[int], slice], object],
+        count: int,
     ) -> None:
         """Append ``build(keys, part)`` for the whole input, splitting refused parts."""
         keys = list(range(self.next_key, self.next_key + count))
         self.next_key += count
         for key, value in zip(keys, values, strict=True):
             self.sent[key] = value
+            self.labels[key] = label
         self._send(keys, build, 0, count)
 
     def _send(
@@ -231,8 +238,9 @@ class Matrix:
     def _type_refused(message: str) -> bool:
         return "cannot be safely cast" in message
 
-    def check(self, label: str) -> None:
-        """Every accepted value is stored exactly (or as the nearest float)."""
+    def check(self) -> None:
+        """Every accepted value is stored exactly (or as the nearest float), and no refused
+        one is stored."""
         rows = self.table.scan().to_arrow().sort_by("k")
         stored = dict(
             zip(
@@ -245,6 +253,7 @@ class Matrix:
             if isinstance(sent, tuple) and sent and sent[0] == "refused":
                 assert key not in stored
                 continue
+            label = self.labels[key]
             assert key in stored, (label, key, sent)
             want = expected_stored(sent, self.type)
             assert plain_number(stored[key]) == want, (label, self.type, sent, stored[key])
@@ -277,8 +286,8 @@ def test_arrow_inputs_are_stored_exactly_or_refused(matrix: Matrix) -> None:
         def build(keys: list[int], part: slice, array: pa.Array = array) -> pa.Table:
             return pa.table({"k": pa.array(keys, pa.int64()), "c": array[part]})
 
-        matrix.send(canon_array(array), build, len(array))
-        matrix.check(f"arrow {dtype}")
+        matrix.send(f"arrow {dtype}", canon_array(array), build, len(array))
+    matrix.check()
 
 
 # ---- pandas -----------------------------------------------------------------------------------
@@ -367,8 +376,8 @@ def test_pandas_inputs_are_stored_exactly_or_refused(matrix: Matrix) -> None:
                 {"k": np.array(keys, np.int64), "c": series.iloc[part].reset_index(drop=True)}
             )
 
-        matrix.send(sent, build, len(series))
-        matrix.check(f"pandas {name}")
+        matrix.send(f"pandas {name}", sent, build, len(series))
+    matrix.check()
 
 
 # ---- Polars -----------------------------------------------------------------------------------
@@ -422,8 +431,8 @@ def test_polars_inputs_are_stored_exactly_or_refused(matrix: Matrix) -> None:
         def build(keys: list[int], part: slice, series: pl.Series = series) -> pl.DataFrame:
             return pl.DataFrame({"k": pl.Series(keys, dtype=pl.Int64), "c": series[part]})
 
-        matrix.send(canon_array(exported), build, len(series))
-        matrix.check(f"polars {name}")
+        matrix.send(f"polars {name}", canon_array(exported), build, len(series))
+    matrix.check()
 
 
 # ---- the reported cases -----------------------------------------------------------------------
