@@ -305,7 +305,11 @@ class Committer:
         return find
 
     def already_landed(self, request: CommitRequest) -> bool:
-        """Whether this request's (commit user, identifier) is already committed."""
+        """Whether this request's (commit user, identifier) is already committed (never for a
+        request without an identifier: no lookup of the latest snapshot then, which costs
+        requests on an object store)."""
+        if request.identifier is None:
+            return False
         return self._landed(self._snapshots.latest(), request)
 
     def _prepare(
