@@ -6,9 +6,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?= --durations=25
 # pytest-xdist: the tests run on 2 worker processes (tests/helpers/parallel.py groups what must
-# share a worker): about 16 minutes of pytest on 2 cores (982 s in the last measured run, 1,922 s
-# of test time). PYTEST_WORKERS=0 runs them serially in one process. The suite is CPU-bound on 2
-# cores (with 4 workers the CPU was 99 % busy).
+# share a worker): 982 s of pytest on the 2-core machine of the last quiet run, 2,000-2,200 s on
+# one whose Python runs half as fast. PYTEST_WORKERS=0 runs them serially in one process. The
+# suite is CPU-bound on 2 cores (92 % busy on average with 2 workers, 99 % with 4).
 PYTEST_WORKERS ?= 2
 XDIST  := -n $(PYTEST_WORKERS) --dist loadgroup
 

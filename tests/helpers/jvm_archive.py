@@ -7,7 +7,8 @@ in about half the CPU (measured on 2 cores: a session, one query and a stop, 9-1
 four restart tests with their fresh drivers, 174 -> 125 CPU s).
 
 The archive is dumped once per machine, Java and Spark (the key names them), from a short run
-of what the tests do (tests/spark/jvm_warmup_app.py, about 15-40 s), at the start of a test run
+of what the tests do (tests/spark/jvm_warmup_app.py, 15-40 s; 105 s on a fresh virtualenv of a
+machine whose Python runs half as fast), at the start of a test run
 that selects Spark tests, under a lock (runs at once wait for one build). Every JVM then gets
 ``-XX:SharedArchiveFile`` through ``JAVA_TOOL_OPTIONS``; a JVM whose class path does not match
 (spark-submit's launcher) starts as it would without it, silently (``-Xlog:cds=off``). What
