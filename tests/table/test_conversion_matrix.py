@@ -198,7 +198,6 @@ class Matrix:
         self.sent: dict[int, Canon] = {}
         self.labels: dict[int, str] = {}
         self.next_key = 0
-        self.refusals: list[str] = []
 
     def send(
         self,
