@@ -8,8 +8,10 @@ SIGKILLed, SIGSTOPped and started at random, then checks the logs they left (see
 * **one owner**: no two processes held a bucket in the same generation, a process delivered
   only buckets it held, and no process started a poll that delivered a bucket after another
   process had claimed it in a newer generation;
-* **takeover**: the buckets of a killed or stopped member were held by another process within
-  ``lease + poll + slack`` seconds.
+* **removal**: once a killed or stopped member's lease has run out, every poll of another
+  member leaves a generation without it, whose buckets the others then hold. The time a
+  takeover took is reported, not asserted: on a loaded host it is mostly the time the other
+  processes waited for a core (benchmarks/ measures it on a quiet one).
 """
 
 from __future__ import annotations
@@ -38,9 +40,6 @@ from appendtable.storage import open_storage
 from tests.groups.ledger import expected_rows
 
 ROOT = Path(__file__).resolve().parents[2]
-#: Scheduling delays of 6-8 busy processes on 2 shared cores (and an emulator), added to the
-#: design's bound of lease + one poll interval for a takeover.
-TAKEOVER_SLACK_S = 2.0
 Position = tuple[int, bool]
 
 
@@ -232,42 +231,22 @@ class Outage:
 
 @dataclass(frozen=True)
 class Takeover:
-    """How long after an outage another process held one of the buckets the member held.
-    ``covered``: another member was running (joined, neither stopped nor killed) during the
-    whole ``window`` after the outage, so the design's bound applies; otherwise the takeover
-    waited for a member to be started or woken."""
+    """How long after an outage another process held one of the buckets the member held (a
+    figure for the report: under load it includes how long the other processes waited for
+    a core, and a bucket handed to a member that failed in turn waits for that one's lease)."""
 
     process: str
     kind: str
     bucket: int
     seconds: float
     by: str
-    covered: bool
 
 
-def takeover_times(
-    outages: list[Outage],
-    logs: dict[str, list[dict[str, Any]]],
-    timeline: list[tuple[float, str, str]],
-    window: float,
-) -> list[Takeover]:
+def takeover_times(outages: list[Outage], logs: dict[str, list[dict[str, Any]]]) -> list[Takeover]:
     """For each outage and bucket the member held, the first time another process held it (a
-    bucket that moved away before the outage is not counted). ``timeline``: (time, process,
-    ``start``/``kill``/``stop``/``cont``) of every signal the run sent."""
-    joined = {
-        process: min((float(e["t"]) for e in events if e["e"] == "assign"), default=None)
-        for process, events in logs.items()
-    }
+    bucket that moved away before the outage is not counted)."""
     found = []
     for outage in outages:
-        until = outage.time + window
-        covered = any(
-            process != outage.process
-            and first is not None
-            and first <= outage.time
-            and _running(process, outage.time, until, timeline)
-            for process, first in joined.items()
-        )
         for bucket in outage.buckets:
             first_held: tuple[float, str] | None = None
             for process, events in logs.items():
@@ -282,33 +261,69 @@ def takeover_times(
                 if gained is not None and (first_held is None or gained < first_held[0]):
                     first_held = (gained, process)
             if first_held is not None and first_held[0] >= outage.time:
-                found.append(
-                    Takeover(
-                        outage.process,
-                        outage.kind,
-                        bucket,
-                        first_held[0] - outage.time,
-                        first_held[1],
-                        covered,
-                    )
-                )
+                seconds = first_held[0] - outage.time
+                found.append(Takeover(outage.process, outage.kind, bucket, seconds, first_held[1]))
     return found
 
 
-def _running(
-    process: str, since: float, until: float, timeline: list[tuple[float, str, str]]
-) -> bool:
-    """Whether ``process`` was running (started or woken, not killed or stopped since) at
-    ``since`` and stayed so until ``until``."""
-    running = False
-    for when, who, what in sorted(timeline):
-        if who != process or when > until:
-            continue
-        if when <= since:
-            running = what in ("start", "cont")
-        elif what in ("kill", "stop"):
-            return False
-    return running
+#: Polls of a member: each logs when it started (``t0``), returned (``t``) and its generation.
+_POLLS = ("assign", "unit", "idle")
+#: Clock rounding between a lease's renewal time (milliseconds) and the signal's time.
+_CLOCK_MARGIN_S = 0.01
+_DONE = {"kill": "killed", "stop": "stopped"}
+
+
+def check_removals(
+    outages: list[Outage],
+    logs: dict[str, list[dict[str, Any]]],
+    members: dict[str, str],
+    timeline: list[tuple[float, str, str]],
+    lease_s: float,
+) -> int:
+    """The design's takeover rule, which no load can excuse: a member killed or stopped at
+    ``T`` renewed its lease last before ``T``, so every poll of another member that starts
+    after ``T + lease`` must see the lease run out and leave a generation without it (which
+    gives its buckets to the others). Checked for every such poll that returned before the
+    member was woken again or a new process took its name (both renew its lease); returns
+    how many polls were checked. ``members``: the member name of each process."""
+    checked = 0
+    for outage in outages:
+        name = members[outage.process]
+        born = min(w for w, p, what in timeline if p == outage.process and what == "start")
+        until = min(
+            (
+                when
+                for when, process, what in timeline
+                if (process == outage.process and what == "cont" and when > outage.time)
+                or (
+                    process != outage.process
+                    and what == "start"
+                    and members.get(process) == name
+                    and when > born
+                )
+            ),
+            default=float("inf"),
+        )
+        expired = outage.time + lease_s + _CLOCK_MARGIN_S
+        for process, events in logs.items():
+            if process == outage.process:
+                continue
+            seen: tuple[int, dict[str, Any]] | None = None  # the generation of its last assign
+            for event in events:
+                if event["e"] == "assign":
+                    seen = (int(event["g"]), event["members"])
+                if event["e"] not in _POLLS or event["t0"] < expired or event["t"] > until:
+                    continue
+                if seen is None or seen[0] != int(event["g"]):
+                    continue  # a unit whose reading followed a rebalance: its poll is the next
+                checked += 1
+                assert name not in seen[1], (
+                    f"{process}'s poll {event['t0'] - outage.time:.3f} to "
+                    f"{event['t'] - outage.time:.3f} s after {outage.process} (member {name!r}) "
+                    f"was {_DONE[outage.kind]}, with a lease of {lease_s} s, left the member "
+                    f"in generation {seen[0]}: {seen[1]}"
+                )
+    return checked
 
 
 @dataclass
@@ -328,8 +343,6 @@ class Chaos:
     min_members: int = 3
     max_members: int = 6
     stop_members: bool = True
-    #: Added to lease + poll for the takeovers asserted (scheduling delays of a loaded host).
-    slack_s: float = TAKEOVER_SLACK_S
     outages: list[Outage] = field(default_factory=list)
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     members: dict[str, str] = field(default_factory=dict)  # process -> member name
@@ -582,9 +595,9 @@ def verify(chaos: Chaos, table: at.Table) -> dict[str, Any]:
     final = final_positions(chaos.uri, chaos.storage_options, "g")
     check_exactly_once(attempts, expected, (1, True), final)
     check_ownership(logs)
-    window = chaos.lease_s + chaos.poll_s + chaos.slack_s
     timeline = [*chaos.timeline, *_exits(logs)]
-    takeovers = takeover_times(chaos.outages, logs, timeline, window)
+    checked = check_removals(chaos.outages, logs, chaos.members, timeline, chaos.lease_s)
+    takeovers = takeover_times(chaos.outages, logs)
     # for a post-mortem of a failed run
     (chaos.workdir / "run.json").write_text(
         json.dumps(
@@ -596,7 +609,6 @@ def verify(chaos: Chaos, table: at.Table) -> dict[str, Any]:
             indent=1,
         )
     )
-    covered = sorted(round(t.seconds, 2) for t in takeovers if t.covered)
     fenced = sum(1 for a in attempts if a.outcome == "fenced")
     unknown = sum(1 for a in attempts if a.outcome is None)
     return {
@@ -608,9 +620,7 @@ def verify(chaos: Chaos, table: at.Table) -> dict[str, Any]:
         "commits": sum(1 for a in attempts if a.outcome == "ok"),
         "fenced": fenced,
         "unknown": unknown,
-        "takeovers": covered,
-        "takeovers_waiting_for_a_member": sorted(
-            round(t.seconds, 2) for t in takeovers if not t.covered
-        ),
+        "polls_checked_for_removal": checked,
+        "takeovers": sorted(round(t.seconds, 2) for t in takeovers),
         "earliest": table.earliest_snapshot().id if table.earliest_snapshot() else None,
     }

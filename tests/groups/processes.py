@@ -5,7 +5,8 @@ Each writes a JSON-lines log (one line per event, flushed at once, so a process 
 moment leaves complete lines and at most one torn last line):
 
 * the member: ``start``, ``assign`` (its generation and buckets whenever they change, with the
-  time its poll started and returned), ``unit`` (the rows it delivered per bucket, or all of
+  time its poll started and returned), ``idle`` (a poll that returned nothing: when it started
+  and returned, and the generation), ``unit`` (the rows it delivered per bucket, or all of
   them under ``-1`` for the file slots of an unbucketed table, with the committed position of
   each bucket then), ``pending`` (the positions a commit is about to
   save, before it tries), ``commit`` (which buckets landed and which were fenced), ``end``;
@@ -63,6 +64,7 @@ def member(config: dict[str, Any]) -> None:
                 assignment = now
                 _log(out, "assign", t0=started, g=now[0], a=now[1], members=reader.members)
             if unit is None:
+                _log(out, "idle", t0=started, g=now[0])
                 time.sleep(poll)
                 continue
             committed = reader.committed

@@ -1,12 +1,13 @@
 """The chaos checker itself (tests/groups/chaos.py): it must accept every history the group
 can produce, including a last commit whose process was killed before logging its outcome,
-and refuse lost, doubled or unchained commits."""
+and refuse lost, doubled or unchained commits, and a member kept in the group after its lease
+ran out."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.groups.chaos import Attempt, check_exactly_once
+from tests.groups.chaos import Attempt, Outage, check_exactly_once, check_removals
 
 START = (1, True)
 
@@ -56,3 +57,38 @@ def test_fenced_attempts_do_not_count() -> None:
         _ok("p2", START, (3, False), [0, 1, 2]),
     ]
     check_exactly_once(attempts, {0: [0, 1, 2]}, START, {0: (3, False)})
+
+
+def _poll(kind: str, t0: float, t: float, g: int, **fields: object) -> dict[str, object]:
+    return {"e": kind, "t0": t0, "t": t, "g": g, **fields}
+
+
+def _removal_logs(kept_until: int) -> dict[str, list[dict[str, object]]]:
+    """p1 (member m1) sees p0 (member m0, killed at 10.0, lease 1 s) in generations up to
+    ``kept_until``, one poll a second from 10.5 on; generation 3 removes it."""
+    both = {"m0": [0], "m1": [1]}
+    events: list[dict[str, object]] = [_poll("assign", 9.0, 9.1, 2, a=[1], members=both)]
+    for second in range(6):
+        t0 = 10.5 + second
+        g = 2 if second < kept_until else 3
+        if g == 3 and events[-1]["g"] == 2:
+            events.append(_poll("assign", t0, t0 + 0.1, 3, a=[0, 1], members={"m1": [0, 1]}))
+        else:
+            events.append(_poll("idle", t0, t0 + 0.1, g))
+    return {"p0": [], "p1": events}
+
+
+def test_a_member_kept_by_a_poll_after_its_lease_ran_out_is_refused() -> None:
+    kill = [Outage("p0", 10.0, "kill", [0], 9.1)]
+    members = {"p0": "m0", "p1": "m1"}
+    timeline = [(0.0, "p0", "start"), (0.0, "p1", "start"), (10.0, "p0", "kill")]
+    # the poll from 10.5 started before the lease ran out (11.0): it may keep m0
+    assert check_removals(kill, _removal_logs(1), members, timeline, 1.0) == 5
+    with pytest.raises(AssertionError, match=r"'m0'.* generation 2"):
+        check_removals(kill, _removal_logs(2), members, timeline, 1.0)
+    # woken at 11.4 (it renews its lease), or its name taken by a new process: it may stay
+    woken = [*timeline, (11.4, "p0", "cont")]
+    stop = [Outage("p0", 10.0, "stop", [0], 9.1)]
+    assert check_removals(stop, _removal_logs(6), members, woken, 1.0) == 0
+    taken = [*timeline, (11.4, "p2", "start")]
+    assert check_removals(kill, _removal_logs(6), {**members, "p2": "m0"}, taken, 1.0) == 0

@@ -4,8 +4,9 @@ a writer appends, on local disk and on object stores (S3, GCS, Azure emulators).
 
 Each run lasts ``APPENDTABLE_GROUP_SECONDS`` seconds of chaos (default 12) plus the time the
 group needs to catch up; ``APPENDTABLE_GROUP_SEED`` replays a run (the seed is in every failure
-message). Takeover times are asserted with a slack for a loaded host (the figures without it
-are measured in benchmarks/)."""
+message). Takeover times are reported, not asserted: the rule behind them (a member whose lease
+ran out is gone after the next poll of any other) is, and benchmarks/ measures the times on a
+quiet host."""
 
 from __future__ import annotations
 
@@ -22,7 +23,6 @@ from appendtable.commit.groups import GroupStore
 from appendtable.storage import LocalStorage
 from tests.cloud.conftest import CloudStore, cloud  # noqa: F401 - the fixture
 from tests.groups.chaos import (
-    TAKEOVER_SLACK_S,
     Chaos,
     _member_config,
     _spawn,
@@ -49,16 +49,8 @@ def _run(chaos: Chaos) -> dict[str, object]:
         raise AssertionError(f"seed {chaos.seed}: {exc}") from exc
     print(f"seed {chaos.seed}: {report}")
     assert report["kills"] and report["processes"] >= 4
-    takeovers = report["takeovers"]
-    waited = report["takeovers_waiting_for_a_member"]
-    assert isinstance(takeovers, list) and isinstance(waited, list)
-    assert takeovers or waited, "no outage was measured"
-    # Only takeovers while another member was running: the others waited for one to start
-    # (with few members, every outage of a run may have overlapped another one).
-    bound = chaos.lease_s + chaos.poll_s + chaos.slack_s
-    assert max(takeovers, default=0) <= bound, (
-        f"seed {chaos.seed}: takeover {max(takeovers)} s > {bound} s"
-    )
+    # the removal rule was exercised, not vacuously true
+    assert report["polls_checked_for_removal"], f"seed {chaos.seed}: no poll after an outage"
     return report
 
 
@@ -107,9 +99,6 @@ def test_kill_stop_and_rejoin_on_object_stores(cloud: CloudStore, tmp_path: Path
         seed=_seed(),
         min_members=2,
         max_members=4,
-        # every request costs milliseconds of CPU in each process and in the emulator, all
-        # on the same 2 cores
-        slack_s=2 * TAKEOVER_SLACK_S,
     )
     _run(chaos)
 
