@@ -115,10 +115,11 @@ class Membership:
             self.store.drop_lease(self.member)
 
     def tick(self) -> bool:
-        """Renew the lease when due, follow a newer generation, rejoin after being removed, and
+        """Follow a newer generation, renew the lease when due, rejoin after being removed, and
         remove members whose lease ran out. True if the generation changed. Raises
-        ConsumerFencedError when another process took over this member's name."""
-        self.keep_alive()
+        ConsumerFencedError when another process took over this member's name, without
+        renewing the lease: that process holds it now, and a renewal here would keep the name
+        alive for one more lease after that process stopped."""
         before = self.generation
         assert before is not None
         # One existence check per poll: generations are numbered without gaps, so while the
@@ -134,6 +135,7 @@ class Membership:
                 self.generation = None  # the group was removed (expired): start it again
         current = self.generation
         if current is None or self.member not in current.members:
+            self.renew()  # before the generation naming it appears, lest it look expired
             self._change("rejoin", include_me=True)
         elif not self._holds_name(current):
             raise ConsumerFencedError(
@@ -143,8 +145,10 @@ class Membership:
                 group=self.store.group,
                 member=self.member,
             )
-        elif self._expired_members(current, only_due=True):
-            self._change("expired", include_me=True)
+        else:
+            self.keep_alive()
+            if self._expired_members(current, only_due=True):
+                self._change("expired", include_me=True)
         assert self.generation is not None
         return self.generation.generation != before.generation
 

@@ -273,6 +273,22 @@ _CLOCK_MARGIN_S = 0.01
 _DONE = {"kill": "killed", "stop": "stopped"}
 
 
+def _first_running(process: str, since: float, timeline: list[tuple[float, str, str]]) -> float:
+    """The first time from ``since`` on that ``process`` was running (started or woken, and
+    neither stopped, killed nor exited since); infinity if never."""
+    running = False
+    for when, who, what in sorted(timeline):
+        if who != process:
+            continue
+        if when <= since:
+            running = what in ("start", "cont")
+        elif running:
+            return since
+        elif what in ("start", "cont"):
+            return when
+    return since if running else float("inf")
+
+
 def check_removals(
     outages: list[Outage],
     logs: dict[str, list[dict[str, Any]]],
@@ -283,26 +299,20 @@ def check_removals(
     """The design's takeover rule, which no load can excuse: a member killed or stopped at
     ``T`` renewed its lease last before ``T``, so every poll of another member that starts
     after ``T + lease`` must see the lease run out and leave a generation without it (which
-    gives its buckets to the others). Checked for every such poll that returned before the
-    member was woken again or a new process took its name (both renew its lease); returns
-    how many polls were checked. ``members``: the member name of each process."""
+    gives its buckets to the others). Checked for every such poll that returned before any
+    process of the member's name ran again (which renews its lease); returns how many polls
+    were checked. ``members``: the member name of each process; ``timeline``: (time,
+    process, ``start``/``cont``/``stop``/``kill``) of every start, signal and exit."""
     checked = 0
     for outage in outages:
         name = members[outage.process]
-        born = min(w for w, p, what in timeline if p == outage.process and what == "start")
+        # the member's lease may be renewed again from the moment any process of its name
+        # runs: this one woken, a new one started, or an old one (replaced while stopped)
+        # woken before it finds out
         until = min(
-            (
-                when
-                for when, process, what in timeline
-                if (process == outage.process and what == "cont" and when > outage.time)
-                or (
-                    process != outage.process
-                    and what == "start"
-                    and members.get(process) == name
-                    and when > born
-                )
-            ),
-            default=float("inf"),
+            _first_running(process, outage.time, timeline)
+            for process, member in members.items()
+            if member == name
         )
         expired = outage.time + lease_s + _CLOCK_MARGIN_S
         for process, events in logs.items():
@@ -580,6 +590,20 @@ def _exits(logs: dict[str, list[dict[str, Any]]]) -> list[tuple[float, str, str]
 
 def verify(chaos: Chaos, table: at.Table) -> dict[str, Any]:
     logs = dict(_logs(chaos))
+    timeline = [*chaos.timeline, *_exits(logs)]
+    takeovers = takeover_times(chaos.outages, logs)
+    # for a post-mortem of a failed run
+    (chaos.workdir / "run.json").write_text(
+        json.dumps(
+            {
+                "timeline": sorted(timeline),
+                "members": chaos.members,
+                "outages": [dataclasses.asdict(o) for o in chaos.outages],
+                "takeovers": [dataclasses.asdict(t) for t in takeovers],
+            },
+            indent=1,
+        )
+    )
     for process, events in logs.items():
         crashes = [e for e in events if e["e"] == "crash"]
         assert not crashes, f"{process} crashed:\n{crashes[0]['error']}"
@@ -595,20 +619,7 @@ def verify(chaos: Chaos, table: at.Table) -> dict[str, Any]:
     final = final_positions(chaos.uri, chaos.storage_options, "g")
     check_exactly_once(attempts, expected, (1, True), final)
     check_ownership(logs)
-    timeline = [*chaos.timeline, *_exits(logs)]
     checked = check_removals(chaos.outages, logs, chaos.members, timeline, chaos.lease_s)
-    takeovers = takeover_times(chaos.outages, logs)
-    # for a post-mortem of a failed run
-    (chaos.workdir / "run.json").write_text(
-        json.dumps(
-            {
-                "timeline": sorted(timeline),
-                "outages": [dataclasses.asdict(o) for o in chaos.outages],
-                "takeovers": [dataclasses.asdict(t) for t in takeovers],
-            },
-            indent=1,
-        )
-    )
     fenced = sum(1 for a in attempts if a.outcome == "fenced")
     unknown = sum(1 for a in attempts if a.outcome is None)
     return {

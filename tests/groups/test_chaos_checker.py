@@ -92,3 +92,18 @@ def test_a_member_kept_by_a_poll_after_its_lease_ran_out_is_refused() -> None:
     assert check_removals(stop, _removal_logs(6), members, woken, 1.0) == 0
     taken = [*timeline, (11.4, "p2", "start")]
     assert check_removals(kill, _removal_logs(6), {**members, "p2": "m0"}, taken, 1.0) == 0
+
+
+def test_a_process_of_the_name_running_through_the_outage_exempts_it() -> None:
+    # p0 was killed before it joined; p2, of the same name, ran on until stopped at 12.0
+    kill = [Outage("p0", 10.0, "kill", [], 9.1)]
+    members = {"p0": "m0", "p1": "m1", "p2": "m0"}
+    timeline = [
+        (0.0, "p1", "start"),
+        (5.0, "p2", "start"),
+        (9.5, "p0", "start"),
+        (10.0, "p0", "kill"),
+        (12.0, "p2", "stop"),
+        (14.0, "p2", "cont"),
+    ]
+    assert check_removals(kill, _removal_logs(6), members, timeline, 1.0) == 0

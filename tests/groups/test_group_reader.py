@@ -12,6 +12,8 @@ import pyarrow as pa
 import pytest
 
 import appendtable as at
+from appendtable.commit.groups import GroupStore
+from appendtable.storage import LocalStorage
 from tests.groups.chaos import rows_by_slot
 from tests.groups.ledger import Ledger, MemberLog, expected_rows, position
 
@@ -443,3 +445,26 @@ def test_a_bucket_lost_and_claimed_again_voids_what_was_read_before(
     committed += again
     assert sorted(committed) == [0, 1, 2]  # each row committed once, by b or by a
     assert again == ([2] if b_commits else [0, 1, 2])
+
+
+def test_a_process_whose_name_was_taken_does_not_renew_it(tmp_path: Path) -> None:
+    table = _table(tmp_path)
+    table.append(_rows(0, 20))
+    old = table.stream(group="g", member="a")
+    watcher = table.stream(group="g", member="w")
+    table.stream(group="g", member="a")  # takes the name over, then stops (never polled)
+    store = GroupStore(LocalStorage(table.uri), "g")
+    taken = store.lease("a")
+    assert taken is not None
+    time.sleep(0.15)  # past a third of the lease: the old process's renewal is due
+    with pytest.raises(at.ConsumerFencedError, match="taken over"):
+        old.poll()
+    # the lease is still the one the new holder wrote: the old process did not renew the
+    # name, which would keep it in the group for one more lease after its holder stopped
+    assert store.lease("a") == taken
+    deadline = time.monotonic() + 0.3 + 2.0
+    while "a" in watcher.members:
+        assert time.monotonic() < deadline, "the stopped holder of the name was not removed"
+        watcher.poll()
+        time.sleep(0.02)
+    assert watcher.assignment == {0, 1, 2, 3}
