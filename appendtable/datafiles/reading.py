@@ -42,6 +42,7 @@ from appendtable.datafiles.footer import (
     verified_small_file,
     verified_tail,
 )
+from appendtable.datafiles.kept_scan import RowCountMismatch, scan_kept
 from appendtable.datafiles.parquet_format import datasets, parquet_format
 from appendtable.datafiles.projection import Projection
 from appendtable.errors import CorruptDataFileError, ObjectNotFoundError
@@ -185,14 +186,17 @@ def read_files(
     row count is checked too. Filtered with row-group pruning that keeps NaN rows (see
     ``expressions``).
 
-    Files with deleted rows (deletion vectors): when any file has some, every file is read by
-    ``read_file`` (which takes the deleted rows out of each file, filtered or not), several
-    files at a time (``file_threads``), and the parts are joined in the order of ``files``.
-    Tiny files on local disk, unfiltered, are read by ``read_file`` one after the other: the
-    scanner's set-up per file costs more than reading one whole (measured on 2 cores, 500
-    one-row files: 114 ms through the scanner, 50 ms one by one; threads only contend)."""
+    Files with deleted rows (deletion vectors): unfiltered, the scan leaves each file's
+    deleted rows out as it goes (``kept_scan``); filtered, every file is read by ``read_file``
+    (which evaluates the filter on its columns before reading the others, then leaves the
+    deleted rows out), several files at a time (``file_threads``), and the parts are joined in
+    the order of ``files``. Tiny files on local disk, unfiltered, are read by ``read_file`` one
+    after the other: the scanner's set-up per file costs more than reading one whole
+    (measured on 2 cores, 500 one-row files: 114 ms through the scanner, 50 ms one by one;
+    threads only contend)."""
     vectors = any(file.deletion is not None for file in files)
-    if vectors or (row_filter is None and _tiny_and_local(storage, files)):
+    tiny = row_filter is None and _tiny_and_local(storage, files)
+    if tiny or (vectors and row_filter is not None):
         wanted = schema if columns is None else pa.schema([schema.field(c) for c in columns])
 
         def one(file: DataFileMeta) -> pa.Table:
@@ -218,6 +222,8 @@ def read_files(
                 full, schema=schema, format=parquet_format(), filesystem=filesystem
             )
             selected = list(columns) if columns is not None else None
+            if vectors:
+                return _scan_kept(storage, dataset, files, full, selected, schema)
             exact = needs_exact_pass(row_filter)
             result = dataset.to_table(
                 columns=_with_filter_columns(selected, row_filter) if exact else selected,
@@ -245,6 +251,26 @@ def read_files(
                 raise
             named = f"one of {len(paths)} files" if damaged is None else storage.uri(damaged)
             raise _corrupt(named, exc, path=storage.uri(damaged or paths[0])) from exc
+
+
+def _scan_kept(
+    storage: Storage,
+    dataset: ds.Dataset,
+    files: Sequence[DataFileMeta],
+    full: Sequence[str],
+    selected: list[str] | None,
+    schema: pa.Schema,
+) -> pa.Table:
+    """The unfiltered rows of ``files`` (at the dataset paths ``full``) without their deleted
+    ones (``kept_scan``)."""
+    keep = {path: _kept_rows(storage, file, None) for path, file in zip(full, files, strict=True)}
+    rows = {path: file.row_count for path, file in zip(full, files, strict=True)}
+    wanted = schema if selected is None else pa.schema([schema.field(c) for c in selected])
+    try:
+        return scan_kept(dataset, selected, keep, rows, wanted)
+    except RowCountMismatch as exc:  # e.g. a page header lost
+        uri = storage.uri(files[list(full).index(exc.path)].path)
+        raise _corrupt(uri, exc, path=uri) from exc
 
 
 def check_files(storage: Storage, files: Sequence[DataFileMeta], schema: pa.Schema) -> None:
@@ -493,30 +519,52 @@ def _read_kept(
     """The rows of an opened file that ``kept`` selects, row group by row group, in
     ``schema``'s types, filtered by ``row_filter`` and projected to ``selected``. Every group
     read must hold the rows its footer says, and the footer the rows the manifest says
-    (positions are row ordinals). Filtered, the filter runs first on the rows numbered by
-    position, and the deleted ones are dropped from what matched (a point query copies a few
-    rows, not the whole group)."""
+    (positions are row ordinals). Filtered, the filter runs first on the filter's columns of
+    a group, and the group's other columns are read only when some row that is not deleted
+    matches, for those rows (a point query reads the key column of most groups, nothing
+    more)."""
     metadata = source.metadata
     sizes = [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)]
     _check_rows(uri, sum(sizes), file.row_count)
     starts = np.cumsum([0, *sizes])
-    columns = _with_filter_columns(selected, row_filter)
-    expression = to_expression(row_filter)
+    names = selected if selected is not None else schema.names
     for group in range(len(sizes)) if kept.groups is None else kept.groups:
-        rows = source.read_row_group(group, columns=columns, use_threads=False)
-        _check_rows(uri, rows.num_rows, sizes[group])
-        if expression is None:
-            rows = rows.filter(pa.array(kept.rows[starts[group] : starts[group + 1]]))
-            rows = _as_table(rows, pa.schema([schema.field(n) for n in rows.schema.names]))
+        first = int(starts[group])
+        if row_filter is None:
+            rows = _read_group(source, uri, group, names, sizes[group], schema)
+            rows = rows.filter(pa.array(kept.rows[first : first + sizes[group]]))
         else:
-            rows = _as_table(rows, pa.schema([schema.field(n) for n in rows.schema.names]))
-            numbered, name = with_positions(rows, int(starts[group]))
-            hits = numbered.filter(expression)
-            positions = hits.column(name).to_numpy(zero_copy_only=False)
-            rows = hits.filter(pa.array(kept.rows[positions])).drop_columns([name])
-        yield from (rows.select(selected) if selected is not None else rows).to_batches(
-            max_chunksize=batch_size
-        )
+            probed = sorted(row_filter.columns)
+            rows = _read_group(source, uri, group, probed, sizes[group], schema)
+            numbered, name = with_positions(rows, 0)
+            hits = numbered.filter(to_expression(row_filter)).column(name)
+            local = hits.to_numpy(zero_copy_only=False).astype(np.int64)
+            local = local[kept.rows[first + local]]
+            if not len(local):
+                continue
+            indices = pa.array(local)
+            rows = rows.take(indices)
+            rest = [n for n in names if n not in row_filter.columns]
+            others = _read_group(source, uri, group, rest, sizes[group], schema) if rest else None
+            for column in rest:
+                assert others is not None
+                rows = rows.append_column(schema.field(column), others[column].take(indices))
+        yield from rows.select(names).to_batches(max_chunksize=batch_size)
+
+
+def _read_group(
+    source: pq.ParquetFile,
+    uri: str,
+    group: int,
+    columns: Sequence[str],
+    size: int,
+    schema: pa.Schema,
+) -> pa.Table:
+    """``columns`` of one row group of an opened file, in ``schema``'s types, checked to hold
+    the ``size`` rows its footer says."""
+    rows = source.read_row_group(group, columns=list(columns), use_threads=False)
+    _check_rows(uri, rows.num_rows, size)
+    return _as_table(rows, pa.schema([schema.field(n) for n in rows.schema.names]))
 
 
 def with_positions(rows: _Rows, first: int) -> tuple[_Rows, str]:
