@@ -109,8 +109,12 @@ class TableCommit:
         if self._before_commit is not None and request.messages:
             # The merge replaces the caller's files, which only a snapshot after ``since`` can
             # reference, unless they are a retry of a commit whose outcome was unknown (then
-            # every retained snapshot is checked).
-            since = None if self._outcome_unknown else self._state.snapshots.latest_id()
+            # every retained snapshot is checked). The newest id this process saw serves: an
+            # older one only widens the check, and asking storage costs two or three requests.
+            snapshots = self._state.snapshots
+            since = None if self._outcome_unknown else snapshots.latest_seen()
+            if since is None and not self._outcome_unknown:
+                since = snapshots.latest_id()
             if committer.already_landed(request):
                 return None
             merged = self._before_commit(list(request.messages), since)

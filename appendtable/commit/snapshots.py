@@ -87,6 +87,12 @@ class SnapshotStore:
             self.forget(snapshot_id)
             raise self._missing(snapshot_id)
 
+    def latest_seen(self) -> int | None:
+        """The newest snapshot id this process has seen (no request), None before it has
+        seen one: at most what ``latest_id`` would answer now, unless snapshots were rolled
+        back meanwhile."""
+        return self._latest_seen or None
+
     def latest_id(self) -> int | None:
         """The id of the newest snapshot, None for an empty table.
 
