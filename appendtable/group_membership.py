@@ -71,9 +71,20 @@ class Membership:
 
     def keep_alive(self) -> None:
         """Renew the lease if a third of it has passed since the last renewal (a clock read
-        otherwise)."""
-        if time.monotonic() - self._renewed_at >= self._renew_every_s:
-            self.renew()
+        otherwise). After a pause past the whole lease, only if no other process took the
+        member's name meanwhile (one look at the latest generation): renewing a name another
+        process holds would keep it alive for one more lease after that process stopped."""
+        elapsed = time.monotonic() - self._renewed_at
+        if elapsed < self._renew_every_s:
+            return
+        if elapsed * 1000 >= self.lease_ms and self._name_taken():
+            return  # the next tick raises ConsumerFencedError
+        self.renew()
+
+    def _name_taken(self) -> bool:
+        latest = self.store.latest()
+        entry = latest.members.get(self.member) if latest is not None else None
+        return entry is not None and entry.session != self.session
 
     def renew(self) -> None:
         if self._left:

@@ -468,3 +468,22 @@ def test_a_process_whose_name_was_taken_does_not_renew_it(tmp_path: Path) -> Non
         watcher.poll()
         time.sleep(0.02)
     assert watcher.assignment == {0, 1, 2, 3}
+
+
+def test_a_process_paused_mid_read_past_its_lease_does_not_renew_a_taken_name(
+    tmp_path: Path,
+) -> None:
+    table = _table(tmp_path)
+    table.append(_rows(0, 20))
+    old = table.stream(group="g", member="a")
+    unit = old.poll()
+    assert unit is not None
+    table.stream(group="g", member="a")  # takes the name over, then stops (never polled)
+    store = GroupStore(LocalStorage(table.uri), "g")
+    taken = store.lease("a")
+    time.sleep(0.35)  # the old process was paused past the lease before reading on
+    assert sorted(_seqs(old, unit)) == list(range(20))  # its files are still there
+    assert store.lease("a") == taken
+    with pytest.raises(at.ConsumerFencedError, match="taken over"):
+        old.poll()
+    assert store.lease("a") == taken
