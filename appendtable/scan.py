@@ -327,11 +327,12 @@ class Scan:
         """The matching rows as a DuckDB relation on ``connection`` (default: DuckDB's
         default connection; needs ``appendtable[duckdb]``). The relation reads the scan's
         snapshot lazily, every time it runs, through a dataset of its files with the scan's
-        filter applied (see ``to_dataset()``), so DuckDB pushes its own filters and
-        projections down too. On stores pyarrow reaches through a Python file system
-        (``memory://``, Azure, GCS with other than default credentials) it reads the scan's
-        own Arrow stream instead, a new one each run (DuckDB's dataset scan deadlocks on
-        those); DuckDB then filters and projects after reading."""
+        whole filter applied (any filter, unlike ``to_dataset()``, which takes filters on
+        partition keys only), so DuckDB pushes its own filters and projections down too. On
+        stores pyarrow reaches through a Python file system (``memory://``, Azure, GCS with
+        other than default credentials) it reads the scan's own Arrow stream instead, a new
+        one each run (DuckDB's dataset scan deadlocks on those); DuckDB then filters and
+        projects after reading."""
         duckdb = handoff.optional_module("duckdb", "duckdb", "Scan.to_duckdb()")
         if connection is None:
             default = duckdb.default_connection  # a function since DuckDB 1.1, once an object

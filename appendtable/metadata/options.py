@@ -244,7 +244,8 @@ ICEBERG_STORAGE = _define(
     "metadata.iceberg.storage",
     _choice("disabled", "table-location"),
     "disabled",
-    "mirror every snapshot as Iceberg v2 metadata under <table>/metadata/",
+    "mirror every snapshot as Iceberg v2 metadata (v3 with deletion vectors) under "
+    "<table>/metadata/",
 )
 FILE_INDEX_BLOOM_COLUMNS = _define(
     "file-index.bloom-filter.columns",
