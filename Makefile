@@ -21,16 +21,19 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 # uv installs the packages: on a fresh 2-core machine the whole dev set (PySpark's 456 MB
-# included) in about 50 s, where pip took about 140 s.
+# included) in about 50 s, where pip took about 140 s. --compile-bytecode writes the .pyc files
+# as pip does: without them, where PYTHONDONTWRITEBYTECODE is set (as on this project's
+# machines), every process compiles PySpark and pyarrow again on import (3 s of CPU each on a
+# slow 2-core machine: the Spark tests start hundreds of Python processes).
 $(BIN)/uv: | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check 'uv>=0.9'
 
 $(VENV)/.core-installed: pyproject.toml | $(BIN)/uv
-	$(BIN)/uv pip install --python $(BIN)/python -e .
+	$(BIN)/uv pip install --compile-bytecode --python $(BIN)/python -e .
 	touch $@
 
 $(VENV)/.dev-installed: pyproject.toml | $(BIN)/uv
-	$(BIN)/uv pip install --python $(BIN)/python -e '.[dev,spark,s3,gcs,azure]'
+	$(BIN)/uv pip install --compile-bytecode --python $(BIN)/python -e '.[dev,spark,s3,gcs,azure]'
 	touch $@ $(VENV)/.core-installed
 
 # Azurite (Azure Blob Storage emulator) for the azure tests, from npm into .emulators/; where
@@ -61,6 +64,7 @@ typecheck: $(VENV)/.dev-installed ## mypy --strict on the core and the Spark ada
 test: ## set up, lint, type-check and run the whole test suite (prints the time of each part)
 	@start=$$(date +%s); \
 	$(MAKE) --no-print-directory setup lint typecheck || exit $$?; \
+	$(BIN)/python -m compileall -q -j 0 appendtable appendtable_spark tests benchmarks >/dev/null; \
 	ready=$$(date +%s); \
 	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS); status=$$?; \
 	end=$$(date +%s); \

@@ -89,7 +89,17 @@ def _install_steps(home: Path, python: Path, requirements: Sequence[str]) -> lis
     if uv is not None:
         return [
             [uv, "venv", "--quiet", "--python", sys.executable, str(home)],
-            [uv, "pip", "install", "--quiet", "--python", str(python), *requirements],
+            # .pyc files written as pip writes them (imports compile nothing)
+            [
+                uv,
+                "pip",
+                "install",
+                "--quiet",
+                "--compile-bytecode",
+                "--python",
+                str(python),
+                *requirements,
+            ],
         ]
     return [
         [sys.executable, "-m", "venv", str(home)],
