@@ -6,8 +6,8 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?= --durations=25
 # pytest-xdist: the tests run on 2 worker processes (tests/helpers/parallel.py groups what must
-# share a worker): 982 s of pytest on the 2-core machine of the last quiet run, 2,000-2,200 s on
-# one whose Python runs half as fast. PYTEST_WORKERS=0 runs them serially in one process. The
+# share a worker): 1,436 s of pytest for a fresh clone on a 2-core machine whose Python runs half
+# as fast as the fastest seen (2,689 s before the bytecode was compiled). PYTEST_WORKERS=0 runs them serially in one process. The
 # suite is CPU-bound on 2 cores (92 % busy on average with 2 workers, 99 % with 4).
 PYTEST_WORKERS ?= 2
 XDIST  := -n $(PYTEST_WORKERS) --dist loadgroup
