@@ -112,9 +112,8 @@ class TableCommit:
             # every retained snapshot is checked). The newest id this process saw serves: an
             # older one only widens the check, and asking storage costs two or three requests.
             snapshots = self._state.snapshots
-            since = None if self._outcome_unknown else snapshots.latest_seen()
-            if since is None and not self._outcome_unknown:
-                since = snapshots.latest_id()
+            if not self._outcome_unknown:
+                since = snapshots.latest_seen() or snapshots.latest_id()
             if committer.already_landed(request):
                 return None
             merged = self._before_commit(list(request.messages), since)

@@ -528,23 +528,24 @@ def _read_kept(
     _check_rows(uri, sum(sizes), file.row_count)
     starts = np.cumsum([0, *sizes])
     names = selected if selected is not None else schema.names
+    probed = sorted(row_filter.columns) if row_filter is not None else []
+    rest = [n for n in names if n not in probed]
+    expression = to_expression(row_filter)
     for group in range(len(sizes)) if kept.groups is None else kept.groups:
         first = int(starts[group])
-        if row_filter is None:
+        if expression is None:
             rows = _read_group(source, uri, group, names, sizes[group], schema)
             rows = rows.filter(pa.array(kept.rows[first : first + sizes[group]]))
         else:
-            probed = sorted(row_filter.columns)
             rows = _read_group(source, uri, group, probed, sizes[group], schema)
             numbered, name = with_positions(rows, 0)
-            hits = numbered.filter(to_expression(row_filter)).column(name)
+            hits = numbered.filter(expression).column(name)
             local = hits.to_numpy(zero_copy_only=False).astype(np.int64)
             local = local[kept.rows[first + local]]
             if not len(local):
                 continue
             indices = pa.array(local)
             rows = rows.take(indices)
-            rest = [n for n in names if n not in row_filter.columns]
             others = _read_group(source, uri, group, rest, sizes[group], schema) if rest else None
             for column in rest:
                 assert others is not None
