@@ -36,6 +36,7 @@ from appendtable.commit.changes import (
     merged_watermark,
     updated_users,
 )
+from appendtable.commit.expiration_records import holders_of
 from appendtable.commit.manifests import ManifestStore
 from appendtable.commit.schemas import SchemaStore
 from appendtable.commit.snapshots import SnapshotStore
@@ -176,7 +177,10 @@ class Committer:
         checked by its nonce, since another stalled commit may hold its id for a moment. If
         the parent is gone, the id may have expired before this commit re-created it (a commit
         that stalled past the retention): then a later snapshot exists that is not built on
-        this one."""
+        this one. If that successor has expired too, this snapshot is outside the log if it is
+        still there (the log expires oldest first); if it is gone, the expiration records say
+        which snapshot held the id when it expired: this one (part of the log), or another.
+        With no record, CommitStateUnknownError (nothing of this commit is left to delete)."""
         parent = snapshot.parent_id
         if parent is None:
             return True
@@ -186,10 +190,26 @@ class Committer:
         later = [i for i in self._snapshots.list_ids() if i > snapshot.id]
         if not later:
             return True
-        if later[0] != snapshot.id + 1:
+        if later[0] == snapshot.id + 1:
+            try:
+                successor = self._snapshots.get(snapshot.id + 1)
+            except SnapshotNotFoundError:
+                pass  # expired since the listing: its expiration is recorded
+            else:
+                return not successor.parent_nonce or successor.parent_nonce == snapshot.nonce
+        if self._snapshots.holds(snapshot.id, snapshot.nonce):
+            # expiration removes the log oldest first: a snapshot of the log would have gone
+            # before its successor, so this one re-created an id that had expired
             return False
-        successor = self._snapshots.get(snapshot.id + 1)
-        return not successor.parent_nonce or successor.parent_nonce == snapshot.nonce
+        holders = holders_of(self._storage, snapshot.id)
+        if not holders:
+            raise CommitStateUnknownError(
+                f"snapshot {snapshot.id} was published and has expired with its parent and its "
+                "successor, and no expiration record names the snapshot that held the id "
+                "(records are kept an hour; older versions write none): the commit has landed "
+                "unless that id was re-created; check the table before committing it again"
+            )
+        return holders == {snapshot.nonce}
 
     def _check_atomic_publish(self) -> None:
         if self._storage.atomic_create or self._options.get(opt.COMMIT_SINGLE_WRITER):

@@ -1,6 +1,7 @@
 """Executing a snapshot expiration.
 
-Order matters for crash safety: snapshot files are deleted first, oldest first, then the
+Order matters for crash safety: the expiration is recorded first (``expiration_records``:
+which snapshot held each id), then snapshot files are deleted, oldest first, then the
 ``EARLIEST`` hint is written, and only then the data files and metadata files that no retained
 snapshot references. A crash part-way leaves unreferenced files (reclaimed by orphan removal),
 never a retained snapshot that points at deleted files.
@@ -20,9 +21,15 @@ retained one (until then the snapshot itself keeps them).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from appendtable.commit.expiration_records import (
+    PRUNE_EVERY,
+    prune_records,
+    record_expiration,
+)
 from appendtable.commit.manifests import ManifestStore
 from appendtable.commit.snapshots import SnapshotStore
 from appendtable.commit.tags import TagStore
@@ -46,6 +53,8 @@ class ExpirePlan:
     #: The oldest snapshot kept (the new ``EARLIEST``).
     new_earliest: int
     snapshot_ids: list[int] = field(default_factory=list)
+    #: The nonce of each snapshot in ``snapshot_ids``, as read when planning.
+    nonces: dict[int, str] = field(default_factory=dict)
     data_files: list[str] = field(default_factory=list)
     metadata_files: list[str] = field(default_factory=list)
     #: Release records of deleted tags processed by this plan (removed last).
@@ -102,6 +111,7 @@ def plan_expiration(
         except SnapshotNotFoundError:
             continue  # another expiration (or one that crashed) deleted it already
         plan.snapshot_ids.append(snapshot_id)
+        plan.nonces[snapshot_id] = snapshot.nonce
         expired[snapshot_id] = snapshot
         expired_metadata |= _metadata_of(snapshot, manifests)
     removed: set[str] = set()
@@ -209,6 +219,7 @@ def execute_expiration(
     ``before_deleting_files`` runs between the two (the Iceberg
     mirror drops the expired snapshots there, so it never lists one whose files are gone); if
     it raises, no file is deleted (they are left to orphan removal)."""
+    record_expiration(storage, plan.nonces)
     for snapshot_id in plan.snapshot_ids:
         storage.delete(layout.snapshot_path(snapshot_id))
         snapshots.forget(snapshot_id)
@@ -229,6 +240,9 @@ def execute_expiration(
     tag_store = TagStore(storage)
     for path in plan.releases:
         tag_store.forget_release(path)
+    first = min(plan.snapshot_ids, default=plan.new_earliest)
+    if first // PRUNE_EVERY < plan.new_earliest // PRUNE_EVERY:
+        prune_records(storage, earliest=plan.new_earliest, now_ms=int(time.time() * 1000))
     return (
         [p for p in plan.data_files if p in deleted],
         [p for p in plan.metadata_files if p in deleted],

@@ -78,6 +78,7 @@ class Kind(enum.IntEnum):
     GROUP_LEASE = 13
     GROUP_PROGRESS = 14
     DELETE_RECORD = 15
+    EXPIRED_SNAPSHOTS = 16
 
 
 #: Human-readable files use JSON; bulky ones MessagePack.
@@ -91,6 +92,7 @@ _ENCODING = {
     Kind.GROUP_LEASE: _JSON,
     Kind.GROUP_PROGRESS: _JSON,
     Kind.DELETE_RECORD: _MSGPACK,
+    Kind.EXPIRED_SNAPSHOTS: _JSON,
     Kind.MANIFEST_LIST: _MSGPACK,
     Kind.MANIFEST: _MSGPACK,
     Kind.COMMIT_USERS: _MSGPACK,

@@ -4,6 +4,7 @@
 
     schema/schema-<id>
     snapshot/snapshot-<id>, snapshot/LATEST, snapshot/EARLIEST
+    snapshot/expired/expired-<first>-<last>-<time ms>-<uuid>   (expiration records)
     manifest/manifest-<uuid>-<n>, manifest/manifest-list-<uuid>-<n>, manifest/commit-users-<uuid>
     consumer/consumer-<id>
     consumer/groups/<group>/...   (consumer groups: see ``metadata.groups``)
@@ -22,6 +23,7 @@ from appendtable.errors import InvalidArgumentError, InvalidOptionError
 __all__ = [
     "CONSUMER_DIR",
     "EARLIEST_HINT",
+    "EXPIRED_DIR",
     "LATEST_HINT",
     "MANIFEST_DIR",
     "SCHEMA_DIR",
@@ -35,6 +37,8 @@ __all__ = [
     "bucket_dir",
     "consumer_path",
     "data_file_name",
+    "expiration_record_path",
+    "expiration_record_span",
     "id_from_name",
     "manifest_path",
     "schema_path",
@@ -66,6 +70,9 @@ ICEBERG_VERSION_HINT = f"{ICEBERG_DIR}/version-hint.text"
 _STAGING_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")
 LATEST_HINT = f"{SNAPSHOT_DIR}/LATEST"
 EARLIEST_HINT = f"{SNAPSHOT_DIR}/EARLIEST"
+#: Expiration records (``ExpiredSnapshots``): which snapshot held each expired id.
+EXPIRED_DIR = f"{SNAPSHOT_DIR}/expired"
+_EXPIRATION_RECORD = re.compile(r"^expired-(\d+)-(\d+)-(\d+)-[0-9a-f]{32}$")
 SCHEMA_PREFIX = "schema-"
 SNAPSHOT_PREFIX = "snapshot-"
 CONSUMER_PREFIX = "consumer-"
@@ -78,6 +85,20 @@ def schema_path(schema_id: int) -> str:
 
 def snapshot_path(snapshot_id: int) -> str:
     return f"{SNAPSHOT_DIR}/{SNAPSHOT_PREFIX}{snapshot_id}"
+
+
+def expiration_record_path(first: int, last: int, time_ms: int, unique: str) -> str:
+    """Where an expiration of snapshots ``first``..``last`` at ``time_ms`` records them."""
+    return f"{EXPIRED_DIR}/expired-{first}-{last}-{time_ms}-{unique}"
+
+
+def expiration_record_span(name: str) -> tuple[int, int, int] | None:
+    """(first id, last id, time ms) of an expiration record's file name, None for any other
+    name."""
+    found = _EXPIRATION_RECORD.match(name.rsplit("/", 1)[-1])
+    if found is None:
+        return None
+    return int(found[1]), int(found[2]), int(found[3])
 
 
 def manifest_path(name: str) -> str:

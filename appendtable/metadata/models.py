@@ -30,6 +30,7 @@ __all__ = [
     "ConsumerState",
     "DataFileMeta",
     "DeleteRecord",
+    "ExpiredSnapshots",
     "DeletionVectorRef",
     "StoredPredicate",
     "FieldStats",
@@ -262,6 +263,21 @@ class DeleteRecord(msgspec.Struct, frozen=True, kw_only=True):
     base_snapshot: int
     schema_id: int
     clauses: tuple[tuple[StoredPredicate, ...], ...]
+
+
+class ExpiredSnapshots(msgspec.Struct, frozen=True, kw_only=True):
+    """``snapshot/expired/expired-<first>-<last>-<time ms>-<uuid>``: the nonce of each snapshot
+    one expiration removed (by id), written before the first of them is deleted.
+
+    A snapshot id can be held by more than one snapshot over time: a commit that stalled past
+    the retention may publish under an id that had expired. A commit that published and then
+    finds its parent and its successor expired reads these records to tell which case it is in:
+    every record of its id names its own nonce when its snapshot was part of the log (and has
+    since expired); one naming another nonce means the id had expired before it published."""
+
+    time_ms: int
+    #: snapshot id (in decimal) -> nonce
+    nonces: dict[str, str]
 
 
 class CommitUserRecord(msgspec.Struct, frozen=True, array_like=True):

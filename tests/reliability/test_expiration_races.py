@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pyarrow as pa
@@ -204,3 +205,97 @@ def test_snapshot_landing_during_the_expiry_check_is_not_reported_expired(
     assert storage.looks >= 2
     unit = reader.poll()
     assert unit is not None and unit.snapshot_id == 2
+
+
+class _ExpiredAround(LocalStorage):
+    """Storage of writer B: right after (``after``) or right before its snapshot publish,
+    another writer commits ``commits`` times and expires all but the latest snapshot. After a
+    publish, B's own snapshot, its parent and its successor are then all expired before B checks
+    that its snapshot continues the log; before, B's publish re-creates an expired id whose
+    successor has expired too. ``forget_records``: the expiration left no records (a writer of
+    an older version, or records pruned)."""
+
+    def __init__(
+        self, root: str, other: at.Table, *, after: bool, commits: int, forget_records: bool
+    ) -> None:
+        super().__init__(root, fsync=False)
+        self.other, self.after, self.commits = other, after, commits
+        self.forget_records = forget_records
+        self.fired = False
+
+    def _interleave(self) -> None:
+        self.fired = True
+        for i in range(self.commits):
+            self.other.append(_rows(f"o{i}"))
+        self.other.expire_snapshots(retain_min=1, older_than_ms=int(time.time() * 1000) + 1)
+        if self.forget_records:
+            super().delete_tree("snapshot/expired")
+        clear_metadata_caches()
+
+    def put_if_absent(self, path: str, data: bytes) -> bool:
+        publish = path.startswith("snapshot/snapshot-") and not self.fired
+        if publish and not self.after:
+            self._interleave()
+        created = super().put_if_absent(path, data)
+        if publish and self.after and created:
+            self._interleave()
+        return created
+
+
+def _writer_b(tmp_path: Path, **interleaving: Any) -> tuple[str, Table]:
+    uri = str(tmp_path / "t")
+    other = at.create_table(uri, SCHEMA, options={"write-only": True, "commit.fsync": False})
+    other.append(_rows("first"))  # snapshot 1: B's base
+    storage = _ExpiredAround(uri, other, **interleaving)
+    return uri, Table(TableState(storage, other._state.schema))
+
+
+def test_a_snapshot_expired_with_its_parent_and_successor_before_its_check_is_kept(
+    tmp_path: Path,
+) -> None:
+    """Regression (found by the torture test): B published snapshot 2, then 3 and 4 landed on
+    it and expiration removed 1 to 3 before B checked that 2 continues the log. B took the
+    missing successor for a sign of a re-created id, took its snapshot "back" (deleting the
+    manifests 3 and 4 carry forward) and committed its rows a second time."""
+    uri, b = _writer_b(tmp_path, after=True, commits=2, forget_records=False)
+    snapshot = b.append(_rows("B"))
+    assert snapshot is not None and snapshot.id == 2
+    table = at.open_table(uri)
+    assert [s.id for s in table.snapshots()] == [4]
+    assert sorted(table.scan().to_arrow()["w"].to_pylist()) == ["B", "first", "o0", "o1"]
+
+
+def test_a_publish_under_an_id_expired_with_its_successor_is_outside_the_log(
+    tmp_path: Path,
+) -> None:
+    """B stalled before publishing on base 1 while 2, 3 and 4 landed and 1 to 3 expired: its
+    publish re-creates id 2, with no parent and no successor left to compare with. The
+    expiration's record names the snapshot that held 2, so B takes its snapshot back and
+    commits again on 4."""
+    uri, b = _writer_b(tmp_path, after=False, commits=3, forget_records=False)
+    snapshot = b.append(_rows("B"))
+    assert snapshot is not None and snapshot.id == 5 and snapshot.parent_id == 4
+    table = at.open_table(uri)
+    assert [s.id for s in table.snapshots()] == [4, 5]
+    assert sorted(table.scan().to_arrow()["w"].to_pylist()) == ["B", "first", "o0", "o1", "o2"]
+
+
+def test_a_re_created_id_is_told_without_an_expiration_record(tmp_path: Path) -> None:
+    """With no expiration record, B's re-created snapshot 2 is still there while its successor
+    3 has expired: a snapshot of the log would have expired first, so B takes its back."""
+    uri, b = _writer_b(tmp_path, after=False, commits=3, forget_records=True)
+    snapshot = b.append(_rows("B"))
+    assert snapshot is not None and snapshot.id == 5 and snapshot.parent_id == 4
+    rows = sorted(at.open_table(uri).scan().to_arrow()["w"].to_pylist())
+    assert rows == ["B", "first", "o0", "o1", "o2"]
+
+
+def test_without_an_expiration_record_the_outcome_is_reported_unknown(tmp_path: Path) -> None:
+    """With no record of who held id 2 when it expired (an expiration by an older version), B
+    cannot tell whether its snapshot was part of the log: it says the outcome is unknown and
+    deletes nothing, rather than guess (its rows are in the table, once)."""
+    uri, b = _writer_b(tmp_path, after=True, commits=2, forget_records=True)
+    with pytest.raises(at.CommitStateUnknownError, match="no expiration record"):
+        b.append(_rows("B"))
+    rows = sorted(at.open_table(uri).scan().to_arrow()["w"].to_pylist())
+    assert rows == ["B", "first", "o0", "o1"]
