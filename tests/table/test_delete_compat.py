@@ -21,8 +21,54 @@ from appendtable.metadata import codec
 from appendtable.metadata.models import Manifest
 
 SCHEMA = pa.schema([("id", pa.int64()), ("kind", pa.string())])
-#: A checkout of the library from before deletes existed (format version 2).
-OLDER = Path("/work/main")
+#: This repository: the older library is taken from its history.
+REPOSITORY = Path(__file__).resolve().parents[2]
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(REPOSITORY), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def older(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The library as it was just before format version 3 (deletes) was introduced, extracted
+    from this repository's history."""
+    if not (REPOSITORY / ".git").exists():
+        pytest.skip("needs the repository's git history (not a git checkout)")
+    introduced = _git(
+        "log",
+        "--format=%H",
+        "--reverse",
+        "-G",
+        "^FORMAT_VERSION = 3",
+        "--",
+        "appendtable/metadata/codec.py",
+    ).splitlines()
+    assert introduced, "no commit introduces FORMAT_VERSION = 3 in this history"
+    target = tmp_path_factory.mktemp("older")
+    archive = subprocess.run(
+        ["git", "-C", str(REPOSITORY), "archive", f"{introduced[0]}^", "appendtable"],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True, timeout=120)
+    found = subprocess.run(
+        [sys.executable, "-c", "import appendtable.metadata.codec as c; print(c.FORMAT_VERSION)"],
+        env={**os.environ, "PYTHONPATH": str(target)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=target,
+    )
+    assert found.stdout.strip() == "2", found.stdout + found.stderr
+    return target
 
 
 def rows(start: int, count: int) -> pa.Table:
@@ -30,7 +76,7 @@ def rows(start: int, count: int) -> pa.Table:
     return pa.table({"id": ids, "kind": [f"k{i % 4}" for i in ids]}, schema=SCHEMA)
 
 
-def older_reader(uri: str) -> subprocess.CompletedProcess[str]:
+def older_reader(older: Path, uri: str) -> subprocess.CompletedProcess[str]:
     """Scan ``uri`` with the older library: prints the row count, or the error class."""
     code = (
         "import appendtable as at\n"
@@ -39,47 +85,33 @@ def older_reader(uri: str) -> subprocess.CompletedProcess[str]:
         "except at.AppendTableError as exc:\n"
         "    print('refused', type(exc).__name__, exc)\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(OLDER)}
+    env = {**os.environ, "PYTHONPATH": str(older)}
     return subprocess.run(
         [sys.executable, "-c", code],
         env=env,
         capture_output=True,
         text=True,
         timeout=120,
-        cwd=OLDER,  # (the working directory comes first on the path)
+        cwd=older,  # (the working directory comes first on the path)
     )
 
 
-def _older_is_before_deletes() -> bool:
-    found = subprocess.run(
-        [sys.executable, "-c", "import appendtable.metadata.codec as c; print(c.FORMAT_VERSION)"],
-        env={**os.environ, "PYTHONPATH": str(OLDER)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=OLDER,
-    )
-    return found.stdout.strip() == "2"
-
-
-@pytest.mark.skipif(
-    not OLDER.is_dir() or not _older_is_before_deletes(),
-    reason="needs a checkout of the library before format version 3 at /work/main",
-)
 @pytest.mark.parametrize("vectors", ["true", "false"])
-def test_an_older_reader_refuses_a_table_with_deletes(tmp_path: Path, vectors: str) -> None:
+def test_an_older_reader_refuses_a_table_with_deletes(
+    tmp_path: Path, vectors: str, older: Path
+) -> None:
     uri = str(tmp_path / "t")
     table = at.create_table(uri, SCHEMA, options={"deletion-vectors.enabled": vectors})
     table.append(rows(0, 100))
-    before = older_reader(uri)
+    before = older_reader(older, uri)
     assert before.stdout.split() == ["rows", "100"], before.stderr
     table.delete([("kind", "=", "k1")])
-    after_delete = older_reader(uri)
+    after_delete = older_reader(older, uri)
     # refused: the DELETE snapshot's kind does not even decode there (it decodes before it
     # checks the version); never a count with the deleted rows
     assert after_delete.stdout.startswith("refused"), after_delete.stdout + after_delete.stderr
     table.append(rows(100, 10))
-    after_append = older_reader(uri)
+    after_append = older_reader(older, uri)
     assert after_append.stdout.startswith("refused UnsupportedFormatVersionError")
     assert "format version 3" in after_append.stdout
 
