@@ -116,6 +116,23 @@ def test_an_older_reader_refuses_a_table_with_deletes(
     assert "format version 3" in after_append.stdout
 
 
+def test_an_older_reader_reads_a_table_whose_expiration_left_records(
+    tmp_path: Path, older: Path
+) -> None:
+    """Expiration records (snapshot/expired/) are new: the older library lists snapshot/ and
+    must still find the snapshots, and read the rows."""
+    uri = str(tmp_path / "t")
+    table = at.create_table(uri, SCHEMA, options={"write-only": "true"})
+    for start in range(0, 50, 10):
+        table.append(rows(start, 10))
+    cut = int(dt.datetime.now(dt.timezone.utc).timestamp() * 1000) + 1000
+    assert table.expire_snapshots(retain_min=1, older_than_ms=cut).expired_snapshots == [1, 2, 3, 4]
+    assert (tmp_path / "t" / "snapshot" / "expired").is_dir()
+    (tmp_path / "t" / "snapshot" / "LATEST").unlink()  # the older reader lists snapshot/
+    found = older_reader(older, uri)
+    assert found.stdout.split() == ["rows", "50"], found.stdout + found.stderr
+
+
 def test_this_reader_refuses_a_newer_version_even_with_unknown_values(tmp_path: Path) -> None:
     """The version check runs before the typed decode (see codec), so a future kind reads as
     'upgrade' here."""
