@@ -231,8 +231,8 @@ SMALL_FILE_SIZE = _define(
     256 * 1024,
     "below this much Arrow data a data file written in one piece is small "
     "(file.compression.small-file); a file started before its last rows arrive (over a row "
-    "group, a quarter of target-file-size once encoded) is not; 0: every file uses "
-    "file.compression",
+    "group: a quarter of target-file-size once encoded, at most 1 Mi rows or 128 MiB of "
+    "Arrow data) is not; 0: every file uses file.compression",
 )
 STATS_MODE = _define(
     "metadata.stats-mode",
