@@ -168,6 +168,16 @@ def _choice(*allowed: str) -> Callable[[str], str]:
     return parse
 
 
+def _int_between(low: int, high: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        number = _parse_int(text)
+        if not low <= number <= high:
+            raise ValueError(f"{number} is outside {low}..{high}")
+        return number
+
+    return parse
+
+
 def _parse_stats_mode(text: str) -> str:
     lowered = text.strip().lower()
     if lowered in ("none", "counts", "full") or re.fullmatch(r"truncate\(\d+\)", lowered):
@@ -214,7 +224,10 @@ FILE_COMPRESSION = _define(
     "Parquet compression codec",
 )
 FILE_COMPRESSION_LEVEL = _define(
-    "file.compression.zstd-level", _parse_int, 1, "zstd level for data files"
+    "file.compression.zstd-level",
+    _int_between(-131072, 22),
+    1,
+    "zstd level for data files (-131072..22: negative levels are zstd's fast ones)",
 )
 SMALL_FILE_COMPRESSION = _define(
     "file.compression.small-file",

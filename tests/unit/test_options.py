@@ -414,6 +414,8 @@ def test_valid_table_options(raw: dict[str, object]) -> None:
         ({"write-buffer-size": "0 MB"}, "write-buffer-size", "positive"),
         ({"manifest.target-file-size": "0"}, "manifest.target-file-size", "positive"),
         ({"source.split.target-size": "0"}, "source.split.target-size", "positive"),
+        ({"file.compression.zstd-level": "23"}, "file.compression.zstd-level", "-131072..22"),
+        ({"file.compression.zstd-level": "-131073"}, "file.compression.zstd-level", "outside"),
     ],
 )
 def test_invalid_table_options_name_the_option(
@@ -424,3 +426,10 @@ def test_invalid_table_options_name_the_option(
     message = str(info.value)
     assert f"'{option}'" in message
     assert detail in message
+
+
+@pytest.mark.parametrize("level", ["-131072", "-5", "0", "1", "22"])
+def test_every_zstd_level_arrow_accepts_is_accepted(level: str) -> None:
+    raw = {"file.compression.zstd-level": level}
+    validate(raw)
+    assert Options(parse_options(raw)).get(opt.FILE_COMPRESSION_LEVEL) == int(level)
