@@ -235,6 +235,7 @@ BUILTIN_RAISES_ALLOWED = {
     "appendtable.metadata.options:_parse_directory_name",
     "appendtable.metadata.options:_parse_columns",
     "appendtable.metadata.options:_choice.parse",
+    "appendtable.metadata.options:_int_between.parse",
     "appendtable.metadata.options:_parse_stats_mode",
     "appendtable.metadata.options:_parse_snapshot_id",
     "appendtable.metadata.options:_parse_consumer_id",
