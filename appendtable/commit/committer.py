@@ -36,7 +36,7 @@ from appendtable.commit.changes import (
     merged_watermark,
     updated_users,
 )
-from appendtable.commit.expiration_records import holders_of
+from appendtable.commit.expiration_records import recorded_parents
 from appendtable.commit.manifests import ManifestStore
 from appendtable.commit.schemas import SchemaStore
 from appendtable.commit.snapshots import SnapshotStore
@@ -172,44 +172,41 @@ class Committer:
             ) from exc
 
     def _in_log(self, snapshot: Snapshot) -> bool:
-        """Whether a snapshot just published continues the log. Expiration removes snapshots
-        oldest first, so while the parent exists the id cannot have expired; the parent is
-        checked by its nonce, since another stalled commit may hold its id for a moment. If
-        the parent is gone, the id may have expired before this commit re-created it (a commit
-        that stalled past the retention): then a later snapshot exists that is not built on
-        this one. If that successor has expired too, this snapshot is outside the log if it is
-        still there (the log expires oldest first); if it is gone, the expiration records say
-        which snapshot held the id when it expired: this one (part of the log), or another.
-        With no record, CommitStateUnknownError (nothing of this commit is left to delete)."""
+        """Whether a snapshot just published continues the log, or re-created an id that had
+        expired (a commit that stalled past the retention). Expiration removes snapshots oldest
+        first, so while the parent is there the id cannot have expired. Otherwise the
+        successor decides: every snapshot ever held at ``id + 1`` was built on this one if it
+        is part of the log, while a re-created id has the original successor, built on
+        another. The successor is read if it exists, else its expiration record; with
+        neither, this snapshot is a re-creation if it is still there (a snapshot of the log
+        expires before its successor), and otherwise CommitStateUnknownError (nothing of this
+        commit is left to delete)."""
         parent = snapshot.parent_id
         if parent is None:
             return True
-        held = self._snapshots.holds(parent, snapshot.parent_nonce)
-        if held is not None:  # the parent, or a stalled commit's re-creation of its id
-            return held
-        later = [i for i in self._snapshots.list_ids() if i > snapshot.id]
-        if not later:
+        if self._snapshots.holds(parent, snapshot.parent_nonce):
             return True
-        if later[0] == snapshot.id + 1:
-            try:
-                successor = self._snapshots.get(snapshot.id + 1)
-            except SnapshotNotFoundError:
-                pass  # expired since the listing: its expiration is recorded
-            else:
-                return not successor.parent_nonce or successor.parent_nonce == snapshot.nonce
-        if self._snapshots.holds(snapshot.id, snapshot.nonce):
-            # expiration removes the log oldest first: a snapshot of the log would have gone
-            # before its successor, so this one re-created an id that had expired
+        # the parent expired (its id may hold a stalled commit's re-creation: that says
+        # nothing about this snapshot)
+        if not any(i > snapshot.id for i in self._snapshots.list_ids()):
+            return True
+        try:
+            successor = self._snapshots.get(snapshot.id + 1)
+        except SnapshotNotFoundError:
+            parents = recorded_parents(self._storage, snapshot.id + 1)
+        else:
+            parents = {successor.parent_nonce}
+        if not parents and self._snapshots.holds(snapshot.id, snapshot.nonce):
             return False
-        holders = holders_of(self._storage, snapshot.id)
-        if not holders:
+        if not parents:
             raise CommitStateUnknownError(
                 f"snapshot {snapshot.id} was published and has expired with its parent and its "
-                "successor, and no expiration record names the snapshot that held the id "
-                "(records are kept an hour; older versions write none): the commit has landed "
-                "unless that id was re-created; check the table before committing it again"
+                "successor, and no expiration record names the successor (records are kept an "
+                "hour; older versions write none): the commit has landed unless that id was "
+                "re-created; check the table before committing it again"
             )
-        return holders == {snapshot.nonce}
+        known = parents - {""}  # a successor written by a version without parent nonces
+        return not known or known == {snapshot.nonce}
 
     def _check_atomic_publish(self) -> None:
         if self._storage.atomic_create or self._options.get(opt.COMMIT_SINGLE_WRITER):

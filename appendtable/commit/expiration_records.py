@@ -2,15 +2,16 @@
 
 A snapshot id may be held by two snapshots over time: a commit that stalled past the
 retention can publish under an id that had already expired (``Committer._in_log``). A commit
-that has just published tells the two cases apart by its parent's and its successor's
-``parent_nonce`` while they exist; once both have expired too, only these records are left.
+that has just published tells the two cases apart by its successor's ``parent_nonce`` while the
+successor exists; once it has expired too, its expiration record still says it.
 
-Guarantees: an expiration writes its record (``snapshot/expired/``, a new name, durable)
-before it deletes the first of its snapshots, so anyone who sees a snapshot file gone finds
-its record; a record names the nonce the expiration read for each id. Records are small and
-are pruned by later expirations once older than ``RECORD_RETENTION_MS``: a commit stalled
-longer than that between publishing and checking cannot tell, and says so
-(``CommitStateUnknownError``) rather than guess.
+Guarantees: an expiration by this version writes its record (``snapshot/expired/``, a new
+name, durable) before it deletes the first of its snapshots, so a snapshot file it removed has
+a record until the record is pruned; a record names the nonce and parent nonce the expiration
+read for each id. Records are small and are pruned by later expirations once older than
+``RECORD_RETENTION_MS`` (by the pruning process's clock) and below the earliest snapshot; a
+commit finding no record (pruned, or the expiration was by an older version) cannot tell, and
+says so (``CommitStateUnknownError``) rather than guess.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from appendtable.storage import Storage
 __all__ = [
     "PRUNE_EVERY",
     "RECORD_RETENTION_MS",
-    "holders_of",
     "prune_records",
+    "recorded_parents",
     "record_expiration",
 ]
 
@@ -40,21 +41,28 @@ RECORD_RETENTION_MS = 60 * 60 * 1000
 PRUNE_EVERY = 256
 
 
-def record_expiration(storage: Storage, nonces: Mapping[int, str]) -> None:
-    """Durably record that the snapshots ``nonces`` (id -> nonce) are about to be deleted."""
-    if not nonces:
+def record_expiration(storage: Storage, snapshots: Mapping[int, tuple[str, str]]) -> None:
+    """Durably record that ``snapshots`` (id -> (nonce, parent nonce)) are about to be
+    deleted."""
+    if not snapshots:
         return
     now_ms = int(time.time() * 1000)
-    path = layout.expiration_record_path(min(nonces), max(nonces), now_ms, uuid.uuid4().hex)
-    record = ExpiredSnapshots(time_ms=now_ms, nonces={str(i): n for i, n in nonces.items()})
+    first, last = min(snapshots), max(snapshots)
+    path = layout.expiration_record_path(first, last, now_ms, uuid.uuid4().hex)
+    record = ExpiredSnapshots(
+        time_ms=now_ms,
+        nonces={str(i): nonce for i, (nonce, _) in snapshots.items()},
+        parent_nonces={str(i): parent for i, (_, parent) in snapshots.items()},
+    )
     storage.ensure_parent(path)
     storage.create(path, codec.encode(record, codec.Kind.EXPIRED_SNAPSHOTS))
     storage.sync_names([path])
 
 
-def holders_of(storage: Storage, snapshot_id: int) -> set[str]:
-    """The nonces that expiration records name for ``snapshot_id`` (empty: none does)."""
-    nonces: set[str] = set()
+def recorded_parents(storage: Storage, snapshot_id: int) -> set[str]:
+    """The parent nonces that expiration records name for ``snapshot_id`` (one per snapshot
+    that held the id and expired; empty: no record names it)."""
+    parents: set[str] = set()
     for name in storage.listnames(layout.EXPIRED_DIR):
         span = layout.expiration_record_span(name)
         if span is None or not span[0] <= snapshot_id <= span[1]:
@@ -65,9 +73,9 @@ def holders_of(storage: Storage, snapshot_id: int) -> set[str]:
         except ObjectNotFoundError:
             continue  # pruned meanwhile
         record = codec.decode(data, ExpiredSnapshots, codec.Kind.EXPIRED_SNAPSHOTS, path)
-        if str(snapshot_id) in record.nonces:
-            nonces.add(record.nonces[str(snapshot_id)])
-    return nonces
+        if str(snapshot_id) in record.parent_nonces:
+            parents.add(record.parent_nonces[str(snapshot_id)])
+    return parents
 
 
 def prune_records(storage: Storage, *, earliest: int, now_ms: int) -> list[str]:

@@ -53,8 +53,8 @@ class ExpirePlan:
     #: The oldest snapshot kept (the new ``EARLIEST``).
     new_earliest: int
     snapshot_ids: list[int] = field(default_factory=list)
-    #: The nonce of each snapshot in ``snapshot_ids``, as read when planning.
-    nonces: dict[int, str] = field(default_factory=dict)
+    #: The nonce and parent nonce of each snapshot in ``snapshot_ids``, as read when planning.
+    nonces: dict[int, tuple[str, str]] = field(default_factory=dict)
     data_files: list[str] = field(default_factory=list)
     metadata_files: list[str] = field(default_factory=list)
     #: Release records of deleted tags processed by this plan (removed last).
@@ -111,7 +111,7 @@ def plan_expiration(
         except SnapshotNotFoundError:
             continue  # another expiration (or one that crashed) deleted it already
         plan.snapshot_ids.append(snapshot_id)
-        plan.nonces[snapshot_id] = snapshot.nonce
+        plan.nonces[snapshot_id] = (snapshot.nonce, snapshot.parent_nonce)
         expired[snapshot_id] = snapshot
         expired_metadata |= _metadata_of(snapshot, manifests)
     removed: set[str] = set()

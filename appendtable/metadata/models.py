@@ -266,18 +266,21 @@ class DeleteRecord(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ExpiredSnapshots(msgspec.Struct, frozen=True, kw_only=True):
-    """``snapshot/expired/expired-<first>-<last>-<time ms>-<uuid>``: the nonce of each snapshot
-    one expiration removed (by id), written before the first of them is deleted.
+    """``snapshot/expired/expired-<first>-<last>-<time ms>-<uuid>``: the nonce and the parent
+    nonce of each snapshot one expiration removed (by id), written before the first of them is
+    deleted.
 
     A snapshot id can be held by more than one snapshot over time: a commit that stalled past
-    the retention may publish under an id that had expired. A commit that published and then
-    finds its parent and its successor expired reads these records to tell which case it is in:
-    every record of its id names its own nonce when its snapshot was part of the log (and has
-    since expired); one naming another nonce means the id had expired before it published."""
+    the retention may publish under an id that had expired. A commit that published snapshot
+    ``n`` and then finds its parent and its successor gone reads the records of ``n + 1``: a
+    snapshot of the log has every snapshot ever held at ``n + 1`` built on it (their parent
+    nonce is its nonce); a re-creation has the original ``n + 1``, built on another."""
 
     time_ms: int
-    #: snapshot id (in decimal) -> nonce
+    #: snapshot id (in decimal) -> its nonce
     nonces: dict[str, str]
+    #: snapshot id (in decimal) -> its parent's nonce ("" for snapshots of format 1)
+    parent_nonces: dict[str, str]
 
 
 class CommitUserRecord(msgspec.Struct, frozen=True, array_like=True):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from threading import Event, Thread
 from typing import Any
 
 import msgspec
@@ -16,9 +17,11 @@ import pytest
 
 import appendtable as at
 from appendtable._state import TableState
+from appendtable.commit.expiration_records import RECORD_RETENTION_MS, prune_records
 from appendtable.commit.metadata_cache import clear_metadata_caches
 from appendtable.commit.snapshots import decode_snapshot
 from appendtable.metadata import codec
+from appendtable.metadata.models import Snapshot
 from appendtable.storage import LocalStorage
 from appendtable.table import Table
 
@@ -270,8 +273,8 @@ def test_a_publish_under_an_id_expired_with_its_successor_is_outside_the_log(
 ) -> None:
     """B stalled before publishing on base 1 while 2, 3 and 4 landed and 1 to 3 expired: its
     publish re-creates id 2, with no parent and no successor left to compare with. The
-    expiration's record names the snapshot that held 2, so B takes its snapshot back and
-    commits again on 4."""
+    expiration's record of 3 names 3's parent, the original 2, so B takes its snapshot back
+    and commits again on 4 (the record decides before B's own file is looked at)."""
     uri, b = _writer_b(tmp_path, after=False, commits=3, forget_records=False)
     snapshot = b.append(_rows("B"))
     assert snapshot is not None and snapshot.id == 5 and snapshot.parent_id == 4
@@ -299,3 +302,149 @@ def test_without_an_expiration_record_the_outcome_is_reported_unknown(tmp_path: 
         b.append(_rows("B"))
     rows = sorted(at.open_table(uri).scan().to_arrow()["w"].to_pylist())
     assert rows == ["B", "first", "o0", "o1"]
+
+
+class _ReCreationExpiredByAListing(LocalStorage):
+    """Writer B, stalled on base 1 (found by a review of the expiration records). Before its
+    publish: 2 and 3 land, 1 and 2 expire, and (``prune``) that expiration's record is pruned
+    as an expiration an hour later would. B's publish re-creates id 2. Before B checks: 4 lands
+    and a second expiration runs; its EARLIEST hint (3) fails its check, as snapshot-2 exists
+    again, so it lists, starts at B's 2, records B's own nonce for id 2 and deletes 2 and 3."""
+
+    def __init__(self, root: str, other: at.Table, *, prune: bool) -> None:
+        super().__init__(root, fsync=False)
+        self.other, self.prune = other, prune
+        self.fired = False
+        self.second: list[int] = []
+
+    def put_if_absent(self, path: str, data: bytes) -> bool:
+        publish = path.startswith("snapshot/snapshot-") and not self.fired
+        if publish:
+            self.fired = True
+            self.other.append(_rows("o0"))
+            self.other.append(_rows("o1"))
+            assert _expire_all(self.other) == [1, 2]
+            if self.prune:
+                later = int(time.time() * 1000) + RECORD_RETENTION_MS + 60_000
+                assert prune_records(LocalStorage(self.root), earliest=3, now_ms=later)
+            clear_metadata_caches()
+        created = super().put_if_absent(path, data)
+        if publish:
+            assert created and path == "snapshot/snapshot-2"
+            self.other.append(_rows("o2"))
+            self.second = _expire_all(self.other)
+            clear_metadata_caches()
+        return created
+
+
+def _expire_all(table: at.Table) -> list[int]:
+    cut = int(time.time() * 1000) + 1
+    return table.expire_snapshots(retain_min=1, older_than_ms=cut).expired_snapshots
+
+
+@pytest.mark.parametrize("prune", [False, True], ids=["records-kept", "first-record-pruned"])
+def test_a_re_creation_expired_by_a_listing_is_not_taken_for_the_log(
+    tmp_path: Path, prune: bool
+) -> None:
+    """B's re-created 2 expired with 3 before B checked, and the only record of id 2 left may
+    name B's own nonce: the record of 3 (built on the original 2) decides that B's snapshot
+    was outside the log. Taking it for part of the log lost B's acknowledged rows."""
+    uri = str(tmp_path / "t")
+    other = at.create_table(uri, SCHEMA, options={"write-only": True, "commit.fsync": False})
+    other.append(_rows("first"))
+    storage = _ReCreationExpiredByAListing(uri, other, prune=prune)
+    snapshot = Table(TableState(storage, other._state.schema)).append(_rows("B"))
+    assert storage.second == [2, 3]
+    assert snapshot is not None and snapshot.id == 5 and snapshot.parent_id == 4
+    rows = sorted(at.open_table(uri).scan().to_arrow()["w"].to_pylist())
+    assert rows == ["B", "first", "o0", "o1", "o2"]
+
+
+_WAIT_S = 30
+
+
+class _StalledWriter(LocalStorage):
+    """Writer S: pauses at its first publish (snapshot 2, on base 1) until ``go``; after
+    publishing, pauses until ``check`` before checking its snapshot."""
+
+    def __init__(self, root: str) -> None:
+        super().__init__(root, fsync=False)
+        self.ready, self.go, self.published, self.check = (Event() for _ in range(4))
+        self.fired = False
+
+    def put_if_absent(self, path: str, data: bytes) -> bool:
+        first = path.startswith("snapshot/snapshot-") and not self.fired
+        if first:
+            self.fired = True
+            self.ready.set()
+            assert self.go.wait(_WAIT_S)
+        created = super().put_if_absent(path, data)
+        if first:
+            self.published.set()
+            assert self.check.wait(_WAIT_S)
+        return created
+
+
+class _ParentReCreated(LocalStorage):
+    """Writer B (base 2, publishes 3). Right after its publish, 1 and 2 expire and S publishes
+    its re-creation of 2; when B reads snapshot-2 to check its parent, S finishes first (it
+    takes its 2 back and commits 4 on B's 3)."""
+
+    def __init__(self, root: str, other: at.Table, s: _StalledWriter, s_thread: Thread) -> None:
+        super().__init__(root, fsync=False)
+        self.other, self.s, self.s_thread = other, s, s_thread
+        self.published = self.checked = False
+
+    def put_if_absent(self, path: str, data: bytes) -> bool:
+        created = super().put_if_absent(path, data)
+        if path.startswith("snapshot/snapshot-") and created and not self.published:
+            self.published = True
+            assert path == "snapshot/snapshot-3"
+            assert _expire_all(self.other) == [1, 2]
+            clear_metadata_caches()
+            self.s.go.set()
+            assert self.s.published.wait(_WAIT_S)
+        return created
+
+    def read(self, path: str) -> bytes:
+        data = super().read(path)
+        if path == "snapshot/snapshot-2" and self.published and not self.checked:
+            self.checked = True
+            self.s.check.set()
+            self.s_thread.join(_WAIT_S)
+            clear_metadata_caches()
+        return data
+
+
+def test_a_snapshot_is_kept_when_its_expired_parents_id_is_re_created(tmp_path: Path) -> None:
+    """Regression (found by review): B's parent 2 expired and a stalled writer S re-created
+    id 2 just before B checked its parent: B took "another nonce at my parent's id" for "my
+    snapshot is outside the log", deleted snapshot 3 and the manifests S's snapshot 4 carries
+    forward, and committed its rows again. Another nonce at the parent's id only says the
+    parent expired; B's successor decides."""
+    uri = str(tmp_path / "t")
+    other = at.create_table(uri, SCHEMA, options={"write-only": True, "commit.fsync": False})
+    other.append(_rows("first"))  # 1
+    s_storage = _StalledWriter(uri)
+    s_table = Table(TableState(s_storage, other._state.schema))
+    outcome: dict[str, object] = {}
+
+    def run_s() -> None:
+        try:
+            outcome["S"] = s_table.append(_rows("S"))
+        except at.AppendTableError as exc:
+            outcome["S"] = exc
+
+    s_thread = Thread(target=run_s, daemon=True)
+    s_thread.start()
+    assert s_storage.ready.wait(_WAIT_S)  # S prepared 2 on base 1
+    other.append(_rows("A"))  # 2
+    b = Table(TableState(_ParentReCreated(uri, other, s_storage, s_thread), other._state.schema))
+    snapshot = b.append(_rows("B"))
+    s_thread.join(_WAIT_S)
+    assert snapshot is not None and snapshot.id == 3
+    landed = outcome["S"]
+    assert isinstance(landed, Snapshot) and landed.id == 4 and landed.parent_id == 3
+    clear_metadata_caches()
+    rows = sorted(at.open_table(uri).scan().to_arrow()["w"].to_pylist())
+    assert rows == ["A", "B", "S", "first"]

@@ -12,7 +12,11 @@ import pytest
 
 import appendtable as at
 from appendtable._state import TableState
-from appendtable.commit.expiration_records import RECORD_RETENTION_MS, holders_of, prune_records
+from appendtable.commit.expiration_records import (
+    RECORD_RETENTION_MS,
+    prune_records,
+    recorded_parents,
+)
 from appendtable.errors import StorageError
 from appendtable.metadata import codec, layout
 from appendtable.metadata.models import ExpiredSnapshots
@@ -47,18 +51,21 @@ def _expire_all(table: at.Table, *, dry_run: bool = False) -> at.ExpireResult:
     return table.expire_snapshots(retain_min=1, older_than_ms=cut, dry_run=dry_run)
 
 
-def test_an_expiration_records_the_nonce_of_every_snapshot_it_removes(tmp_path: Path) -> None:
+def test_an_expiration_records_the_nonces_of_every_snapshot_it_removes(tmp_path: Path) -> None:
     table = _table(tmp_path, 5)
     nonces = {s.id: s.nonce for s in table.snapshots()}
+    parents = {s.id: s.parent_nonce for s in table.snapshots()}
     assert _expire_all(table).expired_snapshots == [1, 2, 3, 4]
     records = _records(tmp_path / "t")
     assert len(records) == 1
     ((name, record),) = records.items()
     assert layout.expiration_record_span(name)[:2] == (1, 4)  # type: ignore[index]
     assert record.nonces == {str(i): nonces[i] for i in range(1, 5)}
+    assert record.parent_nonces == {str(i): parents[i] for i in range(1, 5)}
+    assert parents[2] == nonces[1] and parents[1] == ""
     storage = LocalStorage(str(tmp_path / "t"))
-    assert all(holders_of(storage, i) == {nonces[i]} for i in range(1, 5))
-    assert holders_of(storage, 5) == set()
+    assert all(recorded_parents(storage, i) == {nonces[i - 1]} for i in range(2, 5))
+    assert recorded_parents(storage, 5) == set()
 
 
 def test_a_dry_run_records_nothing(tmp_path: Path) -> None:
@@ -89,7 +96,10 @@ def test_the_record_is_durable_before_the_first_snapshot_is_deleted(tmp_path: Pa
 def _plant(root: Path, first: int, last: int, age_ms: int) -> str:
     time_ms = int(time.time() * 1000) - age_ms
     path = layout.expiration_record_path(first, last, time_ms, uuid.uuid4().hex)
-    record = ExpiredSnapshots(time_ms=time_ms, nonces={str(i): "x" for i in range(first, last + 1)})
+    ids = [str(i) for i in range(first, last + 1)]
+    record = ExpiredSnapshots(
+        time_ms=time_ms, nonces=dict.fromkeys(ids, "x"), parent_nonces=dict.fromkeys(ids, "y")
+    )
     (root / path).parent.mkdir(parents=True, exist_ok=True)
     (root / path).write_bytes(codec.encode(record, codec.Kind.EXPIRED_SNAPSHOTS))
     return path.rsplit("/", 1)[-1]
