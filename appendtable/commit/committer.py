@@ -144,6 +144,7 @@ class Committer:
                 self._storage.sync_names(written)  # this attempt's metadata, durably
                 if self._publish(snapshot):
                     if self._settled_in_log(snapshot):
+                        self._snapshots.announce(snapshot)
                         return snapshot
                     self._snapshots.unpublish(snapshot)
                 self._delete_quietly(written)

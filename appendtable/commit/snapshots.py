@@ -101,7 +101,8 @@ class SnapshotStore:
         means "nothing new" while the known snapshot exists, as expiration removes snapshots
         oldest first; once the known one has expired, the next may have expired too, and
         committing on top of it would re-create an expired id. Otherwise, or when others
-        committed meanwhile, it reads the LATEST hint and probes forward from there."""
+        committed meanwhile, it reads the LATEST hint and probes forward from there (commits
+        write the hint only once they know their snapshot continues the log: ``announce``)."""
         start = self._latest_seen
         if not start or self.exists(start + 1) or not self.on_storage(start):
             hint = self._read_hint(layout.LATEST_HINT) or 0
@@ -240,13 +241,17 @@ class SnapshotStore:
         if created:
             self._remember(snapshot)
             self._latest_seen = max(self._latest_seen, snapshot.id)
-            # Off the commit's critical path: a hint that lands late (or never) only costs
-            # other readers a few existence checks; this process already knows the id.
-            try:
-                _HINTS.submit(self._write_hint, layout.LATEST_HINT, snapshot.id)
-            except RuntimeError:  # the interpreter is shutting down: the snapshot landed
-                pass
         return created
+
+    def announce(self, snapshot: Snapshot) -> None:
+        """Point the LATEST hint at ``snapshot``, once its commit knows it continues the log
+        (never before: a stalled commit's re-creation of an expired id would lead the writers
+        that follow the hint to build on it). Off the commit's critical path: a hint that
+        lands late (or never) only costs other readers a few existence checks."""
+        try:
+            _HINTS.submit(self._write_hint, layout.LATEST_HINT, snapshot.id)
+        except RuntimeError:  # the interpreter is shutting down: the snapshot landed
+            pass
 
     def holds(self, snapshot_id: int, nonce: str) -> bool | None:
         """Whether the snapshot stored under ``snapshot_id`` now (not the cache) is the one

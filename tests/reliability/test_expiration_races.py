@@ -19,7 +19,7 @@ import appendtable as at
 from appendtable._state import TableState
 from appendtable.commit.expiration_records import RECORD_RETENTION_MS, prune_records
 from appendtable.commit.metadata_cache import clear_metadata_caches
-from appendtable.commit.snapshots import decode_snapshot
+from appendtable.commit.snapshots import decode_snapshot, flush_hints
 from appendtable.metadata import codec
 from appendtable.metadata.models import Snapshot
 from appendtable.storage import LocalStorage
@@ -448,3 +448,58 @@ def test_a_snapshot_is_kept_when_its_expired_parents_id_is_re_created(tmp_path: 
     clear_metadata_caches()
     rows = sorted(at.open_table(uri).scan().to_arrow()["w"].to_pylist())
     assert rows == ["A", "B", "S", "first"]
+
+
+class _FreshWriterDuringTheCheck(LocalStorage):
+    """Writer T, stalled on base 1 (found by a review): before its publish, 2, 3 and 4 land
+    and 1 to 3 expire, so its publish re-creates id 2. As T starts checking its snapshot, a
+    fresh reader scans and a fresh writer W appends (each a process of its own: nothing
+    cached)."""
+
+    def __init__(self, root: str, other: at.Table) -> None:
+        super().__init__(root, fsync=False)
+        self.other = other
+        self.fired = self.published = self.checked = False
+        self.seen: list[str] = []
+        self.w: Snapshot | None = None
+
+    def put_if_absent(self, path: str, data: bytes) -> bool:
+        first = path.startswith("snapshot/snapshot-") and not self.fired
+        if first:
+            self.fired = True
+            for value in ("o0", "o1", "o2"):
+                self.other.append(_rows(value))
+            assert _expire_all(self.other) == [1, 2, 3]
+            clear_metadata_caches()
+        created = super().put_if_absent(path, data)
+        self.published = self.published or (first and created)
+        return created
+
+    def read(self, path: str) -> bytes:
+        if self.published and not self.checked and path == "snapshot/snapshot-1":
+            self.checked = True  # T checks its parent: the first step of its check
+            flush_hints()
+            clear_metadata_caches()
+            self.seen = sorted(at.open_table(self.root).scan().to_arrow()["w"].to_pylist())
+            self.w = at.open_table(self.root).append(_rows("W"))
+            clear_metadata_caches()
+        return super().read(path)
+
+
+def test_no_writer_builds_on_a_re_created_id_before_its_commit_checked_it(tmp_path: Path) -> None:
+    """Regression: T's publish pointed the LATEST hint at its re-created 2 before T checked it.
+    A fresh reader then saw ["T", "first"], and a fresh writer W followed the hint, found 3
+    missing (expired) and built 3 on T's 2. W's parent was there, T's successor named T: both
+    were acknowledged, and the table holds neither. The hint now waits for the check."""
+    uri = str(tmp_path / "t")
+    other = at.create_table(uri, SCHEMA, options={"write-only": True, "commit.fsync": False})
+    other.append(_rows("first"))
+    storage = _FreshWriterDuringTheCheck(uri, other)
+    t = Table(TableState(storage, other._state.schema)).append(_rows("T"))
+    assert storage.seen == ["first", "o0", "o1", "o2"]
+    assert storage.w is not None and storage.w.id == 5 and storage.w.parent_id == 4
+    assert t is not None and t.id == 6 and t.parent_id == 5
+    flush_hints()
+    clear_metadata_caches()
+    rows = sorted(at.open_table(uri).scan().to_arrow()["w"].to_pylist())
+    assert rows == ["T", "W", "first", "o0", "o1", "o2"]
