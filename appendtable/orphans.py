@@ -49,10 +49,9 @@ TEMP_FILE_MIN_AGE_MS = 60 * 60 * 1000
 
 _METADATA_NAMES: dict[str, re.Pattern[str]] = {
     layout.SCHEMA_DIR: re.compile(r"^schema-\d+$"),
-    # expiration records live in snapshot/expired/ and are pruned by expiration
-    layout.SNAPSHOT_DIR: re.compile(
-        r"^(snapshot-\d+|LATEST|EARLIEST|expired-\d+-\d+-\d+-[0-9a-f]{32})$"
-    ),
+    layout.SNAPSHOT_DIR: re.compile(r"^(snapshot-\d+|LATEST|EARLIEST)$"),
+    # expiration records: pruned by expiration, never orphans
+    layout.EXPIRED_DIR: layout.EXPIRATION_RECORD_NAME,
     layout.CONSUMER_DIR: re.compile(r"^consumer-[A-Za-z0-9][A-Za-z0-9._-]*$"),
     layout.TAG_DIR: re.compile(r"^(tag|released)-[A-Za-z0-9][A-Za-z0-9._-]*$"),
     # deletion vectors and delete records: kept (never orphans) until purging them knows
@@ -210,6 +209,8 @@ def _place(path: str, partition_depth: int) -> str:
     "staging", "staging-area", "partition", "bucket"."""
     if not path:
         return "root"
+    if path == layout.EXPIRED_DIR:
+        return layout.EXPIRED_DIR
     parts = path.split("/")
     top = parts[0]
     if top == layout.WATERMARK_DIR:
@@ -241,7 +242,7 @@ def _may_hold_table_files(where: str, place: str, name: str, partition_depth: in
         return True  # an engine's own layout (partition directories, _temporary/...)
     if place == "partition":
         return _data_directory(name, len(where.split("/")), partition_depth)
-    return f"{where}/{name}" == layout.EXPIRED_DIR
+    return place == layout.SNAPSHOT_DIR and f"{where}/{name}" == layout.EXPIRED_DIR
 
 
 def _data_directory(name: str, level: int, partition_depth: int) -> bool:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 from appendtable.errors import ObjectNotFoundError, StorageError
 from appendtable.metadata import codec, layout
@@ -63,11 +63,9 @@ def recorded_parents(storage: Storage, snapshot_id: int) -> set[str]:
     """The parent nonces that expiration records name for ``snapshot_id`` (one per snapshot
     that held the id and expired; empty: no record names it)."""
     parents: set[str] = set()
-    for name in storage.listnames(layout.EXPIRED_DIR):
-        span = layout.expiration_record_span(name)
-        if span is None or not span[0] <= snapshot_id <= span[1]:
+    for path, (first, last, _) in _listed(storage):
+        if not first <= snapshot_id <= last:
             continue
-        path = f"{layout.EXPIRED_DIR}/{name.rsplit('/', 1)[-1]}"
         try:
             data = storage.read(path)
         except ObjectNotFoundError:
@@ -82,14 +80,20 @@ def prune_records(storage: Storage, *, earliest: int, now_ms: int) -> list[str]:
     """Delete the records older than ``RECORD_RETENTION_MS`` whose snapshots all lie below
     ``earliest``; the paths deleted."""
     pruned: list[str] = []
-    for name in storage.listnames(layout.EXPIRED_DIR):
-        span = layout.expiration_record_span(name)
-        if span is None or span[1] >= earliest or now_ms - span[2] < RECORD_RETENTION_MS:
+    for path, (_, last, time_ms) in _listed(storage):
+        if last >= earliest or now_ms - time_ms < RECORD_RETENTION_MS:
             continue
-        path = f"{layout.EXPIRED_DIR}/{name.rsplit('/', 1)[-1]}"
         try:
             storage.delete(path)
         except StorageError:
             continue  # the next pruning tries again
         pruned.append(path)
     return pruned
+
+
+def _listed(storage: Storage) -> Iterator[tuple[str, tuple[int, int, int]]]:
+    """Each record's path and (first id, last id, time ms), from its name."""
+    for name in storage.listnames(layout.EXPIRED_DIR):
+        span = layout.expiration_record_span(name)
+        if span is not None:
+            yield f"{layout.EXPIRED_DIR}/{name.rsplit('/', 1)[-1]}", span

@@ -23,6 +23,7 @@ from appendtable.errors import InvalidArgumentError, InvalidOptionError
 __all__ = [
     "CONSUMER_DIR",
     "EARLIEST_HINT",
+    "EXPIRATION_RECORD_NAME",
     "EXPIRED_DIR",
     "LATEST_HINT",
     "MANIFEST_DIR",
@@ -72,7 +73,8 @@ LATEST_HINT = f"{SNAPSHOT_DIR}/LATEST"
 EARLIEST_HINT = f"{SNAPSHOT_DIR}/EARLIEST"
 #: Expiration records (``ExpiredSnapshots``): which snapshot held each expired id.
 EXPIRED_DIR = f"{SNAPSHOT_DIR}/expired"
-_EXPIRATION_RECORD = re.compile(r"^expired-(\d+)-(\d+)-(\d+)-[0-9a-f]{32}$")
+#: The file name of an expiration record: first id, last id, time ms, then a unique suffix.
+EXPIRATION_RECORD_NAME = re.compile(r"^expired-(\d+)-(\d+)-(\d+)-[0-9a-f]{32}$")
 SCHEMA_PREFIX = "schema-"
 SNAPSHOT_PREFIX = "snapshot-"
 CONSUMER_PREFIX = "consumer-"
@@ -95,7 +97,7 @@ def expiration_record_path(first: int, last: int, time_ms: int, unique: str) -> 
 def expiration_record_span(name: str) -> tuple[int, int, int] | None:
     """(first id, last id, time ms) of an expiration record's file name, None for any other
     name."""
-    found = _EXPIRATION_RECORD.match(name.rsplit("/", 1)[-1])
+    found = EXPIRATION_RECORD_NAME.match(name.rsplit("/", 1)[-1])
     if found is None:
         return None
     return int(found[1]), int(found[2]), int(found[3])

@@ -143,3 +143,8 @@ def test_orphan_removal_keeps_records_and_reports_nothing_foreign(tmp_path: Path
     assert not any("expired" in f for f in result.files + result.not_table_files)
     table.remove_orphan_files(older_than=future, dry_run=False)
     assert set(_records(tmp_path / "t")) == before
+    # a record's name anywhere else is not the table's: listed, never taken for a record
+    stray = tmp_path / "t" / "snapshot" / sorted(before)[0]
+    stray.write_bytes(b"x")
+    result = table.remove_orphan_files(older_than=future, dry_run=True)
+    assert result.not_table_files == [f"snapshot/{stray.name}"]
