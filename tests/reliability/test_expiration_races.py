@@ -503,3 +503,44 @@ def test_no_writer_builds_on_a_re_created_id_before_its_commit_checked_it(tmp_pa
     clear_metadata_caches()
     rows = sorted(at.open_table(uri).scan().to_arrow()["w"].to_pylist())
     assert rows == ["T", "W", "first", "o0", "o1", "o2"]
+
+
+def test_a_snapshot_whose_parent_expired_with_nothing_after_it_is_kept(tmp_path: Path) -> None:
+    """Once B has published 2, its parent 1 is no longer the latest and may expire before B
+    checks: with nothing after 2, B's snapshot is the latest of the log (taking it back would
+    leave the table without a snapshot)."""
+    uri, b = _writer_b(tmp_path, after=True, commits=0, forget_records=False)
+    snapshot = b.append(_rows("B"))
+    assert snapshot is not None and snapshot.id == 2
+    table = at.open_table(uri)
+    assert [s.id for s in table.snapshots()] == [2]
+    assert sorted(table.scan().to_arrow()["w"].to_pylist()) == ["B", "first"]
+
+
+class _SuccessorOfAnOlderVersion(_ExpiredAround):
+    """``_ExpiredAround`` after B's publish, with one commit whose snapshot (3) is then
+    rewritten as a version without parent nonces writes it (``parent_nonce`` empty)."""
+
+    def _interleave(self) -> None:
+        super()._interleave()
+        name = "snapshot/snapshot-3"
+        stored = decode_snapshot(LocalStorage.read(self, name), name)
+        older = msgspec.structs.replace(stored, parent_nonce="")
+        LocalStorage.write(self, name, codec.encode(older, codec.Kind.SNAPSHOT))
+        clear_metadata_caches()
+
+
+def test_a_successor_without_a_parent_nonce_counts_as_built_on_the_snapshot(
+    tmp_path: Path,
+) -> None:
+    """A successor written by an older version names no parent: it cannot say B's snapshot
+    is outside the log, and B's snapshot is kept (as before parent nonces existed)."""
+    uri = str(tmp_path / "t")
+    other = at.create_table(uri, SCHEMA, options={"write-only": True, "commit.fsync": False})
+    other.append(_rows("first"))
+    storage = _SuccessorOfAnOlderVersion(uri, other, after=True, commits=1, forget_records=False)
+    snapshot = Table(TableState(storage, other._state.schema)).append(_rows("B"))
+    assert snapshot is not None and snapshot.id == 2
+    table = at.open_table(uri)
+    assert [s.id for s in table.snapshots()] == [3]
+    assert sorted(table.scan().to_arrow()["w"].to_pylist()) == ["B", "first", "o0"]
