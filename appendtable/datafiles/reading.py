@@ -435,12 +435,12 @@ def read_file(
     keep = _kept_rows(storage, file, also_deleted)
     with storage.translated("read", file.path), _data_file_errors(uri, filesystem, full):
         if keep is not None:
-            groups = (
-                None
-                if row_filter is None
-                else _groups_that_may_match(full, filesystem, schema, row_filter)
-            )
             with _opened(filesystem, full, file, uri, expected) as (source, _):
+                groups = (
+                    None  # the manifest's statistics of the file are its one group's
+                    if row_filter is None or source.metadata.num_row_groups == 1
+                    else _groups_that_may_match(full, filesystem, schema, row_filter)
+                )
                 yield from _read_kept(
                     source, uri, file, _Kept(keep, groups), schema, selected, row_filter, batch_size
                 )
