@@ -75,7 +75,7 @@ def _probe_values(
     for value in predicate.values:
         array = literal_array(value, predicate.type)
         if array is not None:  # else no row of the column can equal it
-            values.append(array[0].as_py())
+            values.append(array[0])  # a scalar: exact where Python's types fall short
     return probe_values(field_id, values, data_type)
 
 

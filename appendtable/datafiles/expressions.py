@@ -127,7 +127,7 @@ def _predicate(predicate: Predicate) -> pc.Expression:
                 scalars = _float_set(scalars)
                 # compared in float64, as = compares: isin would round 1e300 to a float32 inf
                 field = field.cast(pa.float64())
-            values = pa.array([s.as_py() for s in scalars], type=_literal_type(predicate.type))
+            values = pa.array(scalars, type=_literal_type(predicate.type))  # exact, any date
             return rule.arrow(field, values)
         case _:
             assert_never(operands)

@@ -64,8 +64,8 @@ class ProbeValues:
 def probe_values(
     field_id: int, values: Iterable[object], data_type: pa.DataType
 ) -> ProbeValues | None:
-    """The hashes of ``values`` (Python values of the column) for probing; None when some
-    value cannot be probed for (NaN, an unsupported type)."""
+    """The hashes of ``values`` (Python values or Arrow scalars of the column) for probing;
+    None when some value cannot be probed for (NaN, an unsupported type)."""
     if unsupported_bloom_reason(data_type) is not None:
         return None
     hashes: list[int] = []

@@ -411,6 +411,8 @@ _INTEGER_RANGES = {
     "uint64": (0, 2**64 - 1),
     # integer-backed kinds, in their stored unit
     "timestamp": (-(2**63), 2**63 - 1),
+    # Parquet stores seconds as milliseconds in 64 bits (writes refuse anything beyond)
+    "timestamp[s]": (-((2**63 - 1) // 1000), (2**63 - 1) // 1000),
     "date32": (-(2**31), 2**31 - 1),
     "date64": (-(2**31), 2**31 - 1),  # stored as days, as date32
     "time32": (-(2**31), 2**31 - 1),
@@ -436,7 +438,10 @@ def _placed(value: object, type_spec: TypeSpec, column: str) -> tuple[StatValue,
     if kind in _TEMPORAL_KINDS:
         nanos = _temporal_nanos(value, type_spec, column)
         ticks, rest = divmod(nanos, _step_nanos(type_spec))
-        return _in_range(ticks, kind, _Where.BETWEEN if rest else _Where.EXACT)
+        seconds = kind == "timestamp" and type_spec.unit == "s"
+        return _in_range(
+            ticks, "timestamp[s]" if seconds else kind, _Where.BETWEEN if rest else _Where.EXACT
+        )
     plain = _plain_stored(value, type_spec, column)
     if kind == "decimal":
         return _decimal_placed(decimal.Decimal(str(plain)), type_spec)
@@ -444,6 +449,8 @@ def _placed(value: object, type_spec: TypeSpec, column: str) -> tuple[StatValue,
 
 
 def _in_range(stored: StatValue, kind: str, where: _Where) -> tuple[StatValue, _Where]:
+    """``stored`` and ``where``, or beyond the range of ``kind`` (a key of
+    ``_INTEGER_RANGES``) when it lies there."""
     bounds = _INTEGER_RANGES.get(kind)
     if bounds is None or not isinstance(stored, int) or isinstance(stored, bool):
         return stored, where

@@ -19,7 +19,6 @@ unscaled value, in the minimal width for the precision).
 
 from __future__ import annotations
 
-import datetime as dt
 import math
 import struct
 
@@ -143,21 +142,27 @@ def sbbf_may_contain(bitset: bytes, hashes: list[int]) -> bool:
 
 
 def plain_encodings(value: object, data_type: pa.DataType) -> list[bytes] | None:
-    """The PLAIN encodings a column of ``data_type`` may hold ``value`` as (two for a float
+    """The PLAIN encodings a column of ``data_type`` may hold ``value`` (a Python value, or an
+    Arrow scalar: exact for dates and instants beyond Python's year 9999) as (two for a float
     zero: ``0.0`` and ``-0.0`` are equal but encoded apart); [] when no value of the column
     can equal it; None when it cannot be told (the filter must not be used)."""
     if pa.types.is_dictionary(data_type):
         return plain_encodings(value, data_type.value_type)
     try:
-        scalar = pa.scalar(value, type=data_type)
+        if isinstance(value, pa.Scalar):
+            scalar = value if value.type == data_type else value.cast(data_type)
+        else:
+            scalar = pa.scalar(value, type=data_type)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError, ValueError):
         return []
     if not scalar.is_valid:
         return None
-    if pa.types.is_date(data_type):  # date64 is written as date32 days
-        day = scalar.as_py()
-        assert isinstance(day, dt.date)
-        return [((day - dt.date(1970, 1, 1)).days & 0xFFFFFFFF).to_bytes(4, "little")]
+    if pa.types.is_date32(data_type):
+        days = scalar.cast(pa.int32()).as_py()
+        return [(days & 0xFFFFFFFF).to_bytes(4, "little")]
+    if pa.types.is_date64(data_type):  # written as date32 days
+        days = scalar.cast(pa.int64()).as_py() // 86_400_000
+        return [(days & 0xFFFFFFFF).to_bytes(4, "little")]
     if pa.types.is_integer(data_type):
         width = 8 if data_type.bit_width == 64 else 4
         return [(int(scalar.as_py()) & ((1 << (8 * width)) - 1)).to_bytes(width, "little")]

@@ -495,3 +495,74 @@ def test_an_instant_on_a_date_column_compares_as_the_instant(
         with pytest.raises(at.InvalidFilterError, match=r"column 'day'.*time zone"):
             table.scan(filter=[("day", "=", aware)])
     flush_hints()
+
+
+#: Stored integers at the ends of what each temporal type stores (Parquet writes seconds as
+#: milliseconds in 64 bits, so a seconds column ends a thousand times sooner), and near zero.
+_SECONDS_END = (2**63 - 1) // 1000
+EXTREME_TEMPORALS: list[tuple[pa.DataType, str, list[int]]] = [
+    (pa.timestamp("s"), "s", [-_SECONDS_END, -1, 0, 1, _SECONDS_END]),
+    (pa.timestamp("ms", "UTC"), "ms", [-(2**63) + 1, -1, 0, 1, 2**63 - 1]),
+    (pa.timestamp("us"), "us", [-(2**63) + 1, 0, 7, 2**63 - 1]),
+    (pa.timestamp("ns", "UTC"), "ns", [-(2**63) + 1, 0, 7, 2**63 - 1]),
+    (pa.date32(), "D", [-(2**31), -1, 0, 1, 2**31 - 1]),
+    (pa.date64(), "D", [-(2**31), 0, 1, 2**31 - 1]),
+]
+EXTREME_OPS = {
+    "=": lambda v, x: v == x,
+    "!=": lambda v, x: v != x,
+    "<": lambda v, x: v < x,
+    "<=": lambda v, x: v <= x,
+    ">": lambda v, x: v > x,
+    ">=": lambda v, x: v >= x,
+}
+
+
+@pytest.mark.parametrize("bloom", [False, True], ids=["plain", "bloom"])
+@pytest.mark.parametrize(
+    ("dtype", "unit", "stored"), EXTREME_TEMPORALS, ids=[str(t[0]) for t in EXTREME_TEMPORALS]
+)
+def test_numpy_literals_over_the_whole_range_compare_exactly(
+    tmp_path: Path, dtype: pa.DataType, unit: str, stored: list[int], bloom: bool
+) -> None:
+    """numpy.datetime64 literals reach where Python's datetime stops (year 9999): each end of
+    what a column stores, one step either side of it, and for seconds the int64 values that
+    Parquet cannot store (milliseconds overflow). Found by a user: ``=`` and ``in`` raised
+    OverflowError (literals turned into Python dates for the bloom probe and the ``in`` list),
+    and ``<`` beyond the stored seconds failed the scan as a corrupt file. Compared with
+    integer arithmetic on the stored values, on a table holding the ends and on one holding
+    only values near zero (whose statistics cannot settle the comparison)."""
+    ticks = pa.int32() if pa.types.is_date32(dtype) else pa.int64()
+    per_day = 86_400_000 if pa.types.is_date64(dtype) else 1
+
+    def column(values: list[int | None]) -> pa.Array:
+        return pa.array([None if v is None else v * per_day for v in values], ticks).cast(dtype)
+
+    options = {"file-index.bloom-filter.columns": "c"} if bloom else {}
+    near_zero = [v for v in stored if abs(v) <= 7]
+    literals = sorted(
+        {v + d for v in stored for d in (-1, 0, 1)}
+        | ({_SECONDS_END + 1, -_SECONDS_END - 1, 2**63 - 1} if unit == "s" else set())
+    )
+    literals = [v for v in literals if -(2**63) < v < 2**63]  # -2**63 is NaT in numpy
+    for name, rows in (("ends", stored), ("near-zero", near_zero)):
+        table = at.create_table(
+            str(tmp_path / name), pa.schema([("k", pa.int64()), ("c", dtype)]), options=options
+        )
+        with_null: list[int | None] = [*rows, None]
+        for k, value in enumerate(with_null):  # a file each: statistics prune per file
+            table.append(pa.table({"k": [k], "c": column([value])}))
+        for literal in literals:
+            value = np.datetime64(literal, unit)
+            for op, holds in EXTREME_OPS.items():
+                expected = [
+                    k for k, v in enumerate(with_null) if v is not None and holds(v, literal)
+                ]
+                got = _rows(table.scan(filter=[("c", op, value)]).to_arrow().column("k"))
+                assert got == expected, (name, op, literal)
+            expected_in = [k for k, v in enumerate(with_null) if v == literal]
+            got_in = table.scan(filter=[("c", "in", [value, value])]).to_arrow().column("k")
+            assert _rows(got_in) == expected_in, (name, "in", literal)
+            got_out = table.scan(filter=[("c", "not in", [value])]).count()
+            assert got_out == sum(v is not None and v != literal for v in with_null)
+    flush_hints()
