@@ -50,14 +50,17 @@ TEMP_FILE_MIN_AGE_MS = 60 * 60 * 1000
 _METADATA_NAMES: dict[str, re.Pattern[str]] = {
     layout.SCHEMA_DIR: re.compile(r"^schema-\d+$"),
     layout.SNAPSHOT_DIR: re.compile(r"^(snapshot-\d+|LATEST|EARLIEST)$"),
-    # expiration records: pruned by expiration, never orphans
+    # expiration records and rollback pins: pruned by expiration, never orphans
     layout.EXPIRED_DIR: layout.EXPIRATION_RECORD_NAME,
+    layout.PINNED_DIR: layout.PIN_NAME,
     layout.CONSUMER_DIR: re.compile(r"^consumer-[A-Za-z0-9][A-Za-z0-9._-]*$"),
     layout.TAG_DIR: re.compile(r"^(tag|released)-[A-Za-z0-9][A-Za-z0-9._-]*$"),
     # deletion vectors and delete records: kept (never orphans) until purging them knows
     # which of them no retained snapshot or tag references
     layout.INDEX_DIR: re.compile(r"^(dv-[0-9a-f]{32}\.puffin|delete-[0-9a-f]{32})$"),
 }
+#: Directories of their own inside ``snapshot/``.
+_SNAPSHOT_SUBDIRS = frozenset({layout.EXPIRED_DIR, layout.PINNED_DIR})
 _MANIFEST_NAME = re.compile(r"^(manifest|manifest-list|commit-users)-[A-Za-z0-9_-]+$")
 _MIRROR_NAME = re.compile(r"^(v\d+\.metadata\.json|version-hint\.text|[A-Za-z0-9_-]+\.avro)$")
 _DATA_NAME = re.compile(r"^data-[A-Za-z0-9_-]+\.parquet$")
@@ -209,8 +212,8 @@ def _place(path: str, partition_depth: int) -> str:
     "staging", "staging-area", "partition", "bucket"."""
     if not path:
         return "root"
-    if path == layout.EXPIRED_DIR:
-        return layout.EXPIRED_DIR
+    if path in _SNAPSHOT_SUBDIRS:
+        return path
     parts = path.split("/")
     top = parts[0]
     if top == layout.WATERMARK_DIR:
@@ -242,7 +245,7 @@ def _may_hold_table_files(where: str, place: str, name: str, partition_depth: in
         return True  # an engine's own layout (partition directories, _temporary/...)
     if place == "partition":
         return _data_directory(name, len(where.split("/")), partition_depth)
-    return place == layout.SNAPSHOT_DIR and f"{where}/{name}" == layout.EXPIRED_DIR
+    return place == layout.SNAPSHOT_DIR and f"{where}/{name}" in _SNAPSHOT_SUBDIRS
 
 
 def _data_directory(name: str, level: int, partition_depth: int) -> bool:

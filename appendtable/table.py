@@ -7,6 +7,7 @@ import logging
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import ExitStack
 from typing import Any, overload
 
 import pyarrow as pa
@@ -19,6 +20,7 @@ from appendtable.commit.changes import CommitRequest
 from appendtable.commit.consumers import ConsumerStore
 from appendtable.commit.groups import delete_group
 from appendtable.commit.iceberg_mirror import MAIN_BRANCH
+from appendtable.commit.rollback_pins import pinned
 from appendtable.commit.schemas import SchemaStore
 from appendtable.commit.snapshots import SnapshotStore
 from appendtable.commit.tags import TagStore
@@ -37,6 +39,7 @@ from appendtable.errors import (
     InvalidOptionError,
     InvalidSchemaError,
     SchemaChangeError,
+    SnapshotExpiredError,
     SnapshotNotFoundError,
     StorageError,
     TableExistsError,
@@ -592,11 +595,16 @@ class Table:
         if timestamp_ms is not None:
             timestamp_ms = argument_checks.epoch_ms(timestamp_ms, "timestamp_ms")
             found = snapshots.find_by_time(timestamp_ms)
-            if found is None:
-                raise SnapshotNotFoundError(
-                    f"no snapshot was committed at or before {timestamp_ms} ms"
+            if found is not None:
+                return found
+            earliest = snapshots.earliest_id()
+            if earliest is not None and earliest > 1:  # the one at that time may have expired
+                raise SnapshotExpiredError(
+                    f"the snapshot of {timestamp_ms} ms is older than the earliest retained "
+                    f"one (snapshot {earliest}, committed at {snapshots.get(earliest).time_ms} "
+                    "ms): it has expired, or nothing was committed by then"
                 )
-            return found
+            raise SnapshotNotFoundError(f"no snapshot was committed at or before {timestamp_ms} ms")
         return snapshots.latest()
 
     def read(
@@ -918,30 +926,34 @@ class Table:
         version again, its columns *and* its options. The Iceberg mirror follows the rollback
         at once (if the rollback turns it off, its last version describes the restored
         rows)."""
-        tagged = None
         if (snapshot_id is None) == (tag is None):
             raise InvalidArgumentError("give a snapshot id or tag=, exactly one")
         if not isinstance(restore_schema, bool):
             raise InvalidArgumentError(
                 f"restore_schema must be True or False, got {restore_schema!r}"
             )
-        if tag is not None:
-            tagged = TagStore(self._state.storage).get(layout.validate_tag_name(tag)).snapshot
-            snapshot_id = tagged.id
-        else:
-            snapshot_id = argument_checks.snapshot_id(snapshot_id)
-            self._state.snapshots.get(snapshot_id)  # exists and is retained, or raise
-        mirrored = self._state.refresh().options.get(opt.ICEBERG_STORAGE) != "disabled"
-        landed = self._state.committer().commit(
-            CommitRequest(
-                kind=CommitKind.OVERWRITE,
-                commit_user=self._commit_user,
-                messages=(),
-                rollback_to=snapshot_id,
-                rollback_snapshot=tagged,
-                restore_schema=restore_schema,
+        with ExitStack() as pins:
+            if tag is not None:
+                target = TagStore(self._state.storage).get(layout.validate_tag_name(tag)).snapshot
+                snapshot_id = target.id  # the tag keeps its files
+            else:
+                snapshot_id = argument_checks.snapshot_id(snapshot_id)
+                target = self._state.snapshots.get(snapshot_id)  # retained, or raise
+                # pinned, then still there: an expiration deleting it from now on keeps its
+                # files until this rollback has landed (``rollback_pins``)
+                pins.enter_context(pinned(self._state.storage, snapshot_id))
+                self._state.snapshots.check_retained(snapshot_id)
+            mirrored = self._state.refresh().options.get(opt.ICEBERG_STORAGE) != "disabled"
+            landed = self._state.committer().commit(
+                CommitRequest(
+                    kind=CommitKind.OVERWRITE,
+                    commit_user=self._commit_user,
+                    messages=(),
+                    rollback_to=snapshot_id,
+                    rollback_snapshot=target,
+                    restore_schema=restore_schema,
+                )
             )
-        )
         assert landed is not None
         self._state.refresh(landed)
         # A mirror the rollback turned off is left describing the restored rows, never the

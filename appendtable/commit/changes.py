@@ -124,7 +124,8 @@ class CommitRequest:
     #: Make the table hold exactly the files of this snapshot again (an OVERWRITE), read
     #: under the current schema (``restore_schema``: under the snapshot's own schema version,
     #: options included, which becomes current again). ``rollback_snapshot``: that snapshot
-    #: itself, when a tag holds it (it may have expired from the log).
+    #: itself, read before the commit (a tag's may have expired from the log; an expired
+    #: one's files stay while the rollback pins it, see ``rollback_pins``).
     rollback_to: int | None = None
     rollback_snapshot: Snapshot | None = None
     restore_schema: bool = False

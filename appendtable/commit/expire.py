@@ -11,6 +11,10 @@ in expired snapshots; a manifest (or list, or commit-users file) referenced by a
 snapshot and not by the oldest retained one is referenced by no retained snapshot, because a
 manifest is referenced by a contiguous range of snapshots.
 
+Rollbacks: files live in a rollback in the retained history are kept, and so is everything
+while a rollback to an expired snapshot is under way (``rollback_pins``); both are read again
+after the snapshot files are deleted, as the tags are.
+
 Tags: files a tag references (its snapshot's live data files and its manifests) are never
 deleted. The tags are read again after the snapshot files are deleted and before any other
 file is: a tag created meanwhile on a snapshot being expired was written before that snapshot's
@@ -31,9 +35,10 @@ from appendtable.commit.expiration_records import (
     record_expiration,
 )
 from appendtable.commit.manifests import ManifestStore
+from appendtable.commit.rollback_pins import pinned_ids
 from appendtable.commit.snapshots import SnapshotStore
 from appendtable.commit.tags import TagStore
-from appendtable.errors import SnapshotNotFoundError, StorageError
+from appendtable.errors import ObjectNotFoundError, SnapshotNotFoundError, StorageError
 from appendtable.metadata import layout
 from appendtable.metadata.models import FileKind, Snapshot, Tag
 from appendtable.storage import Storage
@@ -42,6 +47,7 @@ __all__ = [
     "ExpirePlan",
     "TagReferences",
     "execute_expiration",
+    "metadata_of",
     "plan_expiration",
     "plan_releases",
     "tag_references",
@@ -75,11 +81,13 @@ def tag_references(manifests: ManifestStore, tags: Iterable[Tag]) -> TagReferenc
     metadata: set[str] = set()
     for tag in tags:
         data.update(entry.file.path for entry in manifests.live_files(tag.snapshot))
-        metadata |= _metadata_of(tag.snapshot, manifests)
+        metadata |= metadata_of(tag.snapshot, manifests)
     return TagReferences(frozenset(data), frozenset(metadata))
 
 
-def _metadata_of(snapshot: Snapshot, manifests: ManifestStore) -> set[str]:
+def metadata_of(snapshot: Snapshot, manifests: ManifestStore) -> set[str]:
+    """The names of the metadata files ``snapshot`` references (manifest lists, manifests,
+    its commit-users file)."""
     names = {snapshot.base_manifest_list, snapshot.delta_manifest_list}
     if snapshot.commit_users is not None:
         names.add(snapshot.commit_users)
@@ -100,7 +108,7 @@ def plan_expiration(
     if end <= begin:  # pragma: no mutate (with end == begin the rest plans nothing too)
         return plan
     kept = snapshots.get(end)
-    kept_metadata = _metadata_of(kept, manifests)
+    kept_metadata = metadata_of(kept, manifests)
     expired_metadata: set[str] = set()
     # Each snapshot is read once (the store caches only the newest few: a run expiring
     # thousands would read every file twice).
@@ -113,7 +121,7 @@ def plan_expiration(
         plan.snapshot_ids.append(snapshot_id)
         plan.nonces[snapshot_id] = (snapshot.nonce, snapshot.parent_nonce)
         expired[snapshot_id] = snapshot
-        expired_metadata |= _metadata_of(snapshot, manifests)
+        expired_metadata |= metadata_of(snapshot, manifests)
     removed: set[str] = set()
     # Whether a rollback is in (begin, end]. Taking the kept snapshot's live files out of the
     # deletions is never wrong, only slower, so mutations that only widen this are equivalent.
@@ -169,7 +177,7 @@ def plan_releases(
     kept = snapshots.get(keep_from)
     kept_data = {entry.file.path for entry in manifests.live_files(kept)}
     kept_data |= _restored_by_rollbacks(snapshots, manifests, keep_from)
-    kept_metadata = _metadata_of(kept, manifests)
+    kept_metadata = metadata_of(kept, manifests)
     data: set[str] = set()
     metadata: set[str] = set()
     for path, tag in released.items():
@@ -178,7 +186,7 @@ def plan_releases(
         if tag.snapshot.id >= keep_from:  # pragma: no mutate
             continue
         data.update(entry.file.path for entry in manifests.live_files(tag.snapshot))
-        metadata |= _metadata_of(tag.snapshot, manifests)
+        metadata |= metadata_of(tag.snapshot, manifests)
     plan.data_files = sorted(set(plan.data_files) | (data - kept_data - tags.data))
     plan.metadata_files = sorted(
         set(plan.metadata_files)
@@ -205,6 +213,21 @@ def _restored_by_rollbacks(
     return protected
 
 
+def _still_unreferenced(
+    storage: Storage, snapshots: SnapshotStore, manifests: ManifestStore, plan: ExpirePlan
+) -> list[str]:
+    """The plan's data and metadata files, less those live in a rollback that landed since
+    it was made; none while a rollback to a snapshot it expired is under way, or when the
+    rollbacks cannot be read (another expiration removed one): left to orphan removal."""
+    if pinned_ids(storage, now_ms=int(time.time() * 1000)) & set(plan.snapshot_ids):
+        return []
+    try:
+        restored = _restored_by_rollbacks(snapshots, manifests, plan.new_earliest)
+    except (SnapshotNotFoundError, ObjectNotFoundError):
+        return []
+    return [p for p in (*plan.data_files, *plan.metadata_files) if p not in restored]
+
+
 def execute_expiration(
     storage: Storage,
     snapshots: SnapshotStore,
@@ -213,9 +236,10 @@ def execute_expiration(
     *,
     before_deleting_files: Callable[[], None] | None = None,
 ) -> tuple[list[str], list[str]]:
-    """Delete the snapshots, then (after reading the tags again, see the module doc) the
-    files; release records last. Returns the data and metadata files it deleted (the plan's,
-    less those a tag created meanwhile keeps and those a failed delete left as orphans).
+    """Delete the snapshots, then (after reading the tags, rollback pins and rollbacks again,
+    see the module doc) the files; release records last. Returns the data and metadata files
+    it deleted (the plan's, less those a tag or rollback keeps, those a rollback under way
+    leaves, and those a failed delete left as orphans).
     ``before_deleting_files`` runs between the two (the Iceberg
     mirror drops the expired snapshots there, so it never lists one whose files are gone); if
     it raises, no file is deleted (they are left to orphan removal)."""
@@ -229,7 +253,7 @@ def execute_expiration(
     tags = tag_references(manifests, TagStore(storage).all().values())
     metadata_paths = {layout.manifest_path(n) for n in tags.metadata}
     deleted: set[str] = set()
-    for path in (*plan.data_files, *plan.metadata_files):
+    for path in _still_unreferenced(storage, snapshots, manifests, plan):
         if path in tags.data or path in metadata_paths:
             continue
         try:

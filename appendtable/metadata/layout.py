@@ -5,6 +5,7 @@
     schema/schema-<id>
     snapshot/snapshot-<id>, snapshot/LATEST, snapshot/EARLIEST
     snapshot/expired/expired-<first>-<last>-<time ms>-<uuid>   (expiration records)
+    snapshot/pinned/pin-<id>-<time ms>-<uuid>                  (rollback pins)
     manifest/manifest-<uuid>-<n>, manifest/manifest-list-<uuid>-<n>, manifest/commit-users-<uuid>
     consumer/consumer-<id>
     consumer/groups/<group>/...   (consumer groups: see ``metadata.groups``)
@@ -25,6 +26,8 @@ __all__ = [
     "EARLIEST_HINT",
     "EXPIRATION_RECORD_NAME",
     "EXPIRED_DIR",
+    "PINNED_DIR",
+    "PIN_NAME",
     "LATEST_HINT",
     "MANIFEST_DIR",
     "SCHEMA_DIR",
@@ -42,6 +45,8 @@ __all__ = [
     "expiration_record_span",
     "id_from_name",
     "manifest_path",
+    "pin_path",
+    "pin_span",
     "schema_path",
     "snapshot_path",
     "iceberg_metadata_path",
@@ -75,6 +80,10 @@ EARLIEST_HINT = f"{SNAPSHOT_DIR}/EARLIEST"
 EXPIRED_DIR = f"{SNAPSHOT_DIR}/expired"
 #: The file name of an expiration record: first id, last id, time ms, then a unique suffix.
 EXPIRATION_RECORD_NAME = re.compile(r"^expired-(\d+)-(\d+)-(\d+)-[0-9a-f]{32}$")
+#: Rollback pins: a rollback in progress keeps its target snapshot's files from expiration.
+PINNED_DIR = f"{SNAPSHOT_DIR}/pinned"
+#: The file name of a rollback pin: the pinned snapshot id, time ms, then a unique suffix.
+PIN_NAME = re.compile(r"^pin-(\d+)-(\d+)-[0-9a-f]{32}$")
 SCHEMA_PREFIX = "schema-"
 SNAPSHOT_PREFIX = "snapshot-"
 CONSUMER_PREFIX = "consumer-"
@@ -92,6 +101,19 @@ def snapshot_path(snapshot_id: int) -> str:
 def expiration_record_path(first: int, last: int, time_ms: int, unique: str) -> str:
     """Where an expiration of snapshots ``first``..``last`` at ``time_ms`` records them."""
     return f"{EXPIRED_DIR}/expired-{first}-{last}-{time_ms}-{unique}"
+
+
+def pin_path(snapshot_id: int, time_ms: int, unique: str) -> str:
+    """Where a rollback to ``snapshot_id`` started at ``time_ms`` pins it."""
+    return f"{PINNED_DIR}/pin-{snapshot_id}-{time_ms}-{unique}"
+
+
+def pin_span(name: str) -> tuple[int, int] | None:
+    """(pinned snapshot id, time ms) of a rollback pin's file name, None for any other name."""
+    found = PIN_NAME.match(name.rsplit("/", 1)[-1])
+    if found is None:
+        return None
+    return int(found[1]), int(found[2])
 
 
 def expiration_record_span(name: str) -> tuple[int, int, int] | None:
