@@ -12,7 +12,14 @@ from collections.abc import Sequence
 
 from appendtable.errors import InvalidArgumentError
 
-__all__ = ["epoch_ms", "maybe_epoch_ms", "maybe_snapshot_id", "names", "snapshot_id"]
+__all__ = [
+    "bucket_ids",
+    "epoch_ms",
+    "maybe_epoch_ms",
+    "maybe_snapshot_id",
+    "names",
+    "snapshot_id",
+]
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
@@ -71,6 +78,24 @@ def names(value: object, name: str) -> list[str] | None:
             f"{name} must hold column names (strings), got {_described(wrong[0])}"
         )
     return listed
+
+
+def bucket_ids(value: object, name: str) -> frozenset[int]:
+    """Bucket numbers: a non-empty collection of integers (not bools, text or floats: ``"1"``
+    and ``1.0`` are refused rather than read as bucket 1)."""
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence | set | frozenset):
+        raise InvalidArgumentError(
+            f"{name} must be a list of bucket numbers, got {_described(value)}"
+        )
+    listed = list(value)
+    wrong = [b for b in listed if isinstance(b, bool) or not hasattr(b, "__index__")]
+    if wrong:
+        raise InvalidArgumentError(
+            f"{name} must hold bucket numbers (integers), got {_described(wrong[0])}"
+        )
+    if not listed:
+        raise InvalidArgumentError(f"{name} names no bucket: give at least one, or leave it out")
+    return frozenset(int(b.__index__()) for b in listed)
 
 
 def flag(value: object, name: str) -> bool:

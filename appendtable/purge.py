@@ -55,6 +55,7 @@ from appendtable.commit.changes import CommitRequest
 from appendtable.commit.consumers import ConsumerStore
 from appendtable.commit.expire import (
     execute_expiration,
+    metadata_of,
     plan_expiration,
     plan_releases,
     tag_references,
@@ -166,6 +167,7 @@ def purge(
     removed_tags = sorted(flagged) if tags is TagPolicy.DELETE else []
     if dry_run:
         return _dry_run(state, latest, older_than_ms, sorted(flagged), kept, removed_tags, blockers)
+    mirrored = state.mirror.files_in_use() if state.mirrors_iceberg else set()
     tag_store = TagStore(state.storage)
     for name in removed_tags:
         tag_store.delete(name)
@@ -195,6 +197,9 @@ def purge(
         plan,
         before_deleting_files=_mirror_step(state),
     )
+    # the mirror's versions before the purge (the commit's own publish prunes some of them)
+    left = state.storage.listnames(layout.ICEBERG_DIR)
+    pruned = mirrored - {f"{layout.ICEBERG_DIR}/{name.rsplit('/', 1)[-1]}" for name in left}
     index = _remove_index_files(state, known_index, older_than_ms, keep_records=bool(kept))
     orphans = remove_orphan_files(state, older_than_ms=older_than_ms, dry_run=False)
     young = remove_orphan_files(state, older_than_ms=int(time.time() * 1000) + 1, dry_run=True)
@@ -202,7 +207,7 @@ def purge(
         files_rewritten=rewritten,
         rows_dropped=dropped,
         expired_snapshots=plan.snapshot_ids,
-        deleted_files=sorted({*data, *metadata, *index, *orphans.files}),
+        deleted_files=sorted({*data, *metadata, *pruned, *index, *orphans.files}),
         tags_holding_deletes=sorted(flagged),
         tags_deleted=removed_tags,
         tags_kept=kept,
@@ -407,8 +412,15 @@ def _index_named_by(state: TableState, snapshot_ids: Iterable[int]) -> set[str]:
 def _referenced_index(state: TableState) -> set[str]:
     """The index files the retained snapshots and the tags reference."""
     ids = state.snapshots.list_ids()
-    named = _index_named_by(state, ids)
-    for tag in TagStore(state.storage).all().values():
+    return _index_named_by(state, ids) | _index_of_tags(
+        state, TagStore(state.storage).all().values()
+    )
+
+
+def _index_of_tags(state: TableState, tags: Iterable[Tag]) -> set[str]:
+    """The vector files and delete records the snapshots of ``tags`` reference."""
+    named: set[str] = set()
+    for tag in tags:
         if tag.snapshot.delete_record is not None:
             named.add(tag.snapshot.delete_record)
         entries = state.manifests.entries(state.manifests.all_manifests(tag.snapshot))
@@ -420,8 +432,31 @@ def _remove_index_files(
     state: TableState, known: set[str], older_than_ms: int, *, keep_records: bool
 ) -> list[str]:
     """Delete the unreferenced index files (module doc, step 4); the paths deleted."""
-    referenced = _referenced_index(state)
     deleted: list[str] = []
+    unreferenced = _unreferenced_index_files(
+        state, _referenced_index(state), known, older_than_ms, keep_records=keep_records
+    )
+    for path in unreferenced:
+        try:
+            state.storage.delete(path)
+        except StorageError:
+            continue  # left for the next purge
+        deleted.append(path)
+    return deleted
+
+
+def _unreferenced_index_files(
+    state: TableState,
+    referenced: set[str],
+    known: set[str],
+    older_than_ms: int,
+    *,
+    keep_records: bool,
+) -> list[str]:
+    """The vector files and delete records that are not ``referenced`` (nor records kept
+    with ``keep_records``), and are either ``known`` (named by an expired snapshot) or older
+    than the cut-off (else perhaps a delete in flight)."""
+    found: list[str] = []
     for info in state.storage.listdir(layout.INDEX_DIR):
         name = info.path.rsplit("/", 1)[-1]
         is_record = _RECORD_NAME.match(name) is not None
@@ -430,13 +465,9 @@ def _remove_index_files(
         if info.path in referenced or (is_record and keep_records):
             continue
         if info.path not in known and info.mtime_ms >= older_than_ms:
-            continue  # perhaps a delete in flight
-        try:
-            state.storage.delete(info.path)
-        except StorageError:
-            continue  # left for the next purge
-        deleted.append(info.path)
-    return deleted
+            continue
+        found.append(info.path)
+    return found
 
 
 def _mirror_step(state: TableState) -> Callable[[], None] | None:
@@ -462,15 +493,59 @@ def _dry_run(
     removed_tags: list[str],
     blockers: list[str],
 ) -> PurgeResult:
+    """What ``purge`` would do, reading only. ``deleted_files`` lists every data file, vector
+    and delete record it would delete, the orphans, and the metadata files of the snapshots
+    before the latest (the latest's own manifest lists are replaced by the purge's commit too,
+    under names that commit chooses: those are not listed)."""
     vectored = [e for e in state.manifests.live_files(latest) if e.file.deletion is not None]
     earliest = state.snapshots.earliest_id(repair=False)
     expired = [] if earliest is None else list(range(earliest, latest.id + 1))
+    all_tags = TagStore(state.storage).all()
+    remaining = [tag for name, tag in all_tags.items() if name not in removed_tags]
+    kept_by_tags = tag_references(state.manifests, remaining)
+    files: set[str] = set()
+    if earliest is not None:
+        plan = plan_expiration(state.snapshots, state.manifests, earliest, latest.id, kept_by_tags)
+        released = {name: tag for name, tag in all_tags.items() if name in removed_tags}
+        plan_releases(
+            state.snapshots,
+            state.manifests,
+            plan,
+            {**TagStore(state.storage).released(), **released},
+            kept_by_tags,
+        )
+        files.update(plan.data_files, plan.metadata_files)
+        # the purge's commit writes every manifest anew (no statistics of deleted rows stay)
+        replaced = metadata_of(latest, state.manifests) - kept_by_tags.metadata
+        replaced.discard(latest.commit_users or "")  # carried forward
+        files.update(layout.manifest_path(name) for name in replaced)
+    files.update(e.file.path for e in vectored if e.file.path not in kept_by_tags.data)
+    # the purge snapshot's delta names the vectors of the files it rewrites: the next purge
+    # removes them (they hold positions, not values)
+    rewritten_vectors = {e.file.deletion.path for e in vectored if e.file.deletion is not None}
+    files.update(
+        _unreferenced_index_files(
+            state,
+            _index_of_tags(state, remaining) | rewritten_vectors,
+            _index_named_by(state, expired),
+            older_than_ms,
+            keep_records=bool(kept),
+        )
+    )
     orphans = remove_orphan_files(state, older_than_ms=older_than_ms, dry_run=True)
+    files.update(orphans.files)
+    if state.mirrors_iceberg:  # republished: every version so far goes, with the files
+        # of every snapshot but the tags' (which the new version keeps listing)
+        files.update(
+            state.mirror.files_in_use(
+                except_snapshots=frozenset(tag.snapshot.id for tag in remaining)
+            )
+        )
     return PurgeResult(
         files_rewritten=len(vectored),
         rows_dropped=sum(e.file.row_count - e.file.live_row_count for e in vectored),
         expired_snapshots=expired,
-        deleted_files=orphans.files,
+        deleted_files=sorted(files),
         tags_holding_deletes=flagged,
         tags_deleted=removed_tags,
         tags_kept=kept,

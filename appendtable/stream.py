@@ -35,7 +35,7 @@ from typing import Final, TypeVar
 import msgspec
 import pyarrow as pa
 
-from appendtable import display
+from appendtable import argument_checks, display
 from appendtable._state import TableState
 from appendtable.commit.consumers import ConsumerStore, WatermarkGroupStore
 from appendtable.datafiles.read_ahead import (
@@ -45,7 +45,12 @@ from appendtable.datafiles.read_ahead import (
     shared_pool,
 )
 from appendtable.datafiles.reading import read_as
-from appendtable.errors import InvalidArgumentError, InvalidOptionError, SnapshotExpiredError
+from appendtable.errors import (
+    InvalidArgumentError,
+    InvalidOptionError,
+    SnapshotExpiredError,
+    SnapshotNotFoundError,
+)
 from appendtable.index_pruning import index_probe, prune_with_index
 from appendtable.metadata import layout
 from appendtable.metadata import options as opt
@@ -187,7 +192,7 @@ def stream_config(
             raise InvalidArgumentError(
                 "buckets: only bucketed tables (bucket = N > 0) can be read by bucket subsets"
             )
-        chosen_buckets = frozenset(int(b) for b in buckets)
+        chosen_buckets = argument_checks.bucket_ids(buckets, "buckets")
         outside = sorted(b for b in chosen_buckets if not 0 <= b < state.options.bucket)
         if outside:
             raise InvalidArgumentError(
@@ -201,9 +206,12 @@ def stream_config(
             "option 'scan.watermark.alignment.group' needs 'scan.watermark.alignment.max-drift'"
         )
     interval = poll_interval if poll_interval is not None else options.get(opt.POLL_INTERVAL) / 1000
+    start = pick(snapshot_id, opt.SCAN_SNAPSHOT_ID)
+    if start is not None and start < 1:
+        raise SnapshotNotFoundError(f"no such snapshot: {start} (snapshot ids start at 1)")
     return StreamConfig(
         mode=pick(mode, opt.SCAN_MODE) or "default",
-        snapshot_id=pick(snapshot_id, opt.SCAN_SNAPSHOT_ID),
+        snapshot_id=start,
         timestamp_ms=pick(timestamp_ms, opt.SCAN_TIMESTAMP_MILLIS),
         file_creation_time_ms=pick(file_creation_time_ms, opt.SCAN_FILE_CREATION_TIME),
         consumer_id=layout.validate_consumer_id(str(consumer)) if consumer else None,

@@ -688,16 +688,18 @@ class IcebergMirror:
         version = self.current_version()
         return None if version is None else self._referenced_by(version)
 
-    def _referenced_by(self, version: int) -> set[str]:
-        """The mirror files version ``version`` uses, each a path under ``metadata/``
-        (CorruptMetadataError naming the metadata file for any other: it is never read or
-        deleted)."""
+    def _referenced_by(self, version: int, only: set[int] | None = None) -> set[str]:
+        """The mirror files version ``version`` uses (with ``only``: the files of those
+        snapshot ids), each a path under ``metadata/`` (CorruptMetadataError naming the
+        metadata file for any other: it is never read or deleted)."""
         metadata = self._read_metadata(version)
         source = self._storage.uri(layout.iceberg_metadata_path(version))
         # A wrong root only makes every path fail the check below (refused, never deleted).
         root = self._storage.uri("").rstrip("/") + "/"  # pragma: no mutate
-        found = {layout.iceberg_metadata_path(version)}
+        found = {layout.iceberg_metadata_path(version)} if only is None else set()
         for snapshot in _snapshot_entries(metadata, source):
+            if only is not None and snapshot.get("snapshot-id") not in only:
+                continue
             list_uri = snapshot.get("manifest-list")
             list_path = _mirror_path(list_uri, root, source)
             found.add(list_path)
@@ -728,6 +730,25 @@ class IcebergMirror:
             data_file = record.get("data_file")
             path = data_file.get("file_path") if isinstance(data_file, dict) else None
             found.add(_mirror_path(path, root, uri))
+        return found
+
+    def files_in_use(self, *, except_snapshots: frozenset[int] = frozenset()) -> set[str]:
+        """Every mirror file a metadata version so far uses, less those of the current
+        version's snapshots ``except_snapshots`` (appendtable ids): what republishing the
+        mirror with only those snapshots kept lets ``prune`` delete."""
+        version = self.current_version()
+        found: set[str] = set()
+        if version is None:
+            return found
+        for listed in (self._version_of(n) for n in self._storage.listnames(layout.ICEBERG_DIR)):
+            if listed is None or listed > version:
+                continue
+            try:
+                found |= self._referenced_by(listed)
+            except (ObjectNotFoundError, CorruptMetadataError):
+                continue  # pruned meanwhile, or not this table's: prune leaves it too
+        if except_snapshots:
+            found -= self._referenced_by(version, only=set(except_snapshots))
         return found
 
     def prune(self) -> list[str]:

@@ -44,6 +44,35 @@ def test_an_id_never_assigned_is_no_such_snapshot_not_expired(table: at.Table, v
     assert not isinstance(info.value, at.SnapshotExpiredError)
 
 
+@pytest.mark.parametrize("value", [0, -1])
+def test_a_stream_from_an_id_below_one_is_no_such_snapshot(table: at.Table, value: int) -> None:
+    """A user's stream from snapshot 0 was told the snapshot "has expired" on a table that had
+    expired nothing (as a read option it is an invalid option value)."""
+    with pytest.raises(at.SnapshotNotFoundError, match="ids start at 1") as info:
+        table.stream(mode="from-snapshot", snapshot_id=value)
+    assert not isinstance(info.value, at.SnapshotExpiredError)
+    with pytest.raises(at.InvalidOptionError, match=r"'scan\.snapshot-id'"):
+        table.stream(options={"scan.mode": "from-snapshot", "scan.snapshot-id": value})
+
+
+@pytest.mark.parametrize(
+    ("buckets", "says"),
+    [([], "names no bucket"), (["1"], "integers"), ([1.0], "integers"), ([True], "integers"),
+     ("01", "list of bucket numbers"), (3, "list of bucket numbers"), ([4], "not a bucket")],
+)  # fmt: skip
+def test_stream_buckets_must_name_buckets_of_the_table(
+    tmp_path: Path, buckets: Any, says: str
+) -> None:
+    """``buckets=[]`` read nothing and its consumer committed past every row it never
+    delivered; ``"1"``, ``1.0`` and ``True`` were read as bucket 1."""
+    table = at.create_table(str(tmp_path / "b"), SCHEMA, options={"bucket": 4, "bucket-key": "v"})
+    table.append(ONE_ROW)
+    with pytest.raises(at.InvalidArgumentError, match=says):
+        table.stream(buckets=buckets, consumer_id="c")
+    assert table.consumers() == {}
+    assert table.stream(buckets=(0, 1, 2, 3)).poll() is not None
+
+
 def test_instants_take_datetimes(table: at.Table) -> None:
     first, second = table.snapshots()
     as_datetime = dt.datetime.fromtimestamp(first.time_ms / 1000, tz=dt.UTC)

@@ -58,3 +58,24 @@ def test_a_stale_handle_reading_an_expired_snapshot_raises_snapshot_expired(
             else:
                 stale.scan(snapshot_id=4, filter=[("seq", ">", 5)]).count()
     assert stale.scan().count() == 60  # the latest is unaffected
+
+
+def test_time_travel_to_an_instant_before_the_earliest_retained_snapshot_says_expired(
+    tmp_path: Path,
+) -> None:
+    """A user's scan at the instant of snapshot 1, after it expired, was told that no snapshot
+    was committed by then (SnapshotNotFoundError), which was false; the scan by id already
+    said expired. Before anything expired, an instant before the first snapshot is not
+    found."""
+    table = _table(tmp_path / "t")
+    first = table.snapshots()[0]
+    with pytest.raises(at.SnapshotNotFoundError, match="no snapshot was committed") as info:
+        table.scan(timestamp_ms=first.time_ms - 1)
+    assert not isinstance(info.value, at.SnapshotExpiredError)
+    table.expire_snapshots(retain_min=1, older_than_ms=FUTURE)
+    for instant in (first.time_ms, first.time_ms - 1):
+        with pytest.raises(at.SnapshotExpiredError, match="older than the earliest retained"):
+            table.scan(timestamp_ms=instant)
+    latest = table.latest_snapshot()
+    assert latest is not None
+    assert table.scan(timestamp_ms=latest.time_ms).snapshot == latest
