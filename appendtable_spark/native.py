@@ -13,6 +13,7 @@ timestamps), the read goes through the Python data source, which matches them by
 from __future__ import annotations
 
 import datetime
+import decimal
 import functools
 import json
 import math
@@ -78,12 +79,30 @@ def _has_floats(schema: pa.Schema) -> bool:
     return any(floats(field.type) for field in schema)
 
 
-def _literal(value: object) -> Column:
-    """A filter value as a Spark literal. Dates are built from their fields: PySpark renders a
-    ``datetime.date`` literal as text without the year's leading zeros, which Spark then cannot
-    parse for years before 1000."""
+def _literal(value: object, dtype: pa.DataType | None) -> Column:
+    """A filter value as a Spark literal of a column of ``dtype``. Dates and datetimes are
+    built from their fields, in the proleptic Gregorian calendar as the core compares them:
+    PySpark renders a ``datetime.date`` literal as text without the year's leading zeros
+    (which Spark cannot parse for years before 1000), and turns a ``datetime`` into a Java
+    timestamp of the hybrid Julian calendar (which moves instants before 1582-10-15 by days:
+    a user's filter on year 1 matched nothing). A naive datetime is UTC for a column with a
+    time zone, and an aware one is taken at UTC for a column without, as in the core."""
     if isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
         return F.make_date(F.lit(value.year), F.lit(value.month), F.lit(value.day))
+    if isinstance(value, datetime.datetime) and dtype is not None and pa.types.is_timestamp(dtype):
+        at_utc = value.astimezone(datetime.UTC) if value.tzinfo is not None else value
+        seconds = decimal.Decimal(at_utc.second) + decimal.Decimal(at_utc.microsecond).scaleb(-6)
+        fields = [
+            F.lit(at_utc.year),
+            F.lit(at_utc.month),
+            F.lit(at_utc.day),
+            F.lit(at_utc.hour),
+            F.lit(at_utc.minute),
+            F.lit(seconds).cast("decimal(8,6)"),
+        ]
+        if dtype.tz is None:
+            return F.make_timestamp_ntz(*fields)
+        return F.make_timestamp(*fields, timezone=F.lit("UTC"))
     return F.lit(value)
 
 
@@ -129,7 +148,7 @@ def _condition(term: object, schema: pa.Schema) -> Column:
         case at.FilterOp.IN | at.FilterOp.NOT_IN:
             listed = term[2]
             assert isinstance(listed, Iterable)
-            values = [_literal(v) for v in listed if not _is_nan(v)]
+            values = [_literal(v, dtype) for v in listed if not _is_nan(v)]
             inside = column.isin(values) & ~nan if values else F.lit(False)
             return inside if op is at.FilterOp.IN else ~inside & column.isNotNull()
         case (
@@ -144,7 +163,7 @@ def _condition(term: object, schema: pa.Schema) -> Column:
             value = term[2]
             if _is_nan(value):
                 return column.isNotNull() if rule.matches_nan else F.lit(False)
-            compared: Column = rule.test(column, _literal(value))  # the Python operator
+            compared: Column = rule.test(column, _literal(value, dtype))  # the Python operator
             return compared | nan if rule.matches_nan else compared & ~nan
         case _:
             assert_never(op)
