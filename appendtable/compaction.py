@@ -35,7 +35,12 @@ from appendtable.commit.discard import DiscardResult
 from appendtable.commit.live_index import LiveIndex, Refresh
 from appendtable.datafiles.rewrite import read_tables, rewrite_files
 from appendtable.datafiles.writing import FileWriteSpec
-from appendtable.errors import CommitConflictError, InvalidArgumentError, InvalidOptionError
+from appendtable.errors import (
+    CommitConflictError,
+    InvalidArgumentError,
+    InvalidOptionError,
+    ObjectNotFoundError,
+)
 from appendtable.metadata import layout
 from appendtable.metadata import options as opt
 from appendtable.metadata.models import (
@@ -369,29 +374,48 @@ class Compactor:
             plan = planner()
             if not plan.tasks:
                 return None
-            messages = self.execute(plan.tasks, parallelism=parallelism, progress=progress)
             try:
-                snapshot = self.commit(messages)
-            except CommitConflictError:
-                self.abort(messages, since_snapshot_id=plan.snapshot_id)
-                attempt += 1
-                spent = time.monotonic() - started
-                if budget_ms and spent * 1000 > budget_ms:
-                    raise
-                log.info(
-                    "compaction conflicted with a concurrent change; re-planning (attempt %d)",
-                    attempt + 1,
+                messages = self.execute(plan.tasks, parallelism=parallelism, progress=progress)
+            except ObjectNotFoundError as missing:
+                if self._inputs_live(plan):
+                    raise  # a file the table still references is gone: not a race
+                lost = CommitConflictError(
+                    "a concurrent compaction or expiration removed files this compaction was "
+                    f"rewriting ({missing})"
                 )
-                time.sleep(_replan_wait(attempt, options))
-                continue
-            if snapshot is not None:
-                log.info(
-                    "compacted %d files into %d (snapshot %d)",
-                    sum(len(m.compact_before) for m in messages),
-                    sum(len(m.compact_after) for m in messages),
-                    snapshot.id,
-                )
-            return snapshot
+            else:
+                try:
+                    snapshot = self.commit(messages)
+                except CommitConflictError as conflict:
+                    self.abort(messages, since_snapshot_id=plan.snapshot_id)
+                    lost = conflict
+                else:
+                    if snapshot is not None:
+                        log.info(
+                            "compacted %d files into %d (snapshot %d)",
+                            sum(len(m.compact_before) for m in messages),
+                            sum(len(m.compact_after) for m in messages),
+                            snapshot.id,
+                        )
+                    return snapshot
+            attempt += 1
+            if budget_ms and (time.monotonic() - started) * 1000 > budget_ms:
+                raise lost
+            log.info(
+                "compaction lost a race with a concurrent change; re-planning (attempt %d)",
+                attempt + 1,
+            )
+            time.sleep(_replan_wait(attempt, options))
+
+    def _inputs_live(self, plan: CompactionPlan) -> bool:
+        """Whether every file ``plan`` rewrites is still live in the latest snapshot."""
+        latest = self._state.snapshots.latest()
+        live = (
+            set()
+            if latest is None
+            else {e.file.path for e in self._state.manifests.live_files(latest)}
+        )
+        return all(f.path in live for task in plan.tasks for f in task.files)
 
     def execute(
         self,

@@ -189,3 +189,35 @@ def test_a_task_of_an_unknown_sort_strategy_is_refused_not_run_in_another_order(
     with pytest.raises(at.InvalidArgumentError, match="peano"):
         compactor.run_task(at.CompactionTask.from_bytes(renamed.to_bytes()))
     assert fs.find(root) == before
+
+
+@pytest.mark.parametrize("options", [WRITE_ONLY, {**WRITE_ONLY, "bucket": 2, "bucket-key": "seq"}])
+def test_a_compaction_whose_inputs_were_compacted_and_expired_meanwhile_re_plans(
+    uri: str, options: dict[str, object], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A user's writer with automatic compaction logged tracebacks 'data file ... is missing
+    (deleted outside the table?)' while another process compacted and expired all but the
+    latest snapshot: the files its compaction was reading had been removed by the table's own
+    maintenance. That is a lost race: the compaction re-plans (one INFO line), nothing is
+    logged as a fault, and the rows are untouched."""
+    table = at.create_table(uri, EVENTS, options=options)
+    for i in range(6):
+        table.append(events(i * 10, 10, seed=i))
+    other = at.open_table(uri)
+    compactor = table.compactor()
+    plans: list[at.CompactionPlan] = []
+
+    def plan_then_lose_the_race() -> at.CompactionPlan:
+        plan = compactor.plan(full=True)
+        if not plans:
+            assert other.compact(full=True) is not None
+            other.expire_snapshots(retain_min=1, older_than_ms=2**62)
+        plans.append(plan)
+        return plan
+
+    with caplog.at_level("INFO", logger="appendtable"):
+        compactor.run(plan_then_lose_the_race)
+    assert len(plans) == 2 and plans[0].tasks
+    assert any("lost a race" in r.getMessage() for r in caplog.records)
+    assert not [r for r in caplog.records if r.levelname in ("WARNING", "ERROR")]
+    assert _rows(at.open_table(uri)) == list(range(60))
