@@ -121,12 +121,18 @@ def plan_entries(
 
 
 def splits_of(
-    view: SchemaView, snapshot: Snapshot, entries: Sequence[ManifestEntry]
+    view: SchemaView,
+    snapshot: Snapshot,
+    entries: Sequence[ManifestEntry],
+    *,
+    options: opt.Options | None = None,
 ) -> list[Split]:
-    """The entries packed into splits that read as ``view``'s schema."""
+    """The entries packed into splits that read as ``view``'s schema, planned with
+    ``options`` (partition order, split sizes; the table's when None)."""
+    planning = view.options if options is None else options
     groups = group_files(
         entries,
-        sort_partitions=view.options.get(opt.SCAN_PLAN_SORT_PARTITION),
+        sort_partitions=planning.get(opt.SCAN_PLAN_SORT_PARTITION),
         partition_types=view.partition_types,
     )
     return pack_splits(
@@ -134,8 +140,8 @@ def splits_of(
         snapshot_id=snapshot.id,
         partition_keys=view.schema.partition_keys,
         partition_types=view.partition_types,
-        target_size=view.options.get(opt.SPLIT_TARGET_SIZE),
-        open_file_cost=view.options.get(opt.SPLIT_OPEN_FILE_COST),
+        target_size=planning.get(opt.SPLIT_TARGET_SIZE),
+        open_file_cost=planning.get(opt.SPLIT_OPEN_FILE_COST),
         schema_id=view.schema.id,
     )
 

@@ -165,6 +165,9 @@ class StreamConfig:
     max_drift_ms: int
     alignment_update_ms: int
     alignment_idle_ms: int
+    #: The stream's own read options (over the table's, at each schema version), for
+    #: planning its splits (partition order, split sizes).
+    read_options: Mapping[str, object] | None = None
 
 
 def stream_config(
@@ -224,6 +227,7 @@ def stream_config(
         max_drift_ms=options.get(opt.WATERMARK_ALIGNMENT_MAX_DRIFT),
         alignment_update_ms=options.get(opt.WATERMARK_ALIGNMENT_UPDATE_INTERVAL),
         alignment_idle_ms=options.get(opt.WATERMARK_ALIGNMENT_IDLE_TIMEOUT),
+        read_options=dict(read_options) if read_options else None,
     )
 
 
@@ -437,7 +441,12 @@ class StreamReader:
             commit_kind=snapshot.kind,
             splits=[
                 msgspec.structs.replace(split, stream=True)
-                for split in splits_of(self.view, snapshot, entries)
+                for split in splits_of(
+                    self.view,
+                    snapshot,
+                    entries,
+                    options=self.view.options.with_overrides(self._config.read_options),
+                )
             ]
             if entries
             else [],

@@ -92,17 +92,17 @@ def _literal(value: object, dtype: pa.DataType | None) -> Column:
     if isinstance(value, datetime.datetime) and dtype is not None and pa.types.is_timestamp(dtype):
         at_utc = value.astimezone(datetime.UTC) if value.tzinfo is not None else value
         seconds = decimal.Decimal(at_utc.second) + decimal.Decimal(at_utc.microsecond).scaleb(-6)
-        fields = [
-            F.lit(at_utc.year),
-            F.lit(at_utc.month),
-            F.lit(at_utc.day),
-            F.lit(at_utc.hour),
-            F.lit(at_utc.minute),
-            F.lit(seconds).cast("decimal(8,6)"),
-        ]
+        fields = {
+            "years": F.lit(at_utc.year),
+            "months": F.lit(at_utc.month),
+            "days": F.lit(at_utc.day),
+            "hours": F.lit(at_utc.hour),
+            "mins": F.lit(at_utc.minute),
+            "secs": F.lit(seconds).cast("decimal(8,6)"),
+        }
         if dtype.tz is None:
-            return F.make_timestamp_ntz(*fields)
-        return F.make_timestamp(*fields, timezone=F.lit("UTC"))
+            return F.make_timestamp_ntz(**fields)
+        return F.make_timestamp(**fields, timezone=F.lit("UTC"))
     return F.lit(value)
 
 

@@ -247,6 +247,8 @@ def parse_filters(texts: Sequence[str] | None, schema: pa.Schema) -> list[list[o
         return None
     result: list[list[object]] = [[]]
     for text in texts:
+        if not text.strip():
+            raise UsageError('--filter is empty: give a condition such as "id = 5"')
         alternatives = [
             [parse_filter(term, schema) for term in _split_top(clause, "and", text)]
             for clause in _split_top(text, "or", text)
@@ -374,7 +376,11 @@ def parse_filter(text: str, schema: pa.Schema) -> tuple[object, ...]:
                 return (column, op.value, _scalar(after, dtype, shown, what))
             case _:
                 assert_never(operands)
-    found = rest.split()[0] if rest.split() else "nothing"
+    if not rest:
+        raise UsageError(
+            f"{what}: no operator after column '{shown}' (use {', '.join(at.FilterOp)})"
+        )
+    found = rest.split()[0]
     raise UsageError(f"{what}: unknown operator {found!r} (use {', '.join(at.FilterOp)})")
 
 

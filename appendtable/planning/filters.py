@@ -349,6 +349,10 @@ def _predicate(item: object, column_types: Mapping[str, TypeSpec]) -> Predicate:
     operands = filter_operator(op).operands
     match operands:
         case FilterOperands.NONE:
+            if len(item) == 3 and item[2] is not None:  # (a None third item is harmless)
+                raise InvalidFilterError(
+                    f"'{op}' on column '{target.name}' takes no value, got {item[2]!r}"
+                )
             return target.predicate(op, ())
         case FilterOperands.LIST:
             return _listed(target, op, _operand(item, target, op))

@@ -516,6 +516,8 @@ def test_or_in_filters(cli: Any, tmp_path: Path) -> None:
     assert ids("id = 4 or id = 1", "name = 'or' or id < 2") == [1, 4]
     broken = cli("scan", uri, "--filter", "id = 1 or")
     assert broken.code == 2 and "needs a condition on each side" in broken.err
+    empty = cli("scan", uri, "--filter", " ")  # said "'or' needs a condition on each side"
+    assert empty.code == 2 and "--filter is empty" in empty.err
 
 
 def test_consumers_and_delete_consumer(cli: Any, queue: tuple[str, at.Table]) -> None:

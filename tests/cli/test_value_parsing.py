@@ -80,7 +80,7 @@ def test_filters_are_typed_by_the_column(text: str, expected: tuple[object, ...]
         ("ok = maybe", "not a valid bool"),
         ("amount = NaN", "not a valid decimal128(10, 2)"),
         ("id ~ 3", "unknown operator '~'"),
-        ("id", "unknown operator 'nothing'"),
+        ("id", "no operator after column 'id'"),
         ("id =", "'=' needs a value"),
         ("id = null", "compare with null using 'is null'"),
         ("id in 1, 2", "'in' needs a list in parentheses"),

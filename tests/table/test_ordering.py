@@ -75,3 +75,27 @@ def test_partition_order_creation_or_value(uri: str, sort_partitions: bool) -> N
         table.append(pa.table({"p": [name], "v": [1]}, schema=schema))
     order = [split.partition["p"] for split in at.open_table(uri).scan().plan()]
     assert order == (["a", "c", "m", "x"] if sort_partitions else ["m", "c", "x", "a"])
+
+
+@pytest.mark.parametrize("where", ["table", "stream"])
+def test_a_stream_orders_partitions_by_its_own_read_option_too(uri: str, where: str) -> None:
+    """``scan.plan-sort-partition`` given per stream (``stream(options=...)``, as options.md
+    allows for every ``scan.*`` option) was ignored: units came in creation order. Both the
+    full unit and the delta units follow it; the table's value is the default."""
+    schema = pa.schema([("p", pa.string()), ("v", pa.int64())])
+    sort = {"scan.plan-sort-partition": "true"}
+    table = at.create_table(
+        uri, schema, partition_by=["p"], options=sort if where == "table" else {}
+    )
+    for name in ["m", "c", "x"]:
+        table.append(pa.table({"p": [name], "v": [1]}, schema=schema))
+    reader = table.stream(mode="latest-full", options=sort if where == "stream" else None)
+    unit = reader.poll()
+    assert unit is not None and [s.partition["p"] for s in unit.splits] == ["c", "m", "x"]
+    table.append(pa.table({"p": ["z", "a", "q"], "v": [1, 2, 3]}, schema=schema))
+    unit = reader.poll()
+    assert unit is not None and [s.partition["p"] for s in unit.splits] == ["a", "q", "z"]
+    plain = table.stream(mode="latest-full").poll()
+    assert plain is not None
+    order = [s.partition["p"] for s in plain.splits]
+    assert order == (sorted(order) if where == "table" else ["m", "c", "x", "z", "a", "q"])

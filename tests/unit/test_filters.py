@@ -154,9 +154,18 @@ def test_operators_are_case_and_space_insensitive(spelled: str, op: str) -> None
     assert only([term]).op == op
 
 
-def test_is_null_takes_no_value_but_tolerates_one() -> None:
+def test_is_null_takes_no_value_but_tolerates_none() -> None:
     assert only([("i", "is null")]).values == ()
     assert only([("i", "is not null", None)]).values == ()
+
+
+@pytest.mark.parametrize("value", [False, True, 0, "x"])
+def test_is_null_with_a_value_is_refused(value: object) -> None:
+    """A user's ("x", "is null", False) returned the null rows: the value was ignored, though
+    it could only mean something else ("is not null"?)."""
+    for op in ("is null", "is not null"):
+        with pytest.raises(InvalidFilterError, match=f"'{op}' on column 'i' takes no value"):
+            only([("i", op, value)])
 
 
 @pytest.mark.parametrize(
