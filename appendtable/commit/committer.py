@@ -316,8 +316,8 @@ class Committer:
                         for e in self._manifests.delta_entries(snapshot)
                     ):
                         return snapshot
-            except SnapshotNotFoundError:
-                return None
+            except (SnapshotNotFoundError, ObjectNotFoundError):
+                return None  # expired meanwhile: the message does without the culprit
             return None
 
         return find

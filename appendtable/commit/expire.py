@@ -107,8 +107,13 @@ def plan_expiration(
     plan = ExpirePlan(new_earliest=end)
     if end <= begin:  # pragma: no mutate (with end == begin the rest plans nothing too)
         return plan
-    kept = snapshots.get(end)
-    kept_metadata = metadata_of(kept, manifests)
+    try:
+        kept = snapshots.get(end)
+        kept_metadata = metadata_of(kept, manifests)
+    except (SnapshotNotFoundError, ObjectNotFoundError):
+        if snapshots.on_storage(end):
+            raise  # the snapshot is there, its metadata is not: damage, not a race
+        return ExpirePlan(new_earliest=end)  # another expiration went further meanwhile
     expired_metadata: set[str] = set()
     # Each snapshot is read once (the store caches only the newest few: a run expiring
     # thousands would read every file twice).
@@ -116,12 +121,15 @@ def plan_expiration(
     for snapshot_id in range(begin, end):
         try:
             snapshot = snapshots.get(snapshot_id)
-        except SnapshotNotFoundError:
+            metadata = metadata_of(snapshot, manifests)
+        except (SnapshotNotFoundError, ObjectNotFoundError):
+            if snapshots.on_storage(snapshot_id):
+                raise  # the snapshot is there, its metadata is not: damage, not a race
             continue  # another expiration (or one that crashed) deleted it already
         plan.snapshot_ids.append(snapshot_id)
         plan.nonces[snapshot_id] = (snapshot.nonce, snapshot.parent_nonce)
         expired[snapshot_id] = snapshot
-        expired_metadata |= metadata_of(snapshot, manifests)
+        expired_metadata |= metadata
     removed: set[str] = set()
     # Whether a rollback is in (begin, end]. Taking the kept snapshot's live files out of the
     # deletions is never wrong, only slower, so mutations that only widen this are equivalent.
@@ -134,7 +142,12 @@ def plan_expiration(
         rolled_back = rolled_back or (
             snapshot.last_rollback == snapshot_id  # pragma: no mutate (see ``rolled_back``)
         )
-        removed |= _deleted_by(manifests, snapshot)
+        try:
+            removed |= _deleted_by(manifests, snapshot)
+        except ObjectNotFoundError:
+            if snapshots.on_storage(snapshot_id):
+                raise
+            continue  # expired by another expiration meanwhile: left to orphan removal
     if rolled_back:
         # A rollback in the range re-added files deleted before it in the range: those still
         # live in the kept snapshot are not unreferenced (the rollback itself expires here).

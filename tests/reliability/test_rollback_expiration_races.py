@@ -22,6 +22,7 @@ import appendtable as at
 from appendtable import table as table_module
 from appendtable.commit import expire as expire_module
 from appendtable.commit import rollback_pins
+from appendtable.commit.metadata_cache import clear_metadata_caches
 from appendtable.metadata import layout
 from appendtable.storage import Storage
 from tests.helpers.crash import fork_context
@@ -210,3 +211,66 @@ def test_processes_appending_rolling_back_and_expiring_keep_the_table_readable(
         table.scan(snapshot_id=snapshot.id).to_arrow()
     assert_table_intact(uri)
     print(f"\n{latest.id} snapshots, {len(rollbacks)} rollbacks retained")
+
+
+def test_an_expiration_planned_over_snapshots_another_one_removed_skips_them(
+    tmp_path: Path,
+) -> None:
+    """Two expirations at once: the one that read the snapshots first found their manifest
+    lists deleted by the other and failed with 'file not found' (seen by a user running two
+    maintenance processes). It now skips what the other removed; a snapshot still there whose
+    list is missing is damage, and still raises."""
+    table = _history(tmp_path)
+    state = table._state
+    for snapshot_id in range(1, 6):
+        state.snapshots.get(snapshot_id)  # this handle has read them (cached)
+    assert _expire_all_but_latest(table.uri) == [1, 2, 3, 4]  # another process
+    clear_metadata_caches()  # (its manifest lists were not read yet)
+    plan = expire_module.plan_expiration(state.snapshots, state.manifests, 1, 5)
+    assert plan.snapshot_ids == [] and plan.data_files == [] and plan.metadata_files == []
+    damaged = _history(tmp_path / "damaged")
+    latest = damaged.latest_snapshot()
+    assert latest is not None
+    first = damaged._state.snapshots.get(1)
+    Path(damaged.uri, layout.manifest_path(first.delta_manifest_list)).unlink()
+    clear_metadata_caches()
+    with pytest.raises(at.ObjectNotFoundError):
+        expire_module.plan_expiration(
+            damaged._state.snapshots, damaged._state.manifests, 1, latest.id
+        )
+    Path(damaged.uri, layout.snapshot_path(1)).unlink()  # (so the integrity check passes)
+    damaged._state.snapshots.forget(1)
+
+
+def _expire_and_compact(uri: str, seconds: float) -> None:
+    table = at.open_table(uri)
+    stop = time.time() + seconds
+    while time.time() < stop:
+        table.expire_snapshots(retain_min=1, older_than_ms=FAR_FUTURE_MS)
+        table.compact(full=True)
+
+
+@pytest.mark.slow
+def test_two_processes_expiring_and_compacting_beside_an_appender_never_fail(
+    tmp_path: Path,
+) -> None:
+    """The user's setup that failed with 'file not found' on manifest lists (an expiration
+    planning over snapshots the other had removed) and on a conflict message (naming the
+    snapshot that changed a file, read after it expired): every call of every process
+    succeeds or loses a race with an AppendTableError the docs name, for 6 s."""
+    uri = str(tmp_path / "t")
+    at.create_table(uri, SCHEMA, options={"bucket": 2, "bucket-key": "n", "write-only": True})
+    context = fork_context(["tests.reliability.crash_children"])
+    workers = [
+        context.Process(target=f, args=(uri, 6.0))
+        for f in (_appender, _expire_and_compact, _expire_and_compact)
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(120)
+        assert worker.exitcode == 0, worker
+    table = at.open_table(uri)
+    latest = table.latest_snapshot()
+    assert latest is not None and latest.id > 20
+    assert table.scan().to_arrow().num_rows == table.scan().count()
