@@ -62,7 +62,9 @@ _METADATA_NAMES: dict[str, re.Pattern[str]] = {
 #: Directories of their own inside ``snapshot/``.
 _SNAPSHOT_SUBDIRS = frozenset({layout.EXPIRED_DIR, layout.PINNED_DIR})
 _MANIFEST_NAME = re.compile(r"^(manifest|manifest-list|commit-users)-[A-Za-z0-9_-]+$")
-_MIRROR_NAME = re.compile(r"^(v\d+\.metadata\.json|version-hint\.text|[A-Za-z0-9_-]+\.avro)$")
+_MIRROR_NAME = re.compile(
+    r"^(v\d+\.metadata\.json|version-hint\.text|[A-Za-z0-9_-]+\.avro|dv-[0-9a-f]{32}\.puffin)$"
+)
 _DATA_NAME = re.compile(r"^data-[A-Za-z0-9_-]+\.parquet$")
 _BUCKET_DIR = re.compile(r"^bucket-\d+$")
 _STAGING_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")
@@ -319,5 +321,6 @@ def live_files(state: TableState) -> tuple[set[str], set[str]]:
         ids = [] if latest is None else list(range(ids[-1] + 1, latest + 1))  # pragma: no mutate
     # Tags (and deleted tags not yet released) keep their snapshot's files and manifests.
     tag_store = TagStore(state.storage)
-    tags = tag_references(manifests, [*tag_store.all().values(), *tag_store.released().values()])
-    return data | tags.data, metadata | tags.metadata
+    tags = tag_references(manifests, tag_store.all().values())
+    released = tag_references(manifests, tag_store.released().values(), released=True)
+    return data | tags.data | released.data, metadata | tags.metadata | released.metadata

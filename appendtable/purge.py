@@ -61,6 +61,7 @@ from appendtable.commit.expire import (
     tag_references,
 )
 from appendtable.commit.groups import GroupStore, list_groups
+from appendtable.commit.rollback_pins import pinned_ids
 from appendtable.commit.tags import TagStore
 from appendtable.datafiles.reading import read_as
 from appendtable.datafiles.rewrite import rewrite_files
@@ -431,7 +432,11 @@ def _index_of_tags(state: TableState, tags: Iterable[Tag]) -> set[str]:
 def _remove_index_files(
     state: TableState, known: set[str], older_than_ms: int, *, keep_records: bool
 ) -> list[str]:
-    """Delete the unreferenced index files (module doc, step 4); the paths deleted."""
+    """Delete the unreferenced index files (module doc, step 4); the paths deleted. None
+    while a rollback is under way: it may restore vectors of a snapshot this purge expired
+    (``rollback_pins``: the pins are read after the expiration, the references after them)."""
+    if pinned_ids(state.storage, now_ms=int(time.time() * 1000)):
+        return []  # the next purge removes them
     deleted: list[str] = []
     unreferenced = _unreferenced_index_files(
         state, _referenced_index(state), known, older_than_ms, keep_records=keep_records

@@ -1017,7 +1017,7 @@ class Table:
         # between: a snapshot still there now keeps its files (see commit.expire).
         if not state.snapshots.on_storage(target.id):
             tags.delete(name)
-            raise SnapshotNotFoundError(
+            raise SnapshotExpiredError(
                 f"snapshot {target.id} expired while it was being tagged '{name}'"
             )
         self._republish_mirror()

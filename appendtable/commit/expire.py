@@ -75,13 +75,25 @@ class TagReferences:
     metadata: frozenset[str] = frozenset()
 
 
-def tag_references(manifests: ManifestStore, tags: Iterable[Tag]) -> TagReferences:
-    """The data files live in each tagged snapshot and the metadata files it names."""
+def tag_references(
+    manifests: ManifestStore, tags: Iterable[Tag], *, released: bool = False
+) -> TagReferences:
+    """The data files live in each tagged snapshot and the metadata files it names. With
+    ``released`` (release records of deleted tags), a tag whose metadata is gone names
+    nothing: an expiration already freed it (one that saw the tag deleted, or was killed
+    part-way through freeing it, or a tag that failed because its snapshot expired)."""
     data: set[str] = set()
     metadata: set[str] = set()
     for tag in tags:
-        data.update(entry.file.path for entry in manifests.live_files(tag.snapshot))
-        metadata |= metadata_of(tag.snapshot, manifests)
+        try:
+            tag_data = {entry.file.path for entry in manifests.live_files(tag.snapshot)}
+            tag_metadata = metadata_of(tag.snapshot, manifests)
+        except ObjectNotFoundError:
+            if not released:
+                raise  # a tag whose metadata is missing: damage
+            continue
+        data |= tag_data
+        metadata |= tag_metadata
     return TagReferences(frozenset(data), frozenset(metadata))
 
 
@@ -198,8 +210,9 @@ def plan_releases(
         # (a tag of the kept snapshot itself frees nothing either way: equivalent mutants)
         if tag.snapshot.id >= keep_from:  # pragma: no mutate
             continue
-        data.update(entry.file.path for entry in manifests.live_files(tag.snapshot))
-        metadata |= metadata_of(tag.snapshot, manifests)
+        freed = tag_references(manifests, [tag], released=True)
+        data |= freed.data
+        metadata |= freed.metadata
     plan.data_files = sorted(set(plan.data_files) | (data - kept_data - tags.data))
     plan.metadata_files = sorted(
         set(plan.metadata_files)

@@ -11,7 +11,8 @@ still there (else ``SnapshotExpiredError``, nothing committed), commits, and rem
 An expiration, after deleting its snapshot files and before deleting any other file, reads the
 pins and the latest snapshot's rollbacks again: it deletes no data or metadata file at all when
 a pin names a snapshot it expired (they are left to orphan removal), and keeps the files live
-in a rollback that landed meanwhile.
+in a rollback that landed meanwhile. A purge deletes no deletion vector or delete record while
+any pin exists (it reads the pins after its expiration, and the references after them).
 
 Why that suffices: a rollback that found its target still there wrote its pin before the
 expiration deleted the target, so before the expiration's second read; at that read either the

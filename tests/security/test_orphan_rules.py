@@ -54,6 +54,7 @@ def test_every_place_of_the_layout_is_classified_exactly(tmp_path: Path) -> None
         "metadata/version-hint.text",
         "metadata/snap-1-abc.avro",
         "metadata/abc-m0.avro",
+        "metadata/dv-0123456789abcdef0123456789abcdef.puffin",  # the mirror's vectors
         "day=2024-01-01/bucket-0/data-stray-0.parquet",
         "day=2030-01-01/bucket-3/data-stray-1.parquet",
         "_staging/area-1/part-0.parquet",
@@ -80,6 +81,7 @@ def test_every_place_of_the_layout_is_classified_exactly(tmp_path: Path) -> None
         "consumer/notes",
         "tag/notes",
         "metadata/notes.txt",
+        "metadata/dv-0123.puffin",  # not a name the mirror writes
         "watermark/notes",
         "watermark/bad group!/member",
         "watermark/group-1/bad member!",
@@ -116,6 +118,7 @@ def test_every_place_of_the_layout_is_classified_exactly(tmp_path: Path) -> None
         "consumer/notes",
         "tag/notes",
         "metadata/notes.txt",
+        "metadata/dv-0123.puffin",  # not a name the mirror writes
         "watermark/notes",
         "watermark/bad group!/",
         "watermark/group-1/bad member!",

@@ -10,6 +10,8 @@ import pyarrow as pa
 import pytest
 
 import appendtable as at
+from appendtable.commit.metadata_cache import clear_metadata_caches
+from appendtable.commit.tags import TagStore
 
 #: Every test ends with the shared integrity check (tests/helpers/integrity.py).
 pytestmark = pytest.mark.usefixtures("tables_stay_intact")
@@ -203,3 +205,59 @@ def test_the_discard_gate_keeps_files_a_tag_holds(table: at.Table) -> None:
     result = table._state.discard(paths, since_snapshot_id=0)
     assert sorted(result.referenced) == sorted(paths) and not result.deleted
     assert table.scan(tag="landed").count() == 4
+
+
+def test_a_release_record_whose_metadata_an_expiration_already_deleted_frees_nothing(
+    table: at.Table,
+) -> None:
+    """A create_tag that lost the race with an expiration (its snapshot expired while it was
+    being tagged) leaves a release record naming manifests the expiration had deleted; so
+    does an expiration killed part-way through freeing a deleted tag. Every later expiration,
+    orphan removal and purge then failed with 'file not found' on a manifest list, and no
+    call could remove the record (found by a user). Such a record now frees nothing, is
+    removed by the next expiration, and nothing else is affected."""
+    for start in (0, 10, 20):
+        table.append(_rows(start, 3))
+    first = table.snapshots()[0]
+    _expire_all(table)  # snapshot 1 and its manifests are gone
+    tags = TagStore(table._state.storage)
+    tags.create("late", first)  # what a create_tag racing that expiration left
+    tags.delete("late")
+    assert list(tags.released())
+    clear_metadata_caches()  # (as in another process: nothing of snapshot 1 is cached)
+    assert table.remove_orphan_files(dry_run=True).files == []
+    table.append(_rows(30, 3))
+    _expire_all(table)
+    assert list(tags.released()) == []
+    assert table.remove_orphan_files(dry_run=True).files == []
+    assert sorted(table.scan().to_arrow().column("k").to_pylist()) == [
+        *range(3),
+        *range(10, 13),
+        *range(20, 23),
+        *range(30, 33),
+    ]
+    _referenced_files_exist(table)
+
+
+def test_a_tag_losing_the_race_with_expiration_says_expired(
+    table: at.Table, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The snapshot expires between the tag's write and its check: SnapshotExpiredError (it
+    was SnapshotNotFoundError), no tag, and the next expiration still works."""
+    for start in (0, 10):
+        table.append(_rows(start, 3))
+    first = table.snapshots()[0]
+    real_on_storage = table._state.snapshots.on_storage
+
+    def expire_first(snapshot_id: int) -> bool:
+        _expire_all(at.open_table(table.uri))
+        return real_on_storage(snapshot_id)
+
+    monkeypatch.setattr(table._state.snapshots, "on_storage", expire_first)
+    with pytest.raises(at.SnapshotExpiredError, match="expired while it was being tagged"):
+        table.create_tag("t", snapshot_id=first.id)
+    monkeypatch.undo()
+    assert table.tags() == {}
+    table.append(_rows(20, 3))
+    _expire_all(table)
+    assert table.remove_orphan_files(dry_run=True).files == []
