@@ -193,6 +193,8 @@ def test_random_filters_match_a_model(tmp_path: object) -> None:
         }[column]
         if op in ("in", "not in"):
             return (column, op, [pick() for _ in range(rng.randrange(1, 4))])
+        if op in ("is null", "is not null"):
+            return (column, op, None)  # (a value would be refused: they take none)
         return (column, op, pick())
 
     for _ in range(40):
