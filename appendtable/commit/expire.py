@@ -119,25 +119,19 @@ def plan_expiration(
     plan = ExpirePlan(new_earliest=end)
     if end <= begin:  # pragma: no mutate (with end == begin the rest plans nothing too)
         return plan
-    try:
-        kept = snapshots.get(end)
-        kept_metadata = metadata_of(kept, manifests)
-    except (SnapshotNotFoundError, ObjectNotFoundError):
-        if snapshots.on_storage(end):
-            raise  # the snapshot is there, its metadata is not: damage, not a race
-        return ExpirePlan(new_earliest=end)  # another expiration went further meanwhile
+    kept_read = _unless_expired(snapshots, manifests, end)
+    if kept_read is None:
+        return plan  # another expiration went further meanwhile
+    kept, kept_metadata = kept_read
     expired_metadata: set[str] = set()
     # Each snapshot is read once (the store caches only the newest few: a run expiring
     # thousands would read every file twice).
     expired: dict[int, Snapshot] = {}
     for snapshot_id in range(begin, end):
-        try:
-            snapshot = snapshots.get(snapshot_id)
-            metadata = metadata_of(snapshot, manifests)
-        except (SnapshotNotFoundError, ObjectNotFoundError):
-            if snapshots.on_storage(snapshot_id):
-                raise  # the snapshot is there, its metadata is not: damage, not a race
+        read = _unless_expired(snapshots, manifests, snapshot_id)
+        if read is None:
             continue  # another expiration (or one that crashed) deleted it already
+        snapshot, metadata = read
         plan.snapshot_ids.append(snapshot_id)
         plan.nonces[snapshot_id] = (snapshot.nonce, snapshot.parent_nonce)
         expired[snapshot_id] = snapshot
@@ -171,6 +165,20 @@ def plan_expiration(
         layout.manifest_path(n) for n in expired_metadata - kept_metadata - tags.metadata
     )
     return plan
+
+
+def _unless_expired(
+    snapshots: SnapshotStore, manifests: ManifestStore, snapshot_id: int
+) -> tuple[Snapshot, set[str]] | None:
+    """A snapshot and its metadata file names; None when another expiration removed it
+    meanwhile. A snapshot still there whose metadata is missing is damage: raised."""
+    try:
+        snapshot = snapshots.get(snapshot_id)
+        return snapshot, metadata_of(snapshot, manifests)
+    except (SnapshotNotFoundError, ObjectNotFoundError):
+        if snapshots.on_storage(snapshot_id):
+            raise
+        return None
 
 
 def _deleted_by(manifests: ManifestStore, snapshot: Snapshot) -> set[str]:

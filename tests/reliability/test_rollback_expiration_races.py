@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -158,6 +158,17 @@ def test_a_crashed_rollbacks_pin_is_pruned_and_stops_holding_files(tmp_path: Pat
     Path(young.uri, fresh).unlink()  # (a pin of a live rollback is not an orphan: not left)
 
 
+def _run_together(uri: str, seconds: float, *targets: Callable[[str, float], None]) -> None:
+    """Each target in a process of its own for ``seconds``; each must exit cleanly."""
+    context = fork_context(["tests.reliability.crash_children"])
+    workers = [context.Process(target=f, args=(uri, seconds)) for f in targets]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(120)
+        assert worker.exitcode == 0, worker
+
+
 def _appender(uri: str, seconds: float) -> None:
     table = at.open_table(uri)
     stop = time.time() + seconds
@@ -197,13 +208,7 @@ def test_processes_appending_rolling_back_and_expiring_keep_the_table_readable(
     for 8 s, then every retained snapshot reads whole from a fresh handle."""
     uri = str(tmp_path / "t")
     at.create_table(uri, SCHEMA, options={"bucket": 2, "bucket-key": "n", "write-only": True})
-    context = fork_context(["tests.reliability.crash_children"])
-    workers = [context.Process(target=f, args=(uri, 8.0)) for f in (_appender, _roller, _expirer)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join(120)
-        assert worker.exitcode == 0, worker
+    _run_together(uri, 8.0, _appender, _roller, _expirer)
     table = at.open_table(uri)
     latest = table.latest_snapshot()
     assert latest is not None and latest.id > 20, latest  # the three ran
@@ -261,16 +266,7 @@ def test_two_processes_expiring_and_compacting_beside_an_appender_never_fail(
     succeeds or loses a race with an AppendTableError the docs name, for 6 s."""
     uri = str(tmp_path / "t")
     at.create_table(uri, SCHEMA, options={"bucket": 2, "bucket-key": "n", "write-only": True})
-    context = fork_context(["tests.reliability.crash_children"])
-    workers = [
-        context.Process(target=f, args=(uri, 6.0))
-        for f in (_appender, _expire_and_compact, _expire_and_compact)
-    ]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join(120)
-        assert worker.exitcode == 0, worker
+    _run_together(uri, 6.0, _appender, _expire_and_compact, _expire_and_compact)
     table = at.open_table(uri)
     latest = table.latest_snapshot()
     assert latest is not None and latest.id > 20
