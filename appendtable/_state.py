@@ -97,6 +97,12 @@ class TableState:
         """Bring the Iceberg mirror up to date (see ``commit.iceberg_mirror``); its location."""
         return self.mirror.publish(self.options.get(opt.ICEBERG_MAX_SNAPSHOTS), rebuild=rebuild)
 
+    def publish_and_prune_mirror(self) -> list[str]:
+        """Publish the Iceberg mirror, then delete its older versions and the files only they
+        use (``IcebergMirror.prune``); what it deleted."""
+        self.publish_mirror()
+        return self.mirror.prune(self.options.get(opt.ICEBERG_MAX_SNAPSHOTS))
+
     @property
     def mirrors_iceberg(self) -> bool:
         """Whether ``metadata.iceberg.storage`` is on (as of the current schema)."""

@@ -163,8 +163,7 @@ def _mirror_step(state: TableState) -> Callable[[], None] | None:
         return None
 
     def step() -> None:
-        state.publish_mirror()
-        state.mirror.prune()
+        state.publish_and_prune_mirror()
 
     return step
 

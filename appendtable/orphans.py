@@ -18,22 +18,28 @@ What may be deleted is decided by the table's own layout, never by "everything u
 
 The live set is right whatever expires meanwhile: snapshots are read oldest first, and the
 first one read after a gap (a snapshot that expired while we looked) counts with every file
-it holds, not only those it added; snapshots committed while we looked are read too. A dry run
+it holds, not only those it added; snapshots committed while we looked are read too. A
+rollback re-adds files of its target, which may have expired before the live set was read:
+while a rollback pins a snapshot that is no longer retained, no data file or manifest is
+deleted, and the snapshots committed until after the pins were read are counted (the protocol
+of ``commit.rollback_pins``). A dry run
 changes nothing, the Iceberg mirror included; a real run first brings the mirror up to date
 and prunes its older versions (inside ``metadata/`` only).
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Set
 from dataclasses import dataclass, field
 
 from appendtable import display
 from appendtable._state import TableState
 from appendtable.commit.discard import files_referenced_by
 from appendtable.commit.expire import tag_references
+from appendtable.commit.rollback_pins import pinned_ids
 from appendtable.commit.tags import TagStore
 from appendtable.errors import ObjectNotFoundError, PathOutsideTableError, SnapshotNotFoundError
 from appendtable.locations import enclosing_table
@@ -41,7 +47,9 @@ from appendtable.metadata import layout
 from appendtable.storage import Storage
 from appendtable.storage.base import DirectoryListing, FileInfo, is_temp_name
 
-__all__ = ["TEMP_FILE_MIN_AGE_MS", "OrphanResult", "remove_orphan_files"]
+__all__ = ["TEMP_FILE_MIN_AGE_MS", "LiveFiles", "OrphanResult", "live_files", "remove_orphan_files"]
+
+log = logging.getLogger("appendtable.maintenance")
 
 #: A temporary file younger than this is never an orphan, whatever the cut-off: the process
 #: writing it may be alive (a hint, a snapshot being published, a large metadata file).
@@ -119,14 +127,18 @@ def remove_orphan_files(state: TableState, *, older_than_ms: int, dry_run: bool)
     candidates, foreign = _walk(state.storage, len(state.schema.partition_keys))
     pruned: list[str] = []
     if not dry_run and state.mirrors_iceberg:
-        state.publish_mirror()
-        pruned = state.mirror.prune()
+        pruned = state.publish_and_prune_mirror()
     mirror = _mirror_files(state)
-    data_files, metadata_files = live_files(state)
-    referenced = {
-        "manifest": metadata_files,
+    live = live_files(state)
+    # A rollback re-adds files of its target: the pins, then the snapshots landed meanwhile.
+    held = {"data", "manifest"} if _rollback_under_way(state, now) else set()
+    if held:
+        log.info("orphan removal: a rollback is under way; no data file or manifest deleted")
+    live = _landed_since(state, live)
+    referenced: dict[str, Set[str]] = {
+        "manifest": live.metadata,
         "mirror": mirror | set(pruned),
-        "data": data_files,
+        "data": live.data,
         "staging": set(),
         "temp": set(),
     }
@@ -135,7 +147,9 @@ def remove_orphan_files(state: TableState, *, older_than_ms: int, dry_run: bool)
     orphans = [
         c.info
         for c in candidates
-        if c.info.mtime_ms < young[c.kind] and _name(c) not in referenced[c.kind]
+        if c.kind not in held
+        and c.info.mtime_ms < young[c.kind]
+        and _name(c) not in referenced[c.kind]
     ]
     if not dry_run:
         for info in orphans:
@@ -281,20 +295,56 @@ def _file_kind(place: str, name: str) -> str | None:
 # ---- the live set ---------------------------------------------------------------------------
 
 
-def live_files(state: TableState) -> tuple[set[str], set[str]]:
-    """(data file paths, metadata file names) that a retained snapshot, a tag or a deleted
-    tag not yet released references.
+@dataclass(frozen=True)
+class LiveFiles:
+    """The files that retained snapshots, tags and deleted tags not yet released reference."""
+
+    #: data file paths
+    data: frozenset[str]
+    #: metadata file names (manifests, manifest lists, commit-users files)
+    metadata: frozenset[str]
+    #: the newest snapshot id counted
+    through: int
+
+
+def live_files(state: TableState) -> LiveFiles:
+    """What a retained snapshot, a tag or a deleted tag not yet released references.
 
     Snapshots are read oldest first; a snapshot read right after its predecessor counts with
     the files it added (its predecessor's are already counted), any other (the first, one
     after a gap left by a snapshot that expired meanwhile, a rollback) with every file it
     holds. Snapshots committed meanwhile are read too. A retained snapshot whose metadata
     cannot be read raises: the live set is then unknown and nothing may be deleted."""
-    snapshots, manifests = state.snapshots, state.manifests
-    metadata: set[str] = set()
     data: set[str] = set()
+    metadata: set[str] = set()
+    through = _count_snapshots(state, state.snapshots.list_ids(), data, metadata)
+    # Tags (and deleted tags not yet released) keep their snapshot's files and manifests.
+    tag_store = TagStore(state.storage)
+    tags = tag_references(state.manifests, tag_store.all().values())
+    released = tag_references(state.manifests, tag_store.released().values(), released=True)
+    return LiveFiles(
+        frozenset(data | tags.data | released.data),
+        frozenset(metadata | tags.metadata | released.metadata),
+        through,
+    )
+
+
+def _landed_since(state: TableState, live: LiveFiles) -> LiveFiles:
+    """``live`` with the files of the snapshots committed after it was read."""
+    latest = state.snapshots.latest_id()
+    if latest is None or latest <= live.through:
+        return live
+    data, metadata = set(live.data), set(live.metadata)
+    through = _count_snapshots(state, list(range(live.through + 1, latest + 1)), data, metadata)
+    return LiveFiles(frozenset(data), frozenset(metadata), through)
+
+
+def _count_snapshots(state: TableState, ids: list[int], data: set[str], metadata: set[str]) -> int:
+    """Add the files of snapshots ``ids`` (ascending), and of those committed meanwhile, to
+    ``data`` and ``metadata``; the newest id counted (0: none)."""
+    snapshots, manifests = state.snapshots, state.manifests
     previous = 0  # pragma: no mutate (the snapshot read last; 0: none, or a gap since)
-    ids = snapshots.list_ids()
+    through = 0
     while ids:
         for snapshot_id in ids:
             # Counting a snapshot whole where its additions would do is never wrong, only
@@ -316,11 +366,16 @@ def live_files(state: TableState) -> tuple[set[str], set[str]]:
             metadata.update(m.file_name for m in listed)
             data.update(e.file.path for e in entries)
             previous = snapshot_id  # pragma: no mutate (see ``whole``)
+        through = ids[-1]
         latest = snapshots.latest_id()
         # (a table always keeps a snapshot: latest is None only if it was deleted meanwhile)
         ids = [] if latest is None else list(range(ids[-1] + 1, latest + 1))  # pragma: no mutate
-    # Tags (and deleted tags not yet released) keep their snapshot's files and manifests.
-    tag_store = TagStore(state.storage)
-    tags = tag_references(manifests, tag_store.all().values())
-    released = tag_references(manifests, tag_store.released().values(), released=True)
-    return data | tags.data | released.data, metadata | tags.metadata | released.metadata
+    return through
+
+
+def _rollback_under_way(state: TableState, now_ms: int) -> bool:
+    """Whether a rollback in progress pins a snapshot that is no longer retained: it may
+    re-add files of that snapshot, which no live set read before it lands counts
+    (``commit.rollback_pins``; the pins are read before the retained snapshots)."""
+    pinned = pinned_ids(state.storage, now_ms=now_ms)
+    return bool(pinned) and not pinned <= set(state.snapshots.list_ids())

@@ -251,9 +251,12 @@ def _still_unreferenced(
     storage: Storage, snapshots: SnapshotStore, manifests: ManifestStore, plan: ExpirePlan
 ) -> list[str]:
     """The plan's data and metadata files, less those live in a rollback that landed since
-    it was made; none while a rollback to a snapshot it expired is under way, or when the
-    rollbacks cannot be read (another expiration removed one): left to orphan removal."""
-    if pinned_ids(storage, now_ms=int(time.time() * 1000)) & set(plan.snapshot_ids):
+    it was made; none while a rollback to a snapshot that is no longer retained is under way
+    (expired by this expiration or an earlier one: the snapshots this one expires may hold
+    the same files), or when the rollbacks cannot be read (another expiration removed one):
+    left to orphan removal."""
+    pinned = pinned_ids(storage, now_ms=int(time.time() * 1000))
+    if any(snapshot_id < plan.new_earliest for snapshot_id in pinned):
         return []
     try:
         restored = _restored_by_rollbacks(snapshots, manifests, plan.new_earliest)

@@ -97,6 +97,24 @@ class _ListState:
     manifests: dict[str, tuple[frozenset[str], _ManifestInfo | None]]
 
 
+@dataclass(frozen=True)
+class _Listed:
+    """A snapshot's manifest list as written for a mirror version."""
+
+    uri: str
+    #: whether it lists deletion vectors (a v3 delete manifest)
+    with_deletes: bool
+    #: the mirror files it references (itself included) that its parent's list in the
+    #: version it follows does not: a prune that read an older version may delete them
+    unverified: frozenset[str]
+
+
+def _puffin_path(data_uri: str, ref: DeletionVectorRef) -> str:
+    """The mirror's Puffin file holding a copy of ``ref``, the vector of ``data_uri``."""
+    name = hashlib.sha256(f"{data_uri}\n{ref.path}@{ref.offset}".encode()).hexdigest()[:32]
+    return f"{layout.ICEBERG_DIR}/dv-{name}.puffin"
+
+
 def _identity(entry: ManifestEntry) -> str:
     """A live file's identity in the mirror: its path, and its deletion vector if any (a
     delete re-adds a path with a new vector; for a file without one, the path alone, so the
@@ -206,21 +224,22 @@ class IcebergMirror:
                     mirrored == listed and current.get("refs") == refs
                 ):
                     return self.location()
-            metadata = self._metadata(
+            metadata, new_files = self._metadata(
                 latest,
                 retained,
                 {s.id: s for s in tags.values()},
                 refs,
                 None if rebuild else current,
-                version,
+                rebuild=rebuild,
             )
             target = layout.iceberg_metadata_path((version or 0) + 1)
             body = json.dumps(metadata, sort_keys=True).encode()  # C encoder: no indent
-            if self._storage.put_if_absent(target, body):
-                self._storage.write_hint(
-                    layout.ICEBERG_VERSION_HINT, str((version or 0) + 1).encode()
-                )
+            if not self._storage.put_if_absent(target, body):
+                continue
+            self._storage.write_hint(layout.ICEBERG_VERSION_HINT, str((version or 0) + 1).encode())
+            if all(self._storage.exists(path) for path in sorted(new_files)):
                 return self._storage.uri(target)
+            rebuild = True  # a prune deleted a file this version reuses: write them again
         raise CommitConflictError("the Iceberg mirror kept changing under this publish; retry")
 
     def _restarted(self, current: dict[str, Any] | None, latest: Snapshot) -> bool:
@@ -255,15 +274,19 @@ class IcebergMirror:
         tagged: dict[int, Snapshot],
         refs: dict[str, dict[str, Any]],
         current: dict[str, Any] | None,
-        version: int | None,
-    ) -> dict[str, Any]:
+        *,
+        rebuild: bool,
+    ) -> tuple[dict[str, Any], set[str]]:
         """The table metadata listing the ``retained`` snapshots (the log of ``main``) and
-        the ``tagged`` ones (by id: a tag's copy of its snapshot, which may have expired)."""
+        the ``tagged`` ones (by id: a tag's copy of its snapshot, which may have expired),
+        and the mirror files its snapshots not in ``current`` reference, less those their
+        parents there reference: what a concurrent prune may have deleted (see ``prune``)."""
         known = {s["snapshot-id"]: s for s in (current or {}).get("snapshots", [])}
         in_log = set(retained)
         listed = in_log | set(tagged)
         entries = []
         log = []
+        new_files: set[str] = set()
         # Version 3 once a snapshot has deletion vectors (they are v3 delete files); a table's
         # version never goes down.
         version3 = (current or {}).get("format-version") == 3
@@ -273,11 +296,10 @@ class IcebergMirror:
                 snapshot = tagged.get(snapshot_id) if snapshot_id not in in_log else None
                 if snapshot is None:
                     snapshot = self._snapshots.get(snapshot_id)
-                manifest_list, with_deletes = self._listed(snapshot)
-                version3 = version3 or with_deletes
-                entry = iceberg_metadata.snapshot_entry(
-                    snapshot, manifest_list, parent_retained=True
-                )
+                made = self._listed(snapshot, parents_listed=set(known), rebuild=rebuild)
+                version3 = version3 or made.with_deletes
+                new_files |= made.unverified
+                entry = iceberg_metadata.snapshot_entry(snapshot, made.uri, parent_retained=True)
             entry = dict(entry)
             if entry.get("parent-snapshot-id") not in listed:
                 entry.pop("parent-snapshot-id", None)
@@ -313,7 +335,7 @@ class IcebergMirror:
             "snapshot-log": log,
             # Older versions are pruned when snapshots expire: no log of them to follow.
             "metadata-log": [],
-        }
+        }, new_files
 
     def _lineage(self, schema_id: int) -> list[TableSchema]:
         """Every schema version up to ``schema_id`` (cached per current schema: the listing
@@ -340,19 +362,23 @@ class IcebergMirror:
         first = self._schemas.get(0)
         return str(uuid.uuid5(uuid.NAMESPACE_URL, f"appendtable:{first.time_ms}:{first.fields}"))
 
-    def _manifest_list(self, snapshot: Snapshot) -> str:
-        """The URI of the snapshot's manifest list (written if absent)."""
-        return self._listed(snapshot)[0]
-
-    def _listed(self, snapshot: Snapshot) -> tuple[str, bool]:
-        """The URI of the snapshot's manifest list (written if absent), and whether it lists
-        deletion vectors."""
+    def _listed(
+        self, snapshot: Snapshot, *, parents_listed: set[int], rebuild: bool = False
+    ) -> _Listed:
+        """The snapshot's manifest list (written if absent); ``parents_listed``: the snapshots
+        the mirror version this one follows lists; ``rebuild``: every file it references is
+        written if absent (else a delete manifest found is trusted to have its Puffin files)."""
         schema = self._schemas.get(snapshot.schema_id)
         types = {f.name: f.type for f in schema.fields}
         partition_types = [types[k] for k in schema.partition_keys]
         build = _Build(snapshot, schema, partition_types)
         with self._lock:
             parent = self._states.get(snapshot.parent_id) if snapshot.parent_id else None
+        inherited = (
+            {info.path for _, info in parent.manifests.values() if info is not None}
+            if parent is not None and snapshot.parent_id in parents_listed
+            else set()
+        )
         state = None
         if parent is not None and parent.schema_id == schema.id:
             state = self._incremental(build, parent)
@@ -384,7 +410,7 @@ class IcebergMirror:
             for info in infos
         ]
         vectors = [vector for info in infos for vector in info.vectors]
-        deletes = self._delete_manifest(build, vectors) if vectors else None
+        deletes = self._delete_manifest(build, vectors, rebuild=rebuild) if vectors else None
         if deletes is not None:
             records.append(
                 {
@@ -419,19 +445,34 @@ class IcebergMirror:
             },
         )
         self._storage.put_if_absent(path, body)
-        return self._storage.uri(path), deletes is not None
+        puffins = {_puffin_path(self._storage.uri(p), ref) for p, _, ref in vectors}
+        return _Listed(
+            uri=self._storage.uri(path),
+            with_deletes=deletes is not None,
+            unverified=frozenset({path, *(i.path for i in infos), *puffins} - inherited),
+        )
 
     def _delete_manifest(
         self,
         build: _Build,
         vectors: list[tuple[str, PartitionValues, DeletionVectorRef]],
+        *,
+        rebuild: bool,
     ) -> _ManifestInfo:
         """The v3 delete manifest of a snapshot's deletion vectors: one entry per data file
         with a vector, referencing a Puffin file of the mirror holding a copy of the vector's
         blob (Iceberg readers match a blob by its ``referenced-data-file``, which must be the
         data file's URI: the table's own vectors name it relative to the table, so that the
-        table can move). Named by a hash of the vectors, so it is written once per set."""
+        table can move). Named by a hash of the vectors, so it is written once per set.
+        ``rebuild``: its Puffin files are written again where missing, also when the manifest
+        is there (the Puffin files' content is fixed by the vectors, so their sizes and offsets
+        in the manifest stay right)."""
         vectors = sorted(vectors, key=lambda v: (v[0], v[2].path, v[2].offset))
+        if rebuild:
+            for data_path, _, ref in vectors:
+                data_uri = self._storage.uri(data_path)
+                if not self._storage.exists(_puffin_path(data_uri, ref)):
+                    self._puffin_copy(data_uri, ref)
         key = hashlib.sha256(
             "\n".join(
                 [str(build.schema.id), *(f"{p}#{r.path}@{r.offset}" for p, _, r in vectors)]
@@ -526,8 +567,7 @@ class IcebergMirror:
         body, offset = iceberg_metadata.puffin_file(
             blob, data_uri=data_uri, cardinality=ref.cardinality
         )
-        name = hashlib.sha256(f"{data_uri}\n{ref.path}@{ref.offset}".encode()).hexdigest()[:32]
-        path = f"{layout.ICEBERG_DIR}/dv-{name}.puffin"
+        path = _puffin_path(data_uri, ref)
         self._storage.put_if_absent(path, body)
         return path, len(body), offset
 
@@ -751,11 +791,19 @@ class IcebergMirror:
             found -= self._referenced_by(version, only=set(except_snapshots))
         return found
 
-    def prune(self) -> list[str]:
+    def prune(self, max_snapshots: int) -> list[str]:
         """Delete older metadata versions and the mirror files only they use (they list
         snapshots that expired, whose data files are about to be deleted). Files no version
         uses (a mirror write in flight, or one that crashed) are left to orphan removal, which
-        waits until they are old. Returns what it deleted."""
+        waits until they are old. Returns what it deleted.
+
+        A mirror writer may publish, meanwhile, a version reusing a file this deletes (mirror
+        files are named by their content, and writers remember what they wrote). Whichever
+        comes first, that version is written again with the file (``publish`` with
+        ``rebuild``, keeping ``max_snapshots``): published before this prune reads the
+        current version again, after its deletions, the prune sees it; published after, its
+        writer finds the file gone when it checks, after publishing, the files its new
+        snapshots reference."""
         version = self.current_version()
         if version is None:
             return []
@@ -773,18 +821,33 @@ class IcebergMirror:
                 # it names files that are not this table's mirror files (a moved table, or a
                 # hostile file): none of them is touched, only the version file itself goes
                 used = {layout.iceberg_metadata_path(older)}
-            for path in sorted(used - keep):
+            # each once: a file a writer wrote again meanwhile is not deleted a second time
+            for path in sorted(used - keep - deleted):
                 try:
                     self._storage.delete(path)
                 except ObjectNotFoundError:
                     pass
                 deleted.add(path)
-        # Memory only: a pruned file's key never comes back (gone sets only grow, rollbacks
-        # write new manifests), so not forgetting it is an equivalent mutant.
+        # Forgotten, so that this handle writes them again if a rollback brings one back (a
+        # delete manifest is named by its vectors); remembered, the check after publishing
+        # would find it gone and rebuild: slower, not wrong (an equivalent mutant).
         with self._lock:
             for path in deleted:
                 self._known.pop(path, None)  # pragma: no mutate
+        if deleted & self._used_after(version):
+            self.publish(max_snapshots, rebuild=True)
         return sorted(deleted)
+
+    def _used_after(self, version: int) -> set[str]:
+        """The mirror files the versions published after ``version`` use."""
+        used: set[str] = set()
+        newest = self.current_version() or version
+        for newer in range(version + 1, newest + 1):
+            try:
+                used |= self._referenced_by(newer)
+            except (ObjectNotFoundError, CorruptMetadataError):
+                continue  # pruned meanwhile by another prune, or not this table's
+        return used
 
 
 def _snapshot_entries(metadata: object, source: str) -> list[dict[str, Any]]:

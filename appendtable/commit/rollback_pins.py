@@ -10,14 +10,19 @@ Protocol (the tags' one, see ``expire``): the rollback writes a pin naming its t
 still there (else ``SnapshotExpiredError``, nothing committed), commits, and removes the pin.
 An expiration, after deleting its snapshot files and before deleting any other file, reads the
 pins and the latest snapshot's rollbacks again: it deletes no data or metadata file at all when
-a pin names a snapshot it expired (they are left to orphan removal), and keeps the files live
-in a rollback that landed meanwhile. A purge deletes no deletion vector or delete record while
-any pin exists (it reads the pins after its expiration, and the references after them).
+a pin names a snapshot that is no longer retained (expired by it, or by an earlier expiration:
+the snapshots it expires may hold that one's files too; they are left to orphan removal), and
+keeps the files live in a rollback that landed meanwhile. Orphan removal, after reading the live
+set, reads the pins (deleting no data file or manifest while one names a snapshot no longer
+retained), then counts the snapshots committed since. A purge deletes no deletion vector or
+delete record while any pin exists (it reads the pins after its expiration, and the references
+after them).
 
 Why that suffices: a rollback that found its target still there wrote its pin before the
-expiration deleted the target, so before the expiration's second read; at that read either the
-pin is still there, or the rollback had already landed and the latest snapshot's rollbacks
-name it. A pin left by a rollback that crashed is removed by a later expiration once older
+target was deleted; a reader of the live set that did not count the target (it was gone)
+reads the pins later still, and either finds the pin, or the rollback had already landed and
+the snapshots it reads next (the latest snapshot's rollbacks, the snapshots committed since)
+hold its files. A pin left by a rollback that crashed is removed by a later expiration once older
 than ``PIN_RETENTION_MS`` (by that process's clock); until then it only delays reclaiming
 space.
 """

@@ -5,11 +5,13 @@ The in-process metadata caches hide deleted manifests (a handle that read a mani
 decoded copy), so the check clears them and opens the table in a fresh handle; it then reads
 every manifest list, manifest and commit-users file of every retained snapshot, tag and deleted
 tag awaiting release, and every data file they hold, comparing each file's rows with its
-metadata, and scans every retained snapshot and tag.
+metadata, and scans every retained snapshot and tag. With an Iceberg mirror, every file its
+newest version references (manifest lists, manifests, delete manifests, Puffin files) exists.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -24,9 +26,11 @@ from appendtable.commit.metadata_cache import clear_metadata_caches
 from appendtable.commit.snapshots import flush_hints
 from appendtable.commit.tags import TagStore
 from appendtable.metadata import layout
+from appendtable.metadata.avro import read_container
 from appendtable.metadata.models import DataFileMeta, Snapshot
+from appendtable.storage import Storage
 
-__all__ = ["assert_table_intact", "table_roots"]
+__all__ = ["assert_mirror_intact", "assert_table_intact", "table_roots"]
 
 
 def assert_table_intact(uri: str, *, storage_options: Mapping[str, Any] | None = None) -> int:
@@ -68,7 +72,37 @@ def assert_table_intact(uri: str, *, storage_options: Mapping[str, Any] | None =
         assert scan.to_arrow().num_rows == scan.count() == snapshot.total_record_count
     for name, tag in tags.items():
         assert table.scan(tag=name).to_arrow().num_rows == tag.snapshot.total_record_count
+    assert_mirror_intact(storage)
     return len(files)
+
+
+def assert_mirror_intact(storage: Storage) -> None:
+    """Fail unless every file the newest version of the table's Iceberg mirror references
+    exists (nothing to check without a mirror)."""
+    versions = [
+        int(name.rsplit("/", 1)[-1][1 : -len(".metadata.json")])
+        for name in storage.listnames(layout.ICEBERG_DIR)
+        if name.rsplit("/", 1)[-1].startswith("v") and name.endswith(".metadata.json")
+    ]
+    if not versions:
+        return
+    root = storage.uri("").rstrip("/") + "/"
+    newest = layout.iceberg_metadata_path(max(versions))
+
+    def existing(uri: str, named_by: str) -> bytes:
+        assert uri.startswith(root), (named_by, uri)
+        path = uri[len(root) :]
+        assert storage.exists(path), f"{named_by} names {path}, which is gone"
+        return storage.read(path)
+
+    for snapshot in json.loads(storage.read(newest))["snapshots"]:
+        _, manifests = read_container(existing(snapshot["manifest-list"], newest))
+        for manifest in manifests:
+            path = manifest["manifest_path"]
+            _, entries = read_container(existing(path, snapshot["manifest-list"]))
+            if manifest["content"] == 1:  # deletes: each names its Puffin file
+                for entry in entries:
+                    existing(entry["data_file"]["file_path"], path)
 
 
 def table_roots(directory: Path) -> Iterator[Path]:

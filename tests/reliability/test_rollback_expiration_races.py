@@ -11,29 +11,38 @@ last runs the user's three processes."""
 from __future__ import annotations
 
 import datetime as dt
+import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
 import appendtable as at
+from appendtable import orphans as orphans_module
 from appendtable import table as table_module
+from appendtable._state import TableState
 from appendtable.commit import expire as expire_module
 from appendtable.commit import rollback_pins
 from appendtable.commit.metadata_cache import clear_metadata_caches
 from appendtable.metadata import layout
 from appendtable.storage import Storage
-from tests.helpers.crash import fork_context
 from tests.helpers.integrity import assert_table_intact
+from tests.helpers.maintenance_loops import (
+    FAR_FUTURE_MS,
+    expiring,
+    removing_orphans,
+    rolling_back,
+    run_together,
+)
 
 #: Every test ends with the shared integrity check (tests/helpers/integrity.py).
 pytestmark = pytest.mark.usefixtures("tables_stay_intact")
 
 SCHEMA = pa.schema([("n", pa.int64())])
-FAR_FUTURE_MS = 2**62
 
 
 def _history(tmp_path: Path) -> at.Table:
@@ -83,6 +92,96 @@ def test_an_expiration_between_the_rollbacks_check_and_commit_keeps_the_targets_
     assert_table_intact(table.uri)
     # the files this expiration left are orphans now, and the next expiration is ordinary
     assert _expire_all_but_latest(table.uri) == [5]
+    assert _rows(table) == [1, 2, 3]
+
+
+def test_a_second_expiration_while_a_rollback_is_under_way_keeps_the_targets_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Snapshots 1-4 append [1]-[4], 5 rolls back to 2, 6 appends [6]. The rollback to 3 has
+    pinned it and found it there; one expiration removes 1-3 (seeing the pin, it deletes no
+    file), a second removes 4-5, which also held [3]'s file. The second deleted it (the pin
+    named no snapshot it expired) and the rollback then published a snapshot referencing it;
+    an expiration now deletes nothing while a pin names any snapshot no longer retained."""
+    table = at.create_table(str(tmp_path / "t"), SCHEMA, options={"write-only": True})
+    for n in (1, 2, 3, 4):
+        table.append(pa.table({"n": [n]}, schema=SCHEMA))
+    table.rollback_to(2)
+    table.append(pa.table({"n": [6]}, schema=SCHEMA))
+    real_check = table._state.snapshots.check_retained
+    expired: list[list[int]] = []
+
+    def check_then_expire_twice(snapshot_id: int) -> None:
+        real_check(snapshot_id)
+        for keep in (3, 1):
+            other = at.open_table(table.uri)
+            result = other.expire_snapshots(retain_min=keep, older_than_ms=FAR_FUTURE_MS)
+            expired.append(list(result.expired_snapshots))
+
+    monkeypatch.setattr(table._state.snapshots, "check_retained", check_then_expire_twice)
+    assert table.rollback_to(3).id == 7
+    assert expired == [[1, 2, 3], [4, 5]]
+    assert _rows(table) == [1, 2, 3]
+
+
+def _remove_orphans(uri: str) -> list[str]:
+    """Orphan removal that takes every unreferenced file for old enough."""
+    removed = at.open_table(uri).remove_orphan_files(older_than=FAR_FUTURE_MS, dry_run=False)
+    return removed.files
+
+
+def test_orphan_removal_while_a_rollback_is_under_way_keeps_the_targets_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rollback to 3 has pinned it and found it still there; an expiration deletes
+    snapshots 1-4 and, seeing the pin, leaves their files to orphan removal; orphan removal
+    runs before the rollback lands. It deleted [3]'s file (old enough, and no retained
+    snapshot named it), and the rollback then published a snapshot referencing it; it now
+    deletes no data file or manifest while a pin names a snapshot that is not retained."""
+    table = _history(tmp_path)
+    real_check = table._state.snapshots.check_retained
+    removed: list[str] = []
+
+    def check_expire_and_remove(snapshot_id: int) -> None:
+        real_check(snapshot_id)
+        assert _expire_all_but_latest(table.uri) == [1, 2, 3, 4]
+        removed.extend(_remove_orphans(table.uri))
+
+    monkeypatch.setattr(table._state.snapshots, "check_retained", check_expire_and_remove)
+    table.rollback_to(3)
+    assert not [p for p in removed if p.endswith(".parquet")], removed
+    assert _rows(table) == [1, 2, 3]
+    assert len(_remove_orphans(table.uri)) > 0  # once it landed: what only 1-4 held
+    assert _rows(table) == [1, 2, 3]
+
+
+def test_a_rollback_landing_while_orphan_removal_runs_keeps_its_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As above, but the rollback lands (and removes its pin) after orphan removal read the
+    snapshots and before it deletes: it reads the snapshots that landed after the pins, and
+    keeps [3]'s file."""
+    table = _history(tmp_path)
+    roller = at.open_table(table.uri)
+    real_check = roller._state.snapshots.check_retained
+    real_live_files = orphans_module.live_files
+    read: list[orphans_module.LiveFiles] = []
+
+    def check_expire_and_read(snapshot_id: int) -> None:
+        real_check(snapshot_id)
+        assert _expire_all_but_latest(table.uri) == [1, 2, 3, 4]
+        read.append(real_live_files(at.open_table(table.uri)._state))
+
+    def read_before_the_rollback_landed(state: TableState) -> orphans_module.LiveFiles:
+        monkeypatch.setattr(roller._state.snapshots, "check_retained", check_expire_and_read)
+        assert roller.rollback_to(3).id == 6
+        assert read[0].through == 5
+        return read[0]
+
+    monkeypatch.setattr(orphans_module, "live_files", read_before_the_rollback_landed)
+    removed = _remove_orphans(table.uri)
+    assert not [p for p in removed if p.endswith(".parquet")], removed
+    assert _pins(table) == []
     assert _rows(table) == [1, 2, 3]
 
 
@@ -158,17 +257,6 @@ def test_a_crashed_rollbacks_pin_is_pruned_and_stops_holding_files(tmp_path: Pat
     Path(young.uri, fresh).unlink()  # (a pin of a live rollback is not an orphan: not left)
 
 
-def _run_together(uri: str, seconds: float, *targets: Callable[[str, float], None]) -> None:
-    """Each target in a process of its own for ``seconds``; each must exit cleanly."""
-    context = fork_context(["tests.reliability.crash_children"])
-    workers = [context.Process(target=f, args=(uri, seconds)) for f in targets]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join(120)
-        assert worker.exitcode == 0, worker
-
-
 def _appender(uri: str, seconds: float) -> None:
     table = at.open_table(uri)
     stop = time.time() + seconds
@@ -179,25 +267,8 @@ def _appender(uri: str, seconds: float) -> None:
         time.sleep(0.02)
 
 
-def _roller(uri: str, seconds: float) -> None:
-    table = at.open_table(uri)
-    stop = time.time() + seconds
-    while time.time() < stop:
-        try:
-            ids = [s.id for s in table.snapshots()]
-            if len(ids) > 1:
-                table.rollback_to(ids[-2])
-        except (at.SnapshotNotFoundError, at.CommitConflictError):
-            pass  # the target expired first: a clean refusal
-        time.sleep(0.03)
-
-
-def _expirer(uri: str, seconds: float) -> None:
-    table = at.open_table(uri)
-    stop = time.time() + seconds
-    while time.time() < stop:
-        table.expire_snapshots(retain_min=1, older_than_ms=FAR_FUTURE_MS)
-        time.sleep(0.02)
+_roller = partial(rolling_back, position=-2)
+_expirer = partial(expiring, keep=1)
 
 
 @pytest.mark.slow
@@ -208,7 +279,7 @@ def test_processes_appending_rolling_back_and_expiring_keep_the_table_readable(
     for 8 s, then every retained snapshot reads whole from a fresh handle."""
     uri = str(tmp_path / "t")
     at.create_table(uri, SCHEMA, options={"bucket": 2, "bucket-key": "n", "write-only": True})
-    _run_together(uri, 8.0, _appender, _roller, _expirer)
+    run_together(uri, 8.0, _appender, _roller, _expirer)
     table = at.open_table(uri)
     latest = table.latest_snapshot()
     assert latest is not None and latest.id > 20, latest  # the three ran
@@ -217,6 +288,36 @@ def test_processes_appending_rolling_back_and_expiring_keep_the_table_readable(
         table.scan(snapshot_id=snapshot.id).to_arrow()
     assert_table_intact(uri)
     print(f"\n{latest.id} snapshots, {len(rollbacks)} rollbacks retained")
+
+
+@pytest.mark.slow
+def test_processes_rolling_back_expiring_and_removing_orphans_keep_the_table_readable(
+    tmp_path: Path,
+) -> None:
+    """Rollbacks re-adding hour-old data files, an expiration leaving the files of pinned
+    snapshots to orphan removal, and orphan removal, beside an appender (four processes,
+    6 s): every retained snapshot still reads whole."""
+    uri = str(tmp_path / "t")
+    table = at.create_table(uri, SCHEMA, options={"write-only": True})
+    for n in range(30):
+        table.append(pa.table({"n": [n]}, schema=SCHEMA))
+    hour_ago = time.time() - 3600
+    for path in Path(uri).rglob("*"):
+        if path.is_file():
+            os.utime(path, (hour_ago, hour_ago))
+    run_together(
+        uri,
+        6.0,
+        _appender,
+        _roller,
+        partial(rolling_back, position=0, pause=0.01),  # the oldest: the next to expire
+        partial(expiring, keep=2),
+        partial(removing_orphans, older_than=dt.timedelta(minutes=30)),  # not in-flight files
+    )
+    table = at.open_table(uri)
+    latest = table.latest_snapshot()
+    assert latest is not None and latest.id > 60, latest  # they ran
+    assert_table_intact(uri)
 
 
 def test_an_expiration_planned_over_snapshots_another_one_removed_skips_them(
@@ -266,7 +367,7 @@ def test_two_processes_expiring_and_compacting_beside_an_appender_never_fail(
     succeeds or loses a race with an AppendTableError the docs name, for 6 s."""
     uri = str(tmp_path / "t")
     at.create_table(uri, SCHEMA, options={"bucket": 2, "bucket-key": "n", "write-only": True})
-    _run_together(uri, 6.0, _appender, _expire_and_compact, _expire_and_compact)
+    run_together(uri, 6.0, _appender, _expire_and_compact, _expire_and_compact)
     table = at.open_table(uri)
     latest = table.latest_snapshot()
     assert latest is not None and latest.id > 20

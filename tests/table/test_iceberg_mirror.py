@@ -393,7 +393,7 @@ def test_random_operations_keep_the_mirror_exact(tmp_path: Path) -> None:
         table._state.storage, table._state.snapshots, table._state.manifests, table._state.schemas
     )
     for snapshot in table.snapshots():
-        rebuilt = fresh._manifest_list(snapshot)
+        rebuilt = fresh._listed(snapshot, parents_listed=set()).uri
         _, lists = read_container(Path(rebuilt).read_bytes())
         files = []
         for entry in lists:

@@ -1,0 +1,172 @@
+"""Pruning the Iceberg mirror never leaves its newest version naming a deleted file.
+
+Mirror files are named by their content, and a writer remembers the manifests it wrote: a
+rollback to a snapshot with deletion vectors brings back a delete manifest that an older
+version held. Found by a user: a rollback during a purge left the mirror naming a pruned
+``-d0.avro`` (2 of 12 trials), and pyiceberg failed on it until ``--repair``; a long-lived
+handle does it without any race, after another handle's maintenance pruned the file. The
+protocol is in ``IcebergMirror.prune``: the prune reads the current version again after its
+deletions, and a writer checks after publishing the files its new snapshots reference."""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+import time
+from functools import partial
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from pyiceberg.table import StaticTable
+
+import appendtable as at
+from appendtable.commit.metadata_cache import clear_metadata_caches
+from tests.helpers.integrity import assert_mirror_intact, assert_table_intact
+from tests.helpers.maintenance_loops import purging, rolling_back, run_together
+
+#: Every test ends with the shared integrity check (tests/helpers/integrity.py).
+pytestmark = pytest.mark.usefixtures("tables_stay_intact")
+
+SCHEMA = pa.schema([("n", pa.int64())])
+OPTIONS = {
+    "metadata.iceberg.storage": "table-location",
+    "metadata.iceberg.max-snapshots": "1",
+    "deletion-vectors.enabled": "true",
+    "write-only": "true",
+}
+
+
+def _two_deletes(tmp_path: Path) -> tuple[at.Table, at.Table]:
+    """Snapshot 1 appends 0-9, 2 deletes 0 (through the returned writer, which remembers
+    its delete manifest), 3 deletes 1 (through the second handle): the mirror lists only 3,
+    so 2's delete manifest is held by an older mirror version alone."""
+    writer = at.create_table(str(tmp_path / "t"), SCHEMA, options=OPTIONS)
+    writer.append(pa.table({"n": list(range(10))}, schema=SCHEMA))
+    writer.delete([("n", "=", 0)])
+    other = at.open_table(writer.uri)
+    other.delete([("n", "=", 1)])
+    return writer, other
+
+
+def _agree(table: at.Table) -> None:
+    """pyiceberg reads the newest mirror version and finds the table's rows."""
+    location = table.iceberg_metadata_location()
+    assert location is not None
+    theirs = StaticTable.from_metadata(location).scan().to_arrow().column("n").to_pylist()
+    assert sorted(theirs) == sorted(table.scan().to_arrow().column("n").to_pylist())
+
+
+def _delete_manifests(table: at.Table) -> list[str]:
+    return sorted(p.name for p in Path(table.uri, "metadata").glob("*-d0.avro"))
+
+
+def test_a_handle_writes_its_delete_manifest_again_after_another_handle_pruned_it(
+    tmp_path: Path,
+) -> None:
+    """The writer rolls back to 2 after the other handle's orphan removal pruned 2's delete
+    manifest; it remembered the manifest and published a version naming it, gone (pyiceberg:
+    'No such file'). It now finds the file gone when it checks after publishing, and writes
+    the version again with the file."""
+    writer, other = _two_deletes(tmp_path)
+    before = _delete_manifests(writer)
+    other.remove_orphan_files(dry_run=False)
+    assert len(_delete_manifests(writer)) == len(before) - 1 == 1  # 2's went
+    writer.rollback_to(2)
+    assert_mirror_intact(writer._state.storage)
+    _agree(writer)
+    assert sorted(writer.scan().to_arrow().column("n").to_pylist()) == list(range(1, 10))
+
+
+def test_a_version_published_while_a_prune_deletes_is_written_again_by_the_prune(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The prune has read the current version (listing 3) and is about to delete 2's delete
+    manifest and its Puffin file when the writer's rollback to 2 publishes a version naming
+    them (still there, so the writer's own check passes); then the prune deletes them. The
+    prune now reads the current version again after its deletions, and writes the version
+    again, the delete manifest and the Puffin file with it."""
+    writer, other = _two_deletes(tmp_path)
+    storage = other._state.storage
+    real_delete = storage.delete
+    rolled: list[int] = []
+
+    def roll_back_then_delete(path: str) -> None:
+        if not rolled:  # the prune's first deletion: it has read the current version
+            rolled.append(writer.rollback_to(2).id)
+            assert_mirror_intact(writer._state.storage)  # (its files are still there)
+        real_delete(path)
+
+    monkeypatch.setattr(storage, "delete", roll_back_then_delete)
+    other.remove_orphan_files(dry_run=False)
+    assert rolled == [4]
+    clear_metadata_caches()
+    assert_mirror_intact(writer._state.storage)
+    _agree(at.open_table(writer.uri))
+
+
+def test_a_writer_that_finds_a_puffin_file_gone_writes_it_again_beside_its_manifest(
+    tmp_path: Path,
+) -> None:
+    """A prune stopped after 2's Puffin file and before its delete manifest (it deletes in
+    name order): the writer's rollback to 2 finds the Puffin file gone when it checks, and
+    writes the version again. Rebuilding found the delete manifest there and trusted it: the
+    Puffin file was never written again, and the writer wrote 20 versions naming it before
+    giving up (so did ``--repair``). A rebuild now writes the missing Puffin files of a
+    manifest."""
+    writer = at.create_table(str(tmp_path / "t"), SCHEMA, options=OPTIONS)
+    writer.append(pa.table({"n": list(range(10))}, schema=SCHEMA))
+    writer.delete([("n", "=", 0)])
+    metadata = Path(writer.uri, "metadata")
+    (puffin,) = metadata.glob("*.puffin")  # 2's
+    at.open_table(writer.uri).delete([("n", "=", 1)])  # the mirror lists 3 only
+    puffin.unlink()  # what the prune got to
+    versions = len(list(metadata.glob("v*.metadata.json")))
+    writer.rollback_to(2)
+    assert puffin.exists()
+    assert len(list(metadata.glob("v*.metadata.json"))) == versions + 2  # checked, rebuilt
+    assert_mirror_intact(writer._state.storage)
+    _agree(writer)
+    for lost in metadata.glob("*.puffin"):
+        lost.unlink()  # every Puffin file lost, the delete manifests left: --repair mends it
+    at.open_table(writer.uri).publish_iceberg(rebuild=True)
+    assert_mirror_intact(writer._state.storage)
+    _agree(writer)
+
+
+def _deleter(uri: str, seconds: float) -> None:
+    """Appends ten rows, deletes one of them, and so on: a delete manifest per snapshot."""
+    table = at.open_table(uri)
+    rng = random.Random(7)
+    stop = time.time() + seconds
+    n = 100
+    while time.time() < stop:
+        table.append(pa.table({"n": list(range(n, n + 10))}, schema=SCHEMA))
+        table.delete([("n", "=", n + rng.randrange(10))])
+        n += 10
+
+
+@pytest.mark.slow
+def test_processes_deleting_rolling_back_and_purging_keep_the_mirror_whole(
+    tmp_path: Path,
+) -> None:
+    """The user's reproduction: rollbacks and purges beside a writer that appends and
+    deletes, for 6 s; then the newest mirror version names only files that exist, and
+    pyiceberg reads the table's rows from it."""
+    uri = str(tmp_path / "t")
+    table = at.create_table(uri, SCHEMA, options=OPTIONS)
+    table.append(pa.table({"n": list(range(100))}, schema=SCHEMA))
+    run_together(
+        uri,
+        6.0,
+        _deleter,
+        partial(rolling_back, position=-2, pause=0.02),
+        # (not in-flight files: a purge with no age limit while writers run deletes theirs)
+        partial(purging, older_than=dt.timedelta(minutes=5)),
+    )
+    clear_metadata_caches()
+    fresh = at.open_table(uri)
+    latest = fresh.latest_snapshot()
+    assert latest is not None and latest.id > 10, latest  # the three ran
+    assert_table_intact(uri)
+    _agree(fresh)
