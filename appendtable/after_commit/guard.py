@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable
 
 from appendtable._state import TableState
-from appendtable.errors import CommitConflictError
+from appendtable.errors import AppendTableError, CommitConflictError
 from appendtable.metadata.models import Snapshot
 
 __all__ = ["publish_mirror_quietly", "run_maintenance"]
@@ -66,5 +66,6 @@ def publish_mirror_quietly(
             snapshot_id,
             type(exc).__name__,
             exc,
-            exc_info=True,
+            # a race or a storage failure the message names; anything else: a bug, traced
+            exc_info=not isinstance(exc, AppendTableError),
         )

@@ -110,9 +110,9 @@ def parse_buckets(text: str) -> list[int]:
         ) from None
 
 
-def typed_value(text: str, dtype: pa.DataType, column: str) -> object:
+def typed_value(text: str, dtype: pa.DataType, column: str, *, quoted: bool = False) -> object:
     """The Python value of ``text`` for a column of type ``dtype`` (ISO dates and times,
-    ``0x``-prefixed hex or plain text for binary)."""
+    ``0x``-prefixed hex or plain text for binary; ``quoted`` text is always text)."""
     try:
         if pa.types.is_boolean(dtype):
             lowered = text.lower()
@@ -135,7 +135,8 @@ def typed_value(text: str, dtype: pa.DataType, column: str) -> object:
             or pa.types.is_large_binary(dtype)
             or pa.types.is_fixed_size_binary(dtype)
         ):
-            return bytes.fromhex(text[2:]) if text.startswith("0x") else text.encode()
+            hexadecimal = text.startswith("0x") and not quoted
+            return bytes.fromhex(text[2:]) if hexadecimal else text.encode()
         if pa.types.is_date(dtype) or pa.types.is_timestamp(dtype):
             return _instant(text, dtype, column)
         if pa.types.is_time(dtype):
@@ -388,4 +389,4 @@ def _scalar(text: str, dtype: pa.DataType, column: str, what: str) -> object:
     value, quoted = _unquote(text, what)
     if not quoted and value.lower() == "null":
         raise UsageError(f"{what}: compare with null using 'is null' or 'is not null'")
-    return typed_value(value, dtype, column)
+    return typed_value(value, dtype, column, quoted=quoted)

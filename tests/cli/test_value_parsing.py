@@ -58,6 +58,8 @@ SCHEMA = pa.schema(
         ("at > 10:30", ("at", ">", dt.time(10, 30))),
         ("raw = 0x00ff", ("raw", "=", b"\x00\xff")),
         ("raw = abc", ("raw", "=", b"abc")),
+        ("raw = '0x00ff'", ("raw", "=", b"0x00ff")),  # quoted: text, not hex
+        ("raw in (0x41, '0x41')", ("raw", "in", [b"A", b"0x41"])),
         ("id in (1, 2,3)", ("id", "in", [1, 2, 3])),
         ("id IN (1)", ("id", "in", [1])),
         ("name not in ('a,b', c)", ("name", "not in", ["a,b", "c"])),

@@ -197,20 +197,34 @@ def test_expiration_drops_snapshots_from_the_mirror_before_their_files(table: at
     assert not [f for f in orphans.files if f.startswith("metadata/")]
 
 
+@pytest.mark.parametrize(
+    ("failure", "traced"),
+    [
+        (ValueError("injected mirror failure"), True),  # a bug: logged with its traceback
+        (at.CommitConflictError("the Iceberg mirror kept changing"), False),  # a race
+    ],
+)
 def test_a_failing_mirror_never_fails_the_commit_and_the_next_one_completes_it(
-    table: at.Table, monkeypatch: pytest.MonkeyPatch
+    table: at.Table,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    failure: Exception,
+    traced: bool,
 ) -> None:
     day = dt.date(2024, 1, 1)
     table.append(_rows(0, 5, day))
 
-    def broken(self: IcebergMirror) -> str | None:
-        raise ValueError("injected mirror failure")
+    def broken(self: IcebergMirror, max_snapshots: int = 100, *, rebuild: bool = False) -> None:
+        raise failure
 
     with monkeypatch.context() as patch:
         patch.setattr(IcebergMirror, "publish", broken)
         landed = table.append(_rows(5, 5, day))
         assert landed is not None and table.scan().count() == 10
         assert _iceberg(table).metadata.current_snapshot_id == landed.id - 1  # behind
+    (record,) = [r for r in caplog.records if "publishing its Iceberg mirror" in r.message]
+    assert str(failure) in record.getMessage()
+    assert bool(record.exc_info) is traced
     after = table.append(_rows(10, 5, day))
     assert after is not None
     assert _iceberg(table).metadata.current_snapshot_id == after.id
