@@ -34,6 +34,7 @@ from appendtable.datafiles.table_write import TableWriter
 from appendtable.deletes import DeleteResult, delete_rows
 from appendtable.errors import (
     AtomicCreateUnsupportedError,
+    CommitConflictError,
     CorruptMetadataError,
     InvalidArgumentError,
     InvalidOptionError,
@@ -932,15 +933,24 @@ class Table:
             raise InvalidArgumentError(
                 f"restore_schema must be True or False, got {restore_schema!r}"
             )
+        # Pinned, then still there: an expiration (or orphan removal) deleting the target
+        # snapshot, or freeing the files of the deleted tag, from now on keeps its files
+        # until this rollback has landed (``rollback_pins``).
         with ExitStack() as pins:
             if tag is not None:
-                target = TagStore(self._state.storage).get(layout.validate_tag_name(tag)).snapshot
-                snapshot_id = target.id  # the tag keeps its files
+                tags = TagStore(self._state.storage)
+                name = layout.validate_tag_name(tag)
+                target = tags.get(name).snapshot
+                snapshot_id = target.id
+                pins.enter_context(pinned(self._state.storage, snapshot_id))
+                if tags.get(name).snapshot.id != snapshot_id:  # TagNotFoundError if deleted
+                    raise CommitConflictError(
+                        f"tag '{name}' was moved to another snapshot during the rollback to "
+                        "it; nothing was committed: roll back again"
+                    )
             else:
                 snapshot_id = argument_checks.snapshot_id(snapshot_id)
                 target = self._state.snapshots.get(snapshot_id)  # retained, or raise
-                # pinned, then still there: an expiration deleting it from now on keeps its
-                # files until this rollback has landed (``rollback_pins``)
                 pins.enter_context(pinned(self._state.storage, snapshot_id))
                 self._state.snapshots.check_retained(snapshot_id)
             mirrored = self._state.refresh().options.get(opt.ICEBERG_STORAGE) != "disabled"

@@ -7,7 +7,9 @@ rolling back and expiring left the latest snapshot pointing at deleted files).
 
 Protocol (the tags' one, see ``expire``): the rollback writes a pin naming its target
 (``snapshot/pinned/``, a new name, durable), then checks that the target's snapshot file is
-still there (else ``SnapshotExpiredError``, nothing committed), commits, and removes the pin.
+still there (else ``SnapshotExpiredError``, nothing committed), or for a rollback to a tag
+(whose files the tag keeps only until it is deleted) that the tag still names it, commits,
+and removes the pin.
 An expiration, after deleting its snapshot files and before deleting any other file, reads the
 pins and the latest snapshot's rollbacks again: it deletes no data or metadata file at all when
 a pin names a snapshot that is no longer retained (expired by it, or by an earlier expiration:

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -122,6 +123,72 @@ def test_a_second_expiration_while_a_rollback_is_under_way_keeps_the_targets_fil
     assert table.rollback_to(3).id == 7
     assert expired == [[1, 2, 3], [4, 5]]
     assert _rows(table) == [1, 2, 3]
+
+
+def _tagged_history(tmp_path: Path) -> at.Table:
+    """[1] and [2] appended, tag 't' on snapshot 2, [3] overwrites them (snapshot 3), and
+    1-2 expire: only the tag keeps the files of [1] and [2]."""
+    table = at.create_table(str(tmp_path / "t"), SCHEMA, options={"write-only": True})
+    for n in (1, 2):
+        table.append(pa.table({"n": [n]}, schema=SCHEMA))
+    table.create_tag("t")
+    table.overwrite(pa.table({"n": [3]}, schema=SCHEMA))
+    assert _expire_all_but_latest(table.uri) == [1, 2]
+    return table
+
+
+def _delete_tag_and_expire(uri: str) -> list[str]:
+    other = at.open_table(uri)
+    other.delete_tag("t")
+    return other.expire_snapshots(retain_min=1, older_than_ms=FAR_FUTURE_MS).deleted_data_files
+
+
+def test_a_tag_deleted_while_a_rollback_to_it_is_under_way_keeps_its_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rollback to tag 't' has pinned its snapshot and found the tag still there; then
+    the tag is deleted and an expiration frees its files. It deleted them (a rollback to a
+    tag took no pin: the tag keeps its files, but only while it exists), and the rollback
+    then published a snapshot referencing them."""
+    table = _tagged_history(tmp_path)
+    real_refresh = table._state.refresh
+    freed: list[list[str]] = []
+
+    def delete_then_refresh(*args: Any) -> Any:
+        if not freed:  # the rollback has read its target and is about to commit
+            freed.append(_delete_tag_and_expire(table.uri))
+        return real_refresh(*args)
+
+    monkeypatch.setattr(table._state, "refresh", delete_then_refresh)
+    assert table.rollback_to(tag="t").id == 4
+    assert freed == [[]]  # a pin names snapshot 2, which is not retained: nothing deleted
+    assert _pins(table) == []
+    assert _rows(table) == [1, 2]
+    removed = _remove_orphans(table.uri)  # the files left are live in the rollback
+    assert not [p for p in removed if p.endswith(".parquet")], removed
+    assert _rows(table) == [1, 2]
+
+
+def test_a_rollback_to_a_tag_deleted_before_its_pin_was_checked_fails_cleanly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tag is deleted (and its files freed) between the rollback's first read of it and
+    its pin: the rollback's second read finds no tag, and nothing is committed."""
+    table = _tagged_history(tmp_path)
+    real_pinned = table_module.pinned
+
+    @contextmanager
+    def free_then_pin(storage: Storage, snapshot_id: int) -> Iterator[None]:
+        assert len(_delete_tag_and_expire(table.uri)) == 2
+        with real_pinned(storage, snapshot_id):
+            yield
+
+    monkeypatch.setattr(table_module, "pinned", free_then_pin)
+    with pytest.raises(at.TagNotFoundError, match="no tag named 't'"):
+        table.rollback_to(tag="t")
+    assert at.open_table(table.uri).latest_snapshot().id == 3
+    assert _rows(table) == [3]
+    assert _pins(table) == []
 
 
 def _remove_orphans(uri: str) -> list[str]:
