@@ -98,8 +98,12 @@ class TableState:
         return self.mirror.publish(self.options.get(opt.ICEBERG_MAX_SNAPSHOTS), rebuild=rebuild)
 
     def publish_and_prune_mirror(self) -> list[str]:
-        """Publish the Iceberg mirror, then delete its older versions and the files only they
-        use (``IcebergMirror.prune``); what it deleted."""
+        """With the Iceberg mirror on as of the latest snapshot (read now: another handle may
+        have turned it on or off), publish it, then delete its older versions and the files
+        only they use (``IcebergMirror.prune``); what it deleted."""
+        self.refresh()
+        if not self.mirrors_iceberg:
+            return []
         self.publish_mirror()
         return self.mirror.prune(self.options.get(opt.ICEBERG_MAX_SNAPSHOTS))
 

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from appendtable import display, orphans
@@ -143,7 +142,7 @@ def expire_snapshots(
             snapshots,
             state.manifests,
             plan,
-            before_deleting_files=_mirror_step(state),
+            before_deleting_files=state.publish_and_prune_mirror,
         )
     return ExpireResult(
         expired_snapshots=plan.snapshot_ids,
@@ -154,18 +153,6 @@ def expire_snapshots(
         earliest_snapshot=end,
         dry_run=dry_run,
     )
-
-
-def _mirror_step(state: TableState) -> Callable[[], None] | None:
-    """With the Iceberg mirror on: republish it without the expired snapshots and prune its
-    older versions, before any data file goes."""
-    if not state.mirrors_iceberg:
-        return None
-
-    def step() -> None:
-        state.publish_and_prune_mirror()
-
-    return step
 
 
 def _release_only(state: TableState, earliest: int, *, dry_run: bool) -> ExpireResult:
@@ -184,7 +171,7 @@ def _release_only(state: TableState, earliest: int, *, dry_run: bool) -> ExpireR
             state.snapshots,
             state.manifests,
             plan,
-            before_deleting_files=_mirror_step(state),
+            before_deleting_files=state.publish_and_prune_mirror,
         )
     return ExpireResult(
         deleted_data_files=deleted[0],

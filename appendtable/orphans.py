@@ -125,9 +125,9 @@ def remove_orphan_files(state: TableState, *, older_than_ms: int, dry_run: bool)
         )
     now = int(time.time() * 1000)
     candidates, foreign = _walk(state.storage, len(state.schema.partition_keys))
-    pruned: list[str] = []
-    if not dry_run and state.mirrors_iceberg:
-        pruned = state.publish_and_prune_mirror()
+    state.refresh()  # the options as of the latest snapshot (the mirror's, above all)
+    pruned = [] if dry_run else state.publish_and_prune_mirror()
+    mirror_on = state.mirrors_iceberg
     mirror = _mirror_files(state)
     live = live_files(state)
     # A rollback re-adds files of its target: the pins, then the snapshots landed meanwhile.
@@ -145,19 +145,30 @@ def remove_orphan_files(state: TableState, *, older_than_ms: int, dry_run: bool)
     young = dict.fromkeys(referenced, older_than_ms)
     young["temp"] = min(older_than_ms, now - TEMP_FILE_MIN_AGE_MS)
     orphans = [
-        c.info
+        c
         for c in candidates
         if c.kind not in held
         and c.info.mtime_ms < young[c.kind]
         and _name(c) not in referenced[c.kind]
     ]
     if not dry_run:
-        for info in orphans:
-            state.storage.delete(info.path)
-    files = sorted({info.path for info in orphans} | set(pruned))
+        for orphan in orphans:
+            state.storage.delete(orphan.info.path)
+        if not mirror_on and any(c.kind == "mirror" for c in orphans):
+            _mirror_back_on(state)
+    files = sorted({c.info.path for c in orphans} | set(pruned))
     listed = {c.info.path: c.info.size for c in candidates}  # sizes from before the prune
     size = sum(listed.get(path, 0) for path in files)
     return OrphanResult(files, size, dry_run, sorted(foreign))
+
+
+def _mirror_back_on(state: TableState) -> None:
+    """After deleting the Iceberg mirror's files as orphans (it was off): if another handle
+    turned it on meanwhile, its first version may reuse some of them; a new version is written
+    anew from the table's own metadata."""
+    state.refresh()
+    if state.mirrors_iceberg:
+        state.publish_mirror(rebuild=True)
 
 
 def _name(candidate: _Candidate) -> str:

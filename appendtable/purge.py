@@ -42,7 +42,7 @@ import logging
 import random
 import re
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -196,7 +196,7 @@ def purge(
         state.snapshots,
         state.manifests,
         plan,
-        before_deleting_files=_mirror_step(state),
+        before_deleting_files=state.publish_and_prune_mirror,
     )
     # the mirror's versions before the purge (the commit's own publish prunes some of them)
     left = state.storage.listnames(layout.ICEBERG_DIR)
@@ -473,16 +473,6 @@ def _unreferenced_index_files(
             continue
         found.append(info.path)
     return found
-
-
-def _mirror_step(state: TableState) -> Callable[[], None] | None:
-    if not state.mirrors_iceberg:
-        return None
-
-    def step() -> None:
-        state.publish_and_prune_mirror()
-
-    return step
 
 
 # ---- dry run --------------------------------------------------------------------------------

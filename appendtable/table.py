@@ -801,7 +801,9 @@ class Table:
         """Expire old snapshots and the files only they reference, and idle consumers
         (``consumer.expiration-time``). Defaults come from the table options
         (``snapshot.num-retained.min`` 10, ``snapshot.num-retained.max``,
-        ``snapshot.time-retained`` 1 h, ``snapshot.expire.limit`` 50)."""
+        ``snapshot.time-retained`` 1 h, ``snapshot.expire.limit`` 50), as of the latest
+        snapshot (another handle may have changed them)."""
+        self._state.refresh()
         return expire_snapshots(
             self._state,
             retain_min=retain_min,
@@ -898,6 +900,7 @@ class Table:
             cut = int((time.time() - older_than.total_seconds()) * 1000)
         else:
             cut = argument_checks.epoch_ms(older_than, "older_than")
+        self._state.refresh()  # the options as of the latest snapshot
         result = purge(
             self._state,
             older_than_ms=cut,
@@ -975,12 +978,13 @@ class Table:
 
     def iceberg_metadata_location(self) -> str | None:
         """The URI of the newest Iceberg ``metadata.json`` of the mirror (option
-        ``metadata.iceberg.storage``), for any Iceberg reader; None when the mirror is off or
-        not written yet."""
+        ``metadata.iceberg.storage``), for any Iceberg reader; None when the mirror is off, not
+        written yet, or not written again yet since it was turned back on (its newest version
+        then describes the table before it was off, whose files may be gone)."""
         self._state.refresh()
         if not self._state.mirrors_iceberg:
             return None
-        return self._state.mirror.location()
+        return self._state.mirror.current_location()
 
     def publish_iceberg(self, *, rebuild: bool = False) -> str | None:
         """Write (or complete) the Iceberg mirror now, raising what fails; the location of the

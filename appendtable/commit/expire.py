@@ -271,7 +271,7 @@ def execute_expiration(
     manifests: ManifestStore,
     plan: ExpirePlan,
     *,
-    before_deleting_files: Callable[[], None] | None = None,
+    before_deleting_files: Callable[[], object] | None = None,
 ) -> tuple[list[str], list[str]]:
     """Delete the snapshots, then (after reading the tags, rollback pins and rollbacks again,
     see the module doc) the files; release records last. Returns the data and metadata files

@@ -86,6 +86,9 @@ class _Build:
     snapshot: Snapshot
     schema: TableSchema
     partition_types: list[TypeSpec]
+    #: a repair: every file is written again where missing or damaged (else what is found
+    #: under a file's name is trusted: names are hashes of the content)
+    rebuild: bool = False
 
 
 @dataclass(frozen=True)
@@ -173,6 +176,24 @@ class IcebergMirror:
         """The URI of the newest ``metadata.json``, or None before the first publish."""
         version = self.current_version()
         return None if version is None else self._storage.uri(layout.iceberg_metadata_path(version))
+
+    def current_location(self) -> str | None:
+        """The URI of the newest ``metadata.json`` if it describes the table as it is now:
+        None before the first publish, and while the newest version predates a time the
+        mirror was off (its files may be gone; the next publish writes the mirror anew)."""
+        for _ in range(_ATTEMPTS):
+            version = self.current_version()
+            latest = self._snapshots.latest()
+            if version is None or latest is None:
+                return None
+            try:
+                current = self._read_metadata(version)
+            except ObjectNotFoundError:
+                continue  # pruned meanwhile: a newer one is there
+            if self._restarted(current, latest):
+                return None
+            return self._storage.uri(layout.iceberg_metadata_path(version))
+        raise CommitConflictError("the Iceberg mirror kept changing under this read; retry")
 
     def _read_metadata(self, version: int) -> dict[str, Any]:
         path = layout.iceberg_metadata_path(version)
@@ -371,7 +392,7 @@ class IcebergMirror:
         schema = self._schemas.get(snapshot.schema_id)
         types = {f.name: f.type for f in schema.fields}
         partition_types = [types[k] for k in schema.partition_keys]
-        build = _Build(snapshot, schema, partition_types)
+        build = _Build(snapshot, schema, partition_types, rebuild)
         with self._lock:
             parent = self._states.get(snapshot.parent_id) if snapshot.parent_id else None
         inherited = (
@@ -410,7 +431,7 @@ class IcebergMirror:
             for info in infos
         ]
         vectors = [vector for info in infos for vector in info.vectors]
-        deletes = self._delete_manifest(build, vectors, rebuild=rebuild) if vectors else None
+        deletes = self._delete_manifest(build, vectors) if vectors else None
         if deletes is not None:
             records.append(
                 {
@@ -444,7 +465,14 @@ class IcebergMirror:
                 "format-version": "3" if deletes is not None else "2",
             },
         )
-        self._storage.put_if_absent(path, body)
+        # in a rebuild, a damaged list is replaced (its name fixes its content)
+        if (
+            not self._storage.put_if_absent(path, body)
+            and rebuild
+            and self._storage.read(path) != body
+        ):
+            self._storage.delete(path)
+            self._storage.put_if_absent(path, body)
         puffins = {_puffin_path(self._storage.uri(p), ref) for p, _, ref in vectors}
         return _Listed(
             uri=self._storage.uri(path),
@@ -456,19 +484,17 @@ class IcebergMirror:
         self,
         build: _Build,
         vectors: list[tuple[str, PartitionValues, DeletionVectorRef]],
-        *,
-        rebuild: bool,
     ) -> _ManifestInfo:
         """The v3 delete manifest of a snapshot's deletion vectors: one entry per data file
         with a vector, referencing a Puffin file of the mirror holding a copy of the vector's
         blob (Iceberg readers match a blob by its ``referenced-data-file``, which must be the
         data file's URI: the table's own vectors name it relative to the table, so that the
         table can move). Named by a hash of the vectors, so it is written once per set.
-        ``rebuild``: its Puffin files are written again where missing, also when the manifest
+        In a rebuild its Puffin files are written again where missing, also when the manifest
         is there (the Puffin files' content is fixed by the vectors, so their sizes and offsets
         in the manifest stay right)."""
         vectors = sorted(vectors, key=lambda v: (v[0], v[2].path, v[2].offset))
-        if rebuild:
+        if build.rebuild:
             for data_path, _, ref in vectors:
                 data_uri = self._storage.uri(data_path)
                 if not self._storage.exists(_puffin_path(data_uri, ref)):
@@ -480,6 +506,7 @@ class IcebergMirror:
         ).hexdigest()[:32]
         path = f"{layout.ICEBERG_DIR}/{key}-d0.avro"
         return self._cached_manifest(
+            build,
             path,
             lambda: self._write_delete_manifest(path, build, vectors),
             lambda length, added: _ManifestInfo(
@@ -497,22 +524,32 @@ class IcebergMirror:
 
     def _cached_manifest(
         self,
+        build: _Build,
         path: str,
         write: Callable[[], bytes],
         describe: Callable[[int, int], _ManifestInfo],
     ) -> _ManifestInfo:
         """The description of the mirror manifest at ``path`` (its names are hashes of what it
         holds, so whatever is there holds the same entries): remembered, else read from the
-        store, else written by ``write``; ``describe(length, added_snapshot_id)`` makes it."""
+        store, else written by ``write``; ``describe(length, added_snapshot_id)`` makes it.
+        In a rebuild, a damaged file (not Avro) is replaced."""
         with self._lock:
             known = self._known.get(path)
         if known is not None:
             return known
+        uri = self._storage.uri(path)
         try:
             data = self._storage.read(path)
+            header = read_header(data, uri)
         except ObjectNotFoundError:
             data = write()
-        header = read_header(data, self._storage.uri(path))
+            header = read_header(data, uri)
+        except CorruptMetadataError:
+            if not build.rebuild:
+                raise
+            self._storage.delete(path)
+            data = write()
+            header = read_header(data, uri)
         info = describe(len(data), int(header.get("appendtable.snapshot-id", b"0")))
         with self._lock:
             self._known[path] = info
@@ -653,6 +690,7 @@ class IcebergMirror:
         ).hexdigest()[:32]
         path = f"{layout.ICEBERG_DIR}/{key}-m0.avro"
         return self._cached_manifest(
+            build,
             path,
             lambda: self._write_manifest(path, snapshot, schema, partition_types, adds, bool(gone)),
             lambda length, added: _ManifestInfo(
