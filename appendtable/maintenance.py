@@ -18,7 +18,7 @@ from appendtable.commit.expire import (
 )
 from appendtable.commit.groups import expire_groups, groups_floor
 from appendtable.commit.tags import TagStore
-from appendtable.errors import InvalidArgumentError, InvalidOptionError
+from appendtable.errors import InvalidArgumentError, InvalidOptionError, SnapshotExpiredError
 from appendtable.metadata import options as opt
 from appendtable.planning.expiration import expire_until
 
@@ -100,8 +100,14 @@ def expire_snapshots(
             older_than_ms=older_than_ms
             if older_than_ms is not None
             else now - options.get(opt.SNAPSHOT_TIME_RETAINED),
-            committed_at=lambda snapshot_id: snapshots.get(snapshot_id).time_ms,
+            committed_at=committed_at,
         )
+
+    def committed_at(snapshot_id: int) -> int:
+        try:
+            return snapshots.get(snapshot_id).time_ms
+        except SnapshotExpiredError:  # another expiration removed it meanwhile: old enough
+            return -1
 
     if window(None) <= earliest:  # nothing old enough, whatever the consumers need
         if release_tags:

@@ -502,8 +502,9 @@ class StreamReader:
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
         """Record batches in stream order, blocking while there is nothing new; ends when a
-        bounded stream ends. The position moves past a unit only once all its batches have
-        been taken, so ``commit()`` mid-unit re-delivers that unit after a restart. Small files
+        bounded stream ends. The position moves past a unit when its last batch is taken (before
+        that batch is processed: a ``commit()`` after it saves the unit as consumed), so
+        ``commit()`` mid-unit re-delivers that unit after a restart. Small files
         of the next units are read ahead while the current one is taken (which never changes
         what is delivered or in which order)."""
         return self.batches()
@@ -533,12 +534,21 @@ class StreamReader:
 
         # Alignment publishes a unit's watermark when it is planned: plan one at a time there.
         limits = ReadAheadLimits(max_items=1 if self._group is not None else _UNITS_AHEAD)
+        # Each batch is handed out once the next is known, so that the last one of a unit is
+        # handed out with the position already past the unit: a ``commit()`` right after it
+        # (the loop's next step) saves the whole unit as consumed.
+        held: pa.RecordBatch | None = None
         try:
             for unit, batch in read_ahead(pull, _files_of, self._read_file, shared_pool(), limits):
                 if batch is not None:
-                    yield batch
+                    if held is not None:
+                        yield held
+                    held = batch
                     continue
                 consumed = self._position = unit.next_position
+                if held is not None:
+                    last, held = held, None
+                    yield last
                 if timeout is not None:
                     deadline = time.monotonic() + timeout
         finally:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from appendtable.commit.changes import ROLLBACK_PROPERTY
 from appendtable.commit.manifests import ManifestStore
 from appendtable.commit.snapshots import SnapshotStore
-from appendtable.errors import SnapshotExpiredError
+from appendtable.errors import ObjectNotFoundError, SnapshotExpiredError
 from appendtable.metadata.models import FileKind, ManifestEntry, PartitionValues, Snapshot
 
 __all__ = ["LiveIndex", "Refresh"]
@@ -69,26 +69,43 @@ class LiveIndex:
                 self._rebuild(snapshot)
                 rebuilt = True
             else:
-                self._apply(self._manifests.delta_entries(snapshot))
+                _apply(self.groups, self._delta_entries(snapshot))
                 self.snapshot_id = snapshot.id
             applied.append(snapshot)
         return Refresh(applied, rebuilt)
 
-    def _rebuild(self, snapshot: Snapshot) -> None:
-        self.groups = {}
-        self._apply(self._manifests.live_files(snapshot))
-        self.snapshot_id = snapshot.id
+    def _delta_entries(self, snapshot: Snapshot) -> list[ManifestEntry]:
+        """The snapshot's delta; SnapshotExpiredError when its metadata went with the
+        snapshot (expired since this handle cached it: its commit, or an earlier read)."""
+        try:
+            return self._manifests.delta_entries(snapshot)
+        except ObjectNotFoundError:
+            if self._snapshots.on_storage(snapshot.id):
+                raise  # a retained snapshot whose metadata is gone: damage
+            self._snapshots.forget(snapshot.id)
+            raise SnapshotExpiredError(
+                f"snapshot {snapshot.id} expired while the index of live files read it"
+            ) from None
 
-    def _apply(self, entries: Iterable[ManifestEntry]) -> None:
-        for entry in entries:
-            key = (entry.partition, entry.bucket)
-            if entry.kind == FileKind.ADD:
-                self.groups.setdefault(key, {})[entry.file.path] = entry
-            else:
-                group = self.groups.get(key)
-                # (a delete re-adds the path with a new vector: only the old key goes)
-                held = group.get(entry.file.path) if group is not None else None
-                if group is not None and held is not None and held.file.key == entry.file.key:
-                    del group[entry.file.path]
-                    if not group:
-                        del self.groups[key]
+    def _rebuild(self, snapshot: Snapshot) -> None:
+        """From a full read of ``snapshot``; the index is unchanged if the read fails."""
+        groups: dict[GroupKey, dict[str, ManifestEntry]] = {}
+        _apply(groups, self._manifests.live_files(snapshot))
+        self.groups, self.snapshot_id = groups, snapshot.id
+
+
+def _apply(
+    groups: dict[GroupKey, dict[str, ManifestEntry]], entries: Iterable[ManifestEntry]
+) -> None:
+    for entry in entries:
+        key = (entry.partition, entry.bucket)
+        if entry.kind == FileKind.ADD:
+            groups.setdefault(key, {})[entry.file.path] = entry
+        else:
+            group = groups.get(key)
+            # (a delete re-adds the path with a new vector: only the old key goes)
+            held = group.get(entry.file.path) if group is not None else None
+            if group is not None and held is not None and held.file.key == entry.file.key:
+                del group[entry.file.path]
+                if not group:
+                    del groups[key]

@@ -18,6 +18,8 @@ import pytest
 import appendtable as at
 from appendtable.after_commit import hook
 from appendtable.after_commit.worker import BackgroundMaintenance, MaintenanceRound
+from appendtable.commit.live_index import LiveIndex, Refresh
+from appendtable.commit.metadata_cache import clear_metadata_caches
 from appendtable.compaction import AutoCompaction
 from appendtable.metadata.models import CommitKind, Snapshot
 from tests.helpers.data import EVENTS, events
@@ -152,6 +154,31 @@ def test_a_handle_idle_while_others_expired_its_snapshots_still_compacts(
     assert not [r for r in caplog.records if "maintenance after it failed" in r.message]
     assert idle.scan().count() == 50
     assert idle.files().num_rows < 9  # compaction ran (9 appends)
+
+
+def test_an_index_behind_a_snapshot_its_handle_cached_and_another_expired_rebuilds(
+    tmp_path: Path,
+) -> None:
+    """The index of live files (compaction's) is at snapshot 1; its handle committed 2 (and
+    keeps it cached), then another process appended 3 and expired 1-2 with their manifests.
+    The refresh read 2 from the cache, failed on its deleted manifests, and failed the same way
+    at every later commit of that handle (found by a user: 612 failed maintenance rounds in a
+    row, small files piling up); it now rebuilds from the latest snapshot."""
+    uri = str(tmp_path / "t")
+    table = at.create_table(uri, EVENTS, options={"write-only": True})
+    table.append(events(0, 5))
+    index = LiveIndex(table._state.snapshots, table._state.manifests)
+    assert index.refresh().rebuilt and index.snapshot_id == 1
+    table.append(events(5, 5))  # snapshot 2, cached by this handle
+    other = at.open_table(uri)
+    other.append(events(10, 5))
+    assert other.expire_snapshots(retain_min=1, older_than_ms=2**62).expired_snapshots == [1, 2]
+    clear_metadata_caches()  # (bounded: in a long run, evicted; the snapshot stays cached)
+    refreshed = index.refresh()
+    assert refreshed.rebuilt and index.snapshot_id == 3
+    live = {e.file.path for e in table._state.manifests.live_files(other.latest_snapshot())}
+    assert {path for group in index.groups.values() for path in group} == live
+    assert index.refresh() == Refresh([], rebuilt=False)
 
 
 def _child(script: str, uri: str) -> subprocess.Popen[str]:

@@ -544,3 +544,32 @@ def test_a_successor_without_a_parent_nonce_counts_as_built_on_the_snapshot(
     table = at.open_table(uri)
     assert [s.id for s in table.snapshots()] == [3]
     assert sorted(table.scan().to_arrow()["w"].to_pylist()) == ["B", "first", "o0"]
+
+
+def test_an_expiration_whose_window_another_one_expired_meanwhile_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While one expiration read the commit times that set its window, another expired the
+    snapshots it was about to read: it raised SnapshotExpiredError (found by a user running
+    an expirer beside writers whose maintenance expires too). A snapshot expired meanwhile is
+    old enough: the expiration goes on and removes what its own rules allow."""
+    uri = str(tmp_path / "t")
+    table = at.create_table(uri, SCHEMA, options={"write-only": True})
+    for n in range(5):
+        table.append(_rows(str(n)))
+    late = at.open_table(uri)  # (nothing cached)
+    real_get = late._state.snapshots.get
+    other: list[list[int]] = []
+
+    def expire_then_get(snapshot_id: int) -> Snapshot:
+        if snapshot_id < 5 and not other:  # the first commit time it reads
+            expired = at.open_table(uri).expire_snapshots(retain_min=2, older_than_ms=2**62)
+            other.append(list(expired.expired_snapshots))
+        return real_get(snapshot_id)
+
+    monkeypatch.setattr(late._state.snapshots, "get", expire_then_get)
+    result = late.expire_snapshots(retain_min=1, older_than_ms=2**62)
+    assert other == [[1, 2, 3]]
+    assert result.expired_snapshots == [4]
+    assert [s.id for s in at.open_table(uri).snapshots()] == [5]
+    assert sorted(at.open_table(uri).scan().to_arrow().column("w").to_pylist()) == list("01234")

@@ -49,6 +49,28 @@ def test_commit_mid_unit_during_iteration_redelivers_that_unit(uri: str) -> None
     assert resumed.position == at.StreamPosition(4, False)
 
 
+def test_commit_right_after_a_units_last_batch_saves_the_unit(uri: str) -> None:
+    """``for batch in reader: process(batch); reader.commit()``: the commit after the last
+    batch of a unit saved the position before it (it moved only when the next batch was
+    asked for), so a restart delivered the unit again (found by a user)."""
+    table = at.create_table(uri, EVENTS)
+    for i in range(3):
+        table.append(events(i * 10, 10))  # snapshot 3 holds three files
+    table.append(events(30, 10))  # 4
+    reader = table.stream(mode="from-snapshot-full", snapshot_id=3, consumer_id="c")
+    iterator = iter(reader)
+    taken = 0
+    while taken < 30:  # exactly the full unit of snapshot 3
+        taken += next(iterator).num_rows
+        if taken < 30:
+            assert reader.position == at.StreamPosition(3, True)  # mid-unit
+    assert taken == 30
+    assert reader.position == at.StreamPosition(4, False)
+    reader.commit()
+    resumed = at.open_table(uri).stream(consumer_id="c")
+    assert sorted(seqs(rows_of(resumed, drain(resumed)))) == list(range(30, 40))
+
+
 def test_a_new_consumer_registers_at_once_and_fences_expiration(uri: str) -> None:
     table = at.create_table(uri, EVENTS, options={"write-only": True})
     for i in range(6):
