@@ -361,8 +361,9 @@ class GroupReader:
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
         """Record batches of this member's buckets, blocking while there is nothing new; ends
-        when a bounded stream ends. A bucket's position moves past a unit only once all of
-        the unit's batches were taken, so ``commit()`` mid-unit re-delivers that unit."""
+        when a bounded stream ends. A bucket's position moves past a unit when the unit's last
+        batch is taken (a ``commit()`` after it saves the unit), so ``commit()`` mid-unit
+        re-delivers that unit."""
         return self.batches()
 
     def batches(self, *, timeout: float | None = None) -> Iterator[pa.RecordBatch]:
@@ -380,8 +381,16 @@ class GroupReader:
             earlier = {u: StreamPosition(unit.snapshot_id, unit.full) for u in units}
             later = dict.fromkeys(units, unit.next_position)
             self._move(units, to=earlier, expected=later)
-            yield from self.read(unit)
+            # Each batch is handed out once the next is known: the last one with the buckets
+            # already past the unit, so a ``commit()`` right after it saves the unit.
+            held: pa.RecordBatch | None = None
+            for batch in self.read(unit):
+                if held is not None:
+                    yield held
+                held = batch
             self._move(units, to=later, expected=earlier)
+            if held is not None:
+                yield held
             if timeout is not None:
                 deadline = time.monotonic() + timeout
 

@@ -251,6 +251,28 @@ def test_iteration_commits_only_units_taken_whole(tmp_path: Path) -> None:
     assert {position(p) for p in again.committed.values()} == {(3, False)}
 
 
+def test_a_commit_right_after_a_units_last_batch_saves_the_unit(tmp_path: Path) -> None:
+    """``for batch in reader: process(batch); reader.commit()``: the commit after the last
+    batch of a unit left its buckets before it (they moved when the next batch was asked
+    for), and the next member read the unit again."""
+    table = _table(tmp_path, buckets=2)
+    table.append(_rows(0, 100))
+    table.append(_rows(100, 100))
+    reader = table.stream(group="g", member="a", mode="from-snapshot-full", snapshot_id=1)
+    batches = reader.batches(timeout=0)
+    taken = 0
+    while taken < 100:  # exactly the first unit: the full read of snapshot 1
+        taken += next(batches).num_rows
+    assert taken == 100
+    reader.commit()
+    assert {position(p) for p in reader.committed.values()} == {(2, False)}
+    batches.close()
+    reader.close()
+    again = table.stream(group="g", member="b")
+    seqs = [s for b in again.batches(timeout=0) for s in b.column("seq").to_pylist()]
+    assert sorted(seqs) == list(range(100, 200))
+
+
 def test_start_mode_applies_when_the_group_is_created(tmp_path: Path) -> None:
     table = _table(tmp_path)
     table.append(_rows(0, 10))
