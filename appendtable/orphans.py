@@ -44,6 +44,7 @@ from appendtable.commit.tags import TagStore
 from appendtable.errors import ObjectNotFoundError, PathOutsideTableError, SnapshotNotFoundError
 from appendtable.locations import enclosing_table
 from appendtable.metadata import layout
+from appendtable.metadata import options as opt
 from appendtable.storage import Storage
 from appendtable.storage.base import DirectoryListing, FileInfo, is_temp_name
 
@@ -128,10 +129,11 @@ def remove_orphan_files(state: TableState, *, older_than_ms: int, dry_run: bool)
     state.refresh()  # the options as of the latest snapshot (the mirror's, above all)
     pruned = [] if dry_run else state.publish_and_prune_mirror()
     mirror_on = state.mirrors_iceberg
+    mirror_version = state.mirror.current_version() if mirror_on else None  # (before its files)
     mirror = _mirror_files(state)
     live = live_files(state)
     # A rollback re-adds files of its target: the pins, then the snapshots landed meanwhile.
-    held = {"data", "manifest"} if _rollback_under_way(state, now) else set()
+    held = {"data", "manifest"} if _rollback_under_way(state, now, dry_run=dry_run) else set()
     if held:
         log.info("orphan removal: a rollback is under way; no data file or manifest deleted")
     live = _landed_since(state, live)
@@ -154,21 +156,30 @@ def remove_orphan_files(state: TableState, *, older_than_ms: int, dry_run: bool)
     if not dry_run:
         for orphan in orphans:
             state.storage.delete(orphan.info.path)
-        if not mirror_on and any(c.kind == "mirror" for c in orphans):
-            _mirror_back_on(state)
+        gone = {c.info.path for c in orphans if c.kind == "mirror"}
+        if gone:
+            _keep_mirror_whole(state, gone, since=mirror_version)
     files = sorted({c.info.path for c in orphans} | set(pruned))
     listed = {c.info.path: c.info.size for c in candidates}  # sizes from before the prune
     size = sum(listed.get(path, 0) for path in files)
     return OrphanResult(files, size, dry_run, sorted(foreign))
 
 
-def _mirror_back_on(state: TableState) -> None:
-    """After deleting the Iceberg mirror's files as orphans (it was off): if another handle
-    turned it on meanwhile, its first version may reuse some of them; a new version is written
-    anew from the table's own metadata."""
+def _keep_mirror_whole(state: TableState, gone: set[str], *, since: int | None) -> None:
+    """After deleting the mirror files ``gone`` as orphans, by a listing made before: mirror
+    files are named by their content, so a writer may have written one again since and
+    published a version using it. With the mirror on now, a version published after ``since``
+    (the one whose files were kept; None: the mirror was off, or not written yet) that uses
+    one is written anew from the table's own metadata (``IcebergMirror.prune`` does the same
+    after its own deletions)."""
     state.refresh()
-    if state.mirrors_iceberg:
-        state.publish_mirror(rebuild=True)
+    if not state.mirrors_iceberg:
+        return
+    if since is None:
+        state.publish_mirror(rebuild=True)  # turned on meanwhile
+    else:
+        max_snapshots = state.options.get(opt.ICEBERG_MAX_SNAPSHOTS)
+        state.mirror.rewrite_if_used(gone, since=since, max_snapshots=max_snapshots)
 
 
 def _name(candidate: _Candidate) -> str:
@@ -384,9 +395,9 @@ def _count_snapshots(state: TableState, ids: list[int], data: set[str], metadata
     return through
 
 
-def _rollback_under_way(state: TableState, now_ms: int) -> bool:
+def _rollback_under_way(state: TableState, now_ms: int, *, dry_run: bool) -> bool:
     """Whether a rollback in progress pins a snapshot that is no longer retained: it may
     re-add files of that snapshot, which no live set read before it lands counts
     (``commit.rollback_pins``; the pins are read before the retained snapshots)."""
-    pinned = pinned_ids(state.storage, now_ms=now_ms)
+    pinned = pinned_ids(state.storage, now_ms=now_ms, prune=not dry_run)
     return bool(pinned) and not pinned <= set(state.snapshots.list_ids())

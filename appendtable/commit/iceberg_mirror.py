@@ -395,11 +395,15 @@ class IcebergMirror:
         build = _Build(snapshot, schema, partition_types, rebuild)
         with self._lock:
             parent = self._states.get(snapshot.parent_id) if snapshot.parent_id else None
-        inherited = (
-            {info.path for _, info in parent.manifests.values() if info is not None}
+        # What the parent's list in the version this one follows references: a prune that
+        # read that version or a later one keeps it (see ``prune``).
+        parent_infos = (
+            [info for _, info in parent.manifests.values() if info is not None]
             if parent is not None and snapshot.parent_id in parents_listed
-            else set()
+            else []
         )
+        inherited = {info.path for info in parent_infos}
+        inherited_vectors = {(p, r.path, r.offset) for i in parent_infos for p, _, r in i.vectors}
         state = None
         if parent is not None and parent.schema_id == schema.id:
             state = self._incremental(build, parent)
@@ -465,20 +469,28 @@ class IcebergMirror:
                 "format-version": "3" if deletes is not None else "2",
             },
         )
-        # in a rebuild, a damaged list is replaced (its name fixes its content)
-        if (
-            not self._storage.put_if_absent(path, body)
-            and rebuild
-            and self._storage.read(path) != body
-        ):
+        # in a rebuild, a damaged list (not Avro) is replaced: its name fixes its content
+        if not self._storage.put_if_absent(path, body) and rebuild and not self._readable(path):
             self._storage.delete(path)
             self._storage.put_if_absent(path, body)
-        puffins = {_puffin_path(self._storage.uri(p), ref) for p, _, ref in vectors}
+        puffins = {
+            _puffin_path(self._storage.uri(p), ref)
+            for p, _, ref in vectors
+            if (p, ref.path, ref.offset) not in inherited_vectors
+        }
         return _Listed(
             uri=self._storage.uri(path),
             with_deletes=deletes is not None,
             unverified=frozenset({path, *(i.path for i in infos), *puffins} - inherited),
         )
+
+    def _readable(self, path: str) -> bool:
+        """Whether the mirror file at ``path`` is an Avro container (not damaged)."""
+        try:
+            read_header(self._storage.read(path), self._storage.uri(path))
+        except CorruptMetadataError:
+            return False
+        return True
 
     def _delete_manifest(
         self,
@@ -872,9 +884,15 @@ class IcebergMirror:
         with self._lock:
             for path in deleted:
                 self._known.pop(path, None)  # pragma: no mutate
-        if deleted & self._used_after(version):
-            self.publish(max_snapshots, rebuild=True)
+        self.rewrite_if_used(deleted, since=version, max_snapshots=max_snapshots)
         return sorted(deleted)
+
+    def rewrite_if_used(self, deleted: set[str], *, since: int, max_snapshots: int) -> None:
+        """After deleting the mirror files ``deleted``: if a version published after version
+        ``since`` uses one of them (a writer wrote it again, or reused it, meanwhile), write
+        the next version anew, re-creating them (``publish`` with ``rebuild``)."""
+        if deleted and deleted & self._used_after(since):
+            self.publish(max_snapshots, rebuild=True)
 
     def _used_after(self, version: int) -> set[str]:
         """The mirror files the versions published after ``version`` use."""

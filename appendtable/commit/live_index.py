@@ -10,7 +10,8 @@ whose maintenance runs behind on a background worker), it is rebuilt from the la
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from appendtable.commit.changes import ROLLBACK_PROPERTY
@@ -65,20 +66,22 @@ class LiveIndex:
         rebuilt = False
         for snapshot_id in range(self.snapshot_id + 1, latest + 1):
             snapshot = self._snapshots.get(snapshot_id)
-            if ROLLBACK_PROPERTY in snapshot.properties:
-                self._rebuild(snapshot)
-                rebuilt = True
-            else:
-                _apply(self.groups, self._delta_entries(snapshot))
-                self.snapshot_id = snapshot.id
+            with self._expired_if_gone(snapshot):
+                if ROLLBACK_PROPERTY in snapshot.properties:
+                    self._rebuild(snapshot)
+                    rebuilt = True
+                else:
+                    _apply(self.groups, self._manifests.delta_entries(snapshot))
+                    self.snapshot_id = snapshot.id
             applied.append(snapshot)
         return Refresh(applied, rebuilt)
 
-    def _delta_entries(self, snapshot: Snapshot) -> list[ManifestEntry]:
-        """The snapshot's delta; SnapshotExpiredError when its metadata went with the
+    @contextmanager
+    def _expired_if_gone(self, snapshot: Snapshot) -> Iterator[None]:
+        """Reading ``snapshot``'s manifests: SnapshotExpiredError when they went with the
         snapshot (expired since this handle cached it: its commit, or an earlier read)."""
         try:
-            return self._manifests.delta_entries(snapshot)
+            yield
         except ObjectNotFoundError:
             if self._snapshots.on_storage(snapshot.id):
                 raise  # a retained snapshot whose metadata is gone: damage

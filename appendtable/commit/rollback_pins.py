@@ -63,13 +63,16 @@ def pinned(storage: Storage, snapshot_id: int) -> Iterator[None]:
             pass  # removed by expiration once old: it only delays reclaiming space
 
 
-def pinned_ids(storage: Storage, *, now_ms: int) -> set[int]:
+def pinned_ids(storage: Storage, *, now_ms: int, prune: bool = True) -> set[int]:
     """The snapshot ids that rollbacks in progress pin. Pins older than ``PIN_RETENTION_MS``
-    (crashed rollbacks') are deleted on the way and pin nothing."""
+    (crashed rollbacks') pin nothing, and are deleted on the way (unless not ``prune``: a dry
+    run changes nothing)."""
     pinned: set[int] = set()
     for path, (snapshot_id, time_ms) in _listed(storage):
         if now_ms - time_ms < PIN_RETENTION_MS:
             pinned.add(snapshot_id)
+            continue
+        if not prune:
             continue
         try:
             storage.delete(path)

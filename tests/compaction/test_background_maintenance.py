@@ -181,6 +181,31 @@ def test_an_index_behind_a_snapshot_its_handle_cached_and_another_expired_rebuil
     assert index.refresh() == Refresh([], rebuilt=False)
 
 
+def test_an_index_behind_a_rollback_its_handle_cached_and_another_expired_rebuilds(
+    tmp_path: Path,
+) -> None:
+    """As above, through a rollback snapshot (which the index reads whole): it raised at
+    every refresh (found by a review)."""
+    uri = str(tmp_path / "t")
+    table = at.create_table(uri, EVENTS, options={"write-only": True})
+    table.append(events(0, 5))
+    table.append(events(5, 5))
+    index = LiveIndex(table._state.snapshots, table._state.manifests)
+    index.refresh()
+    table.rollback_to(1)  # snapshot 3, cached by this handle
+    other = at.open_table(uri)
+    other.append(events(10, 5))
+    assert other.expire_snapshots(retain_min=1, older_than_ms=2**62).expired_snapshots == [
+        1,
+        2,
+        3,
+    ]
+    clear_metadata_caches()
+    assert index.refresh().rebuilt and index.snapshot_id == 4
+    live = {e.file.path for e in table._state.manifests.live_files(other.latest_snapshot())}
+    assert {path for group in index.groups.values() for path in group} == live
+
+
 def _child(script: str, uri: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(script), uri],

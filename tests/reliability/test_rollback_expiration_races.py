@@ -96,6 +96,21 @@ def test_an_expiration_between_the_rollbacks_check_and_commit_keeps_the_targets_
     assert _rows(table) == [1, 2, 3]
 
 
+def test_a_dry_run_of_orphan_removal_or_purge_leaves_even_a_crashed_rollbacks_pin(
+    tmp_path: Path,
+) -> None:
+    """A dry run changes nothing: it deleted pins older than an hour (found by a review)."""
+    table = _history(tmp_path)
+    old = layout.pin_path(3, int(time.time() * 1000) - rollback_pins.PIN_RETENTION_MS - 1, "0" * 32)
+    table._state.storage.ensure_parent(old)
+    table._state.storage.create(old, b"3\n")
+    table.remove_orphan_files(older_than=FAR_FUTURE_MS, dry_run=True)
+    table.purge(dry_run=True)
+    assert _pins(table) == [old.rsplit("/", 1)[-1]]
+    _expire_all_but_latest(table.uri)  # (a real run prunes it)
+    assert _pins(table) == []
+
+
 def test_a_second_expiration_while_a_rollback_is_under_way_keeps_the_targets_files(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
