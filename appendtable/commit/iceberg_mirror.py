@@ -223,7 +223,10 @@ class IcebergMirror:
             if latest is None:
                 return None
             version = self.current_version()
-            current = self._read_metadata(version) if version is not None else None
+            try:
+                current = self._read_metadata(version) if version is not None else None
+            except ObjectNotFoundError:
+                continue  # pruned meanwhile: a newer version is there
             # Read after the version: a tag deleted meanwhile is either seen gone here, or
             # listed by a version older than the one an expiration writes before freeing its
             # files (see ``commit.expire``).
@@ -245,14 +248,19 @@ class IcebergMirror:
                     mirrored == listed and current.get("refs") == refs
                 ):
                     return self.location()
-            metadata, new_files = self._metadata(
-                latest,
-                retained,
-                {s.id: s for s in tags.values()},
-                refs,
-                None if rebuild else current,
-                rebuild=rebuild,
-            )
+            try:
+                metadata, new_files = self._metadata(
+                    latest,
+                    retained,
+                    {s.id: s for s in tags.values()},
+                    refs,
+                    None if rebuild else current,
+                    rebuild=rebuild,
+                )
+            except (SnapshotNotFoundError, ObjectNotFoundError):
+                if (self._snapshots.earliest_id() or 1) == earliest:
+                    raise  # nothing expired meanwhile: damage
+                continue  # an expiration went on meanwhile: list what is retained now
             target = layout.iceberg_metadata_path((version or 0) + 1)
             body = json.dumps(metadata, sort_keys=True).encode()  # C encoder: no indent
             if not self._storage.put_if_absent(target, body):
@@ -775,8 +783,15 @@ class IcebergMirror:
 
     def referenced(self) -> set[str] | None:
         """Paths (relative to the table) the newest mirror uses, or None without a mirror."""
-        version = self.current_version()
-        return None if version is None else self._referenced_by(version)
+        for _ in range(_ATTEMPTS):
+            version = self.current_version()
+            if version is None:
+                return None
+            try:
+                return self._referenced_by(version)
+            except ObjectNotFoundError:
+                continue  # pruned meanwhile (by another prune): a newer version is there
+        raise CommitConflictError("the Iceberg mirror kept changing under this read; retry")
 
     def _referenced_by(self, version: int, only: set[int] | None = None) -> set[str]:
         """The mirror files version ``version`` uses (with ``only``: the files of those
@@ -857,7 +872,10 @@ class IcebergMirror:
         version = self.current_version()
         if version is None:
             return []
-        keep = self._referenced_by(version)
+        try:
+            keep = self._referenced_by(version)
+        except ObjectNotFoundError:
+            return []  # pruned meanwhile: another prune is doing this work
         deleted: set[str] = set()
         listed = (self._version_of(name) for name in self._storage.listnames(layout.ICEBERG_DIR))
         # (the current version itself would delete nothing: "<=" is an equivalent mutant)

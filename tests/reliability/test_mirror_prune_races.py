@@ -206,6 +206,64 @@ def test_a_mirror_publish_checks_no_puffin_file_its_parent_listed(tmp_path: Path
     assert counts[0] == counts[1]  # whatever the number of files with vectors
 
 
+def test_a_mirror_publish_during_which_snapshots_expire_lists_what_is_retained(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A publish reading the retained snapshots while another process expires some of them
+    raised SnapshotExpiredError (found in a stress run: orphan removal, whose first step is a
+    publish, failed). It now starts again from what is retained."""
+    options = {**OPTIONS, "metadata.iceberg.max-snapshots": "100"}
+    table = at.create_table(str(tmp_path / "t"), SCHEMA, options=options)
+    for n in range(5):
+        table.append(pa.table({"n": [n]}, schema=SCHEMA))
+    fresh = at.open_table(table.uri)
+    real_get = fresh._state.snapshots.get
+    expired: list[list[int]] = []
+
+    def expire_then_get(snapshot_id: int) -> Any:
+        if snapshot_id < 5 and not expired:
+            other = at.open_table(table.uri)
+            expired.append(
+                other.expire_snapshots(retain_min=2, older_than_ms=2**62).expired_snapshots
+            )
+        return real_get(snapshot_id)
+
+    monkeypatch.setattr(fresh._state.snapshots, "get", expire_then_get)
+    location = fresh.publish_iceberg(rebuild=True)
+    assert expired == [[1, 2, 3]]
+    assert location is not None
+    assert [s.snapshot_id for s in StaticTable.from_metadata(location).metadata.snapshots] == [4, 5]
+
+
+def test_orphan_removal_reading_a_mirror_version_pruned_meanwhile_reads_the_newer_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Orphan removal found the newest mirror version, which another process's expiration
+    pruned before it was read: 'file not found' (found in a stress run)."""
+    table = at.create_table(str(tmp_path / "t"), SCHEMA, options=OPTIONS)
+    for n in range(3):
+        table.append(pa.table({"n": [n]}, schema=SCHEMA))
+    remover = at.open_table(table.uri)
+    mirror = remover._state.mirror
+    real_current = mirror.current_version
+    calls: list[int | None] = []
+
+    def current_then_pruned() -> int | None:
+        version = real_current()
+        calls.append(version)
+        if len(calls) == 2:  # the read of the files the newest version uses
+            other = at.open_table(table.uri)
+            other.append(pa.table({"n": [9]}, schema=SCHEMA))
+            other.expire_snapshots(retain_min=1, older_than_ms=2**62)  # prunes that version
+        return version
+
+    monkeypatch.setattr(mirror, "current_version", current_then_pruned)
+    found = remover.remove_orphan_files(older_than=2**62, dry_run=True)
+    assert len(calls) >= 3 and calls[2] is not None and calls[1] is not None
+    assert calls[2] > calls[1]  # read again, newer
+    assert f"metadata/v{calls[2]}.metadata.json" not in found.files  # the newest: in use
+
+
 def _deleter(uri: str, seconds: float) -> None:
     """Appends ten rows, deletes one of them, and so on: a delete manifest per snapshot."""
     table = at.open_table(uri)
