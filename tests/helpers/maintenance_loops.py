@@ -49,28 +49,27 @@ def rolling_back(uri: str, seconds: float, *, position: int, pause: float = 0.03
         time.sleep(pause)
 
 
-def expiring(uri: str, seconds: float, *, keep: int) -> None:
-    """Expire all but the newest ``keep`` snapshots, again and again."""
+def _repeat(uri: str, seconds: float, call: Callable[[at.Table], object]) -> None:
+    """``call`` on one handle of the table, again and again (20 ms apart), for ``seconds``."""
     table = at.open_table(uri)
     stop = time.time() + seconds
     while time.time() < stop:
-        table.expire_snapshots(retain_min=keep, older_than_ms=FAR_FUTURE_MS)
+        call(table)
         time.sleep(0.02)
+
+
+def expiring(uri: str, seconds: float, *, keep: int) -> None:
+    """Expire all but the newest ``keep`` snapshots, again and again."""
+    _repeat(
+        uri, seconds, lambda t: t.expire_snapshots(retain_min=keep, older_than_ms=FAR_FUTURE_MS)
+    )
 
 
 def removing_orphans(uri: str, seconds: float, *, older_than: dt.timedelta) -> None:
     """Remove orphan files older than ``older_than``, again and again."""
-    table = at.open_table(uri)
-    stop = time.time() + seconds
-    while time.time() < stop:
-        table.remove_orphan_files(older_than=older_than, dry_run=False)
-        time.sleep(0.02)
+    _repeat(uri, seconds, lambda t: t.remove_orphan_files(older_than=older_than, dry_run=False))
 
 
 def purging(uri: str, seconds: float, *, older_than: dt.timedelta) -> None:
     """Purge (orphans older than ``older_than`` included), again and again."""
-    table = at.open_table(uri)
-    stop = time.time() + seconds
-    while time.time() < stop:
-        table.purge(older_than=older_than)
-        time.sleep(0.02)
+    _repeat(uri, seconds, lambda t: t.purge(older_than=older_than))
