@@ -18,17 +18,19 @@ from tests.groups.chaos import rows_by_slot
 from tests.groups.ledger import Ledger, MemberLog, expected_rows, position
 
 SCHEMA = pa.schema([("key", pa.int64()), ("seq", pa.int64())])
-LEASE = "300 ms"
+#: the lease of tests that let one run out (they sleep past it); the others keep a lease no slow
+#: host runs out between two steps
+SHORT_LEASE = "300 ms"
 
 
-def _table(tmp_path: Path, buckets: int = 4, **options: object) -> at.Table:
+def _table(tmp_path: Path, buckets: int = 4, lease: str = "10 min", **options: object) -> at.Table:
     return at.create_table(
         str(tmp_path / "t"),
         SCHEMA,
         options={
             "bucket": buckets,
             "bucket-key": "key",
-            "consumer.group.lease-time": LEASE,
+            "consumer.group.lease-time": lease,
             **options,
         },
     )
@@ -106,7 +108,7 @@ def test_a_join_moves_buckets_and_fences_their_uncommitted_progress(tmp_path: Pa
 
 
 def test_a_member_that_stops_renewing_loses_its_buckets(tmp_path: Path) -> None:
-    table = _table(tmp_path)
+    table = _table(tmp_path, lease=SHORT_LEASE)
     table.append(_rows(0, 100))
     a = table.stream(group="g", member="a")
     b = table.stream(group="g", member="b")
@@ -159,7 +161,8 @@ def test_exactly_once_commits_under_churn(tmp_path: Path) -> None:
     table = _table(
         tmp_path,
         buckets=6,
-        **{"compaction.min.file-num": 3, "consumer.group.lease-time": "80 ms"},
+        lease="80 ms",
+        **{"compaction.min.file-num": 3},
     )
     ledger = Ledger(buckets=6)
     readers: dict[str, tuple[at.GroupReader, MemberLog]] = {}
@@ -373,7 +376,7 @@ def test_a_member_paused_mid_poll_past_its_lease_drops_what_expired_under_it(
     """A member stopped inside ``poll`` (after following the group, before planning) wakes up
     after another member took its buckets over, read on, committed, and expiration removed the
     snapshots the stopped one was about to plan: it drops those buckets instead of failing."""
-    table = _table(tmp_path, buckets=2)
+    table = _table(tmp_path, buckets=2, lease=SHORT_LEASE)
     table.append(_rows(0, 20))
     a = table.stream(group="g", member="a", mode="from-snapshot-full", snapshot_id=1)
     first = a.poll()
@@ -410,7 +413,7 @@ def test_a_member_paused_between_poll_and_read_is_told_its_buckets_were_taken(
     its buckets over, read on, committed, and compaction plus expiration deleted the unit's
     files: reading the unit says the buckets were taken (ConsumerFencedError naming them), not
     that files are missing; its commit is refused and nothing was delivered twice."""
-    table = _table(tmp_path, buckets=2)
+    table = _table(tmp_path, buckets=2, lease=SHORT_LEASE)
     for i in range(3):
         table.append(_rows(i * 20, 20))
     a = table.stream(group="g", member="a", mode="from-snapshot", snapshot_id=1)
@@ -440,7 +443,7 @@ def test_a_bucket_lost_and_claimed_again_voids_what_was_read_before(
     a: its next commit reports the bucket fenced (its rows since its last commit will be
     delivered again) instead of committing over b's work, so that a consumer committing its
     output with the group's commit never writes a row twice."""
-    table = _table(tmp_path, buckets=1)
+    table = _table(tmp_path, buckets=1, lease=SHORT_LEASE)
     table.append(_rows(0, 2))
     a = table.stream(group="g", member="a")
     first = a.poll()
@@ -470,7 +473,7 @@ def test_a_bucket_lost_and_claimed_again_voids_what_was_read_before(
 
 
 def test_a_process_whose_name_was_taken_does_not_renew_it(tmp_path: Path) -> None:
-    table = _table(tmp_path)
+    table = _table(tmp_path, lease=SHORT_LEASE)
     table.append(_rows(0, 20))
     old = table.stream(group="g", member="a")
     watcher = table.stream(group="g", member="w")
@@ -495,7 +498,7 @@ def test_a_process_whose_name_was_taken_does_not_renew_it(tmp_path: Path) -> Non
 def test_a_process_paused_mid_read_past_its_lease_does_not_renew_a_taken_name(
     tmp_path: Path,
 ) -> None:
-    table = _table(tmp_path)
+    table = _table(tmp_path, lease=SHORT_LEASE)
     table.append(_rows(0, 20))
     old = table.stream(group="g", member="a")
     unit = old.poll()

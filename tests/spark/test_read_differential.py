@@ -11,7 +11,10 @@ projections, unions and self-joins of the same relation, aggregations, ordering 
 rows. Some cases also read the table as a stream (``Trigger.AvailableNow``). The oracle's
 queries run with Spark's Parquet filter pushdown off: with it, Spark skips the rows of
 ``x = NaN`` (Parquet statistics leave NaN out), where its own semantics (NaN equals NaN) keep
-them.
+them. For the same reason both sides run with Spark's pruning of cached batches off: once a
+query has ``cache()``d a DataFrame, Spark skips the cached batches holding NaN for
+``x >= NaN`` (SPARK-58482, its cached statistics leave NaN out; found by seed 1349951687:
+the cached oracle counted 0 rows, the table 1).
 
 Each run takes the cases of seeds 0-5 and 6 more of random seeds, new at every run (seeds 0-19
 and 6 random with ``APPENDTABLE_LONG_TESTS``; 13 queries each); ``APPENDTABLE_SPARK_READ_SEED``
@@ -58,10 +61,18 @@ QUERIES = 12
 _WIDER = {8: pa.int16(), 16: pa.int32(), 32: pa.int64()}
 
 
+_CACHED_BATCH_PRUNING = "spark.sql.inMemoryColumnarStorage.partitionPruning"
+
+
 @pytest.fixture(scope="module")
-def spark_at(spark: Any) -> Any:
+def spark_at(spark: Any) -> Iterator[Any]:
     appendtable_spark.register(spark)
-    return spark
+    previous = spark.conf.get(_CACHED_BATCH_PRUNING)
+    spark.conf.set(_CACHED_BATCH_PRUNING, "false")  # see the module's docstring
+    try:
+        yield spark
+    finally:
+        spark.conf.set(_CACHED_BATCH_PRUNING, previous)
 
 
 def _evolve(table: at.Table, change: Evolution, model: list[dict[str, Any]]) -> None:
