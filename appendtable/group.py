@@ -143,6 +143,7 @@ class GroupReader:
         self._voided: set[int] = set()
         self._resync = False
         self._closed = False
+        self._finished_when_closed = False
         self._synced = 0
         self._membership.join()
         self._sync()
@@ -185,7 +186,10 @@ class GroupReader:
 
     @property
     def finished(self) -> bool:
-        """True once every bucket this member holds ended at ``bounded_watermark``."""
+        """True once every bucket this member holds ended at ``bounded_watermark``; after
+        ``close`` it stays what it was when the member left."""
+        if self._closed:
+            return self._finished_when_closed
         if self._config.bounded_watermark is None or not self._held:
             return False
         return all(h.ended for h in self._held.values())
@@ -493,6 +497,7 @@ class GroupReader:
         """Leave the group (without committing): the others take the buckets over at once."""
         if self._closed:
             return
+        self._finished_when_closed = self.finished
         self._closed = True
         self._held.clear()
         self._draining.clear()

@@ -295,8 +295,13 @@ def test_bounded_watermark_ends_each_bucket(tmp_path: Path) -> None:
     reader = table.stream(
         group="g", member="a", mode="from-snapshot", snapshot_id=1, bounded_watermark=2000
     )
-    assert sorted(s for b in reader for s in b.column("seq").to_pylist()) == list(range(10))
-    assert reader.finished
+    with reader:
+        assert sorted(s for b in reader for s in b.column("seq").to_pylist()) == list(range(10))
+        assert reader.finished
+    assert reader.finished  # still after leaving: a script can tell an ended stream after it
+    unbounded = table.stream(group="h", member="a", mode="from-snapshot", snapshot_id=1)
+    unbounded.close()
+    assert not unbounded.finished
 
 
 def test_arguments_that_do_not_go_with_a_group(tmp_path: Path) -> None:
