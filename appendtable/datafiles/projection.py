@@ -6,7 +6,8 @@ an older one for time travel, a stream's start schema) matches fields by id at e
 
 * a field the file does not have (added later) reads as null;
 * a field the target does not have (dropped) is not read;
-* a renamed field keeps its values; a widened one is cast (a safe cast: widening never fails);
+* a renamed field keeps its values; a widened one is cast (a safe cast: widening never fails;
+  reading a later file in an earlier, narrower type fails for a value it does not hold exactly);
 * fields take the target's order, names, types and nullability.
 
 Files whose schema is identical to the target's (the common case) are read directly.
@@ -148,7 +149,25 @@ def _convert(array: pa.Array, source: FieldSpec, target: FieldSpec, dtype: pa.Da
         return pa.MapArray.from_arrays(
             offsets, keys, items, type=dtype, mask=_mask(array) if array.null_count else None
         )
-    return pc.cast(array, dtype, safe=True)  # a widened leaf
+    cast = pc.cast(array, dtype, safe=True)  # a widened leaf (a safe cast checks integers)
+    if pa.types.is_floating(dtype) and dtype.bit_width < array.type.bit_width:
+        _refuse_altered_floats(array, cast)
+    return cast
+
+
+def _refuse_altered_floats(wide: pa.Array, narrow: pa.Array) -> None:
+    """ArrowInvalid if a float read in a narrower float type (a stream started before the
+    column was widened) changed: Arrow's safe cast rounds and overflows floats silently.
+    NaN, infinities and -0.0 hold their values."""
+    back = pc.cast(narrow, wide.type)
+    same = pc.or_(pc.equal(back, wide), pc.and_(pc.is_nan(back), pc.is_nan(wide)))
+    altered = pc.invert(pc.fill_null(same, True))
+    count = pc.sum(altered).as_py() or 0
+    if count:
+        example = wide.filter(altered)[0].as_py()
+        raise pa.ArrowInvalid(
+            f"{count} value(s) such as {example!r} are not held exactly by {narrow.type}"
+        )
 
 
 def _convert_struct(

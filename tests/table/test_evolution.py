@@ -5,6 +5,7 @@ streams that span a change, option changes, and merge-mode writes."""
 from __future__ import annotations
 
 import datetime as dt
+import math
 import time
 from pathlib import Path
 
@@ -612,6 +613,44 @@ def test_a_stream_older_than_a_widening_names_the_column_values_do_not_fit(
     assert info.value.column == "clicks"
     again = table.stream(mode="from-snapshot", snapshot_id=landed.id)
     assert [r["clicks"] for b in again.batches(timeout=0) for r in b.to_pylist()] == [2**40]
+
+
+def _float_stream_then_widened(uri: str) -> tuple[at.Table, at.Stream]:
+    """A float32 table, a stream started on it, then the column widened to float64."""
+    table = at.create_table(uri, pa.schema([("id", pa.int64()), ("c", pa.float32())]))
+    table.append(pa.table({"id": [0], "c": pa.array([1.5], pa.float32())}))
+    reader = table.stream(mode="latest")
+    with table.update_schema() as update:
+        update.update_column("c", type=pa.float64())
+    return table, reader
+
+
+def test_a_stream_older_than_a_float_widening_delivers_the_values_its_type_holds(
+    uri: str,
+) -> None:
+    table, reader = _float_stream_then_widened(uri)
+    exact = [1.5, -0.0, math.inf, -math.inf, None, 2.0**-149, 3.4028234663852886e38, math.nan]
+    table.append(pa.table({"id": range(len(exact)), "c": pa.array(exact, pa.float64())}))
+    batches = list(reader.batches(timeout=0))
+    assert {b.schema.field("c").type for b in batches} == {pa.float32()}  # its start type
+    got = [r["c"] for b in batches for r in b.to_pylist()]
+    assert got[:-1] == exact[:-1] and math.copysign(1, got[1]) == -1 and math.isnan(got[-1])
+
+
+@pytest.mark.parametrize("value", [0.1, 1e300, -1e300, 2.0**-150, 3.4028235677973366e38])
+def test_a_stream_older_than_a_float_widening_never_delivers_a_value_altered(
+    uri: str, value: float
+) -> None:
+    """Arrow's cast to float32 rounds 0.1 and turns 1e300 into inf without a word: the
+    stream refuses them, naming the column, and a stream opened since reads them exactly."""
+    table, reader = _float_stream_then_widened(uri)
+    landed = table.append(pa.table({"id": [1], "c": [value]}))
+    assert landed is not None
+    with pytest.raises(at.SchemaMismatchError, match=r"'c'.*reopen the stream") as info:
+        list(reader.batches(timeout=0))
+    assert info.value.column == "c" and repr(value) in str(info.value)
+    again = table.stream(mode="from-snapshot", snapshot_id=landed.id)
+    assert [r["c"] for b in again.batches(timeout=0) for r in b.to_pylist()] == [value]
 
 
 def test_concurrent_merges_adding_the_same_column_all_succeed(uri: str) -> None:
