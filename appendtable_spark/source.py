@@ -46,6 +46,18 @@ __all__ = ["FORMAT", "AppendTableDataSource", "check_user_schema", "open_or_crea
 FORMAT = "appendtable"
 
 
+_INSERT_SELECT_HINT = (
+    ". For INSERT INTO <table> SELECT ...: Spark passes a Python data source's writer neither "
+    "the table's location nor its options, only its columns' metadata, and that only where it "
+    "renames or casts a column: a query whose columns already have the table's names and "
+    "types (SELECT * FROM a relation of the same schema) reaches the writer without it. Name "
+    "the columns differently (INSERT INTO t SELECT a AS c1, b AS c2 FROM s: Spark maps them "
+    "by position), insert into a temporary view of the table "
+    "(appendtable_spark.create_temp_view), or use appendtable_spark.write_table(df, uri). "
+    "Nothing was written"
+)
+
+
 def _settings(options: Mapping[str, str], use: Use, schema: StructType) -> Settings:
     """The checked options of one call: a catalog table's (its schema carries its location
     and creation options, the statement's own ``WITH`` options override them) or a path's."""
@@ -59,6 +71,7 @@ def _settings(options: Mapping[str, str], use: Use, schema: StructType) -> Setti
             "with a column list (or by CREATE TABLE ... AS SELECT) is; define it with "
             "CREATE TABLE <name> USING appendtable LOCATION '<uri>' (for a new table with "
             "TBLPROPERTIES ('schema' = '<columns>', 'partitionBy' = '<columns>', ...))"
+            + (_INSERT_SELECT_HINT if Use.WRITE in use else "")
         )
     return Settings.parse(options, use)
 

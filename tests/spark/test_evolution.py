@@ -631,3 +631,44 @@ def test_stream_keeps_its_start_schema_and_a_restart_sees_new_columns(
     assert [r["name"] for r in _table_rows(sink_table)] == [
         f"n{i}" if i < 10 else f"t{i}" if i < 30 else None for i in range(37)
     ]
+
+
+def test_a_stream_started_without_a_mode_keeps_its_snapshots_schema_until_restarted_with_one(
+    spark_at: Any, tmp_path: Path
+) -> None:
+    """``scan.snapshot-id`` alone reads like time travel: that snapshot's schema, at every
+    restart too (the options are read again); a restart with ``scan.mode`` added continues
+    from the checkpoint in the current schema. Every row once, in the right column."""
+    uri, checkpoint = str(tmp_path / "t"), str(tmp_path / "checkpoint")
+    table = at.create_table(uri, pa.schema([("id", pa.int64()), ("s", pa.string())]))
+    table.append(pa.table({"id": [0, 1], "s": ["s0", "s1"]}))
+    runs: list[tuple[list[str], list[Row]]] = []
+
+    def run(**options: str) -> None:
+        query = (
+            spark_at.readStream.format("appendtable")
+            .options(**{"scan.snapshot-id": "1", **options})
+            .load(uri)
+            .writeStream.foreachBatch(
+                lambda df, _id: runs.append((df.columns, [r.asDict() for r in df.collect()]))
+            )
+            .option("checkpointLocation", checkpoint)
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination(120)
+        assert query.exception() is None
+
+    run()
+    with table.update_schema() as update:
+        update.rename_column("s", "s2")
+        update.add_column("c", pa.string())
+    table.append(pa.table({"id": [2], "s2": ["s2"], "c": ["c2"]}))
+    run()  # the same options: still snapshot 1's schema, the new row mapped onto it
+    table.append(pa.table({"id": [3], "s2": ["s3"], "c": ["c3"]}))
+    run(**{"scan.mode": "from-snapshot"})
+    assert runs == [
+        (["id", "s"], [{"id": 0, "s": "s0"}, {"id": 1, "s": "s1"}]),
+        (["id", "s"], [{"id": 2, "s": "s2"}]),
+        (["id", "s2", "c"], [{"id": 3, "s2": "s3", "c": "c3"}]),
+    ]

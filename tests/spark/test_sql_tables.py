@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import appendtable as at
@@ -113,6 +114,26 @@ def test_insert_into_and_insert_overwrite(sql: Any, tmp_path: Path) -> None:
     with pytest.raises(PySparkException, match=r"(?i)null"):
         sql("INSERT INTO strict VALUES (NULL)")
     assert at.open_table(str(tmp_path / "strict")).scan().count() == 0
+
+
+def test_insert_select_of_a_relation_with_the_tables_own_columns(
+    sql: Any, spark_at: Any, tmp_path: Path
+) -> None:
+    """Spark hands the writer no location for ``INSERT INTO t SELECT * FROM s`` when s has
+    t's names and types: refused saying what works (nothing lands), and those ways land."""
+    table = _events(tmp_path / "events")
+    sql(f"CREATE TABLE landing USING appendtable LOCATION '{table.uri}'")
+    staged = tmp_path / "staging.parquet"
+    pq.write_table(_rows(100, 3), staged)
+    spark_at.read.parquet(str(staged)).createOrReplaceTempView("staging")
+    with pytest.raises(PySparkException, match="Name the columns differently"):
+        sql("INSERT INTO landing SELECT * FROM staging")
+    assert table.scan().count() == 10
+    sql("INSERT INTO landing SELECT day AS c1, id AS c2, v AS c3 FROM staging")
+    appendtable_spark.create_temp_view(spark_at, "landing_view", table.uri)
+    sql("INSERT INTO landing_view SELECT * FROM staging")
+    ids = sorted(table.scan().to_arrow().column("id").to_pylist())
+    assert ids == [*range(10), 100, 100, 101, 101, 102, 102]
 
 
 def test_create_table_makes_a_new_table_from_its_properties(sql: Any, tmp_path: Path) -> None:
