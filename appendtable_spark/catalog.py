@@ -74,14 +74,31 @@ def _shape(dtype: DataType) -> str:
     return dtype.simpleString()
 
 
-def check_columns(catalog: StructType, table: StructType, *, uri: str, what: str) -> None:
+def check_columns(
+    catalog: StructType,
+    table: StructType,
+    *,
+    uri: str,
+    what: str,
+    travel_to: int | None = None,
+) -> None:
     """Refuse when the catalog's columns are not the table's (names in order, types): the
-    table changed after the catalog table was defined. ``what`` names what was compared (the
+    table changed after the catalog table was defined, or the snapshot ``travel_to`` a
+    statement's time travel names has other columns. ``what`` names what was compared (the
     current schema, a snapshot's)."""
     if [(f.name, _shape(f.dataType)) for f in catalog.fields] == [
         (f.name, _shape(f.dataType)) for f in table.fields
     ]:
         return
+    if travel_to is not None:
+        raise at.SchemaMismatchError(
+            f"the catalog table's columns ({_columns(catalog)}) are not those of snapshot "
+            f"{travel_to} of the table at {uri} ({_columns(table)}): Spark fixes a catalog "
+            "table's columns, so its statements time-travel only to snapshots with those "
+            "columns. Read that snapshot with spark.read.format('appendtable')"
+            f".option('scan.snapshot-id', '{travel_to}').load('{uri}') or "
+            f"appendtable_spark.read_table(spark, '{uri}', snapshot_id={travel_to})"
+        )
     raise at.SchemaMismatchError(
         f"the catalog table's columns ({_columns(catalog)}) are not those of {what} of the "
         f"table at {uri} ({_columns(table)}): its schema changed after the catalog table was "

@@ -124,13 +124,16 @@ class AppendTableDataSource(DataSource):
         pinned: ReadPin | None = getattr(self, "_pinned", None) if entry is None else None
         if pinned is None:  # a catalog table, or a user-specified schema: schema() not called
             pinned, arrow = pin(settings.open(), settings)
-            what = (
-                "the current schema"
-                if settings.read_target() == (None, None, None)
-                else f"snapshot {pinned.snapshot_id}"
-            )
+            travels = settings.read_target() != (None, None, None)
+            what = f"snapshot {pinned.snapshot_id}" if travels else "the current schema"
             if entry is not None:
-                check_columns(schema, spark_schema(arrow), uri=settings.uri, what=what)
+                check_columns(
+                    schema,
+                    spark_schema(arrow),
+                    uri=settings.uri,
+                    what=what,
+                    travel_to=pinned.snapshot_id if travels else None,
+                )
             else:
                 check_user_schema(schema, spark_schema(arrow), uri=settings.uri, what=what)
         return BatchReader(settings, schema, pinned)

@@ -197,7 +197,7 @@ def test_create_table_refuses_what_it_cannot_honour(sql: Any, tmp_path: Path) ->
 
 
 def test_a_schema_change_made_elsewhere_asks_to_redefine_the_table(
-    sql: Any, tmp_path: Path
+    sql: Any, spark_at: Any, tmp_path: Path
 ) -> None:
     table = _events(tmp_path / "events")
     sql(f"CREATE TABLE evolving USING appendtable LOCATION '{table.uri}'")
@@ -211,6 +211,13 @@ def test_a_schema_change_made_elsewhere_asks_to_redefine_the_table(
     sql(f"CREATE TABLE evolving USING appendtable LOCATION '{table.uri}'")
     assert sql("SELECT * FROM evolving").columns == ["day", "id", "v", "country"]
     assert _count(sql, "SELECT count(*) FROM evolving WHERE country IS NULL") == 10
+    # time travel to a snapshot of other columns: not "redefine it" (that cannot help), but how
+    # to read that snapshot
+    with pytest.raises(PySparkException, match=r"time-travel only to snapshots.*read_table") as e:
+        sql("SELECT * FROM evolving WITH ('scan.snapshot-id' = '1')").collect()
+    assert "DROP TABLE" not in str(e.value)
+    old = appendtable_spark.read_table(spark_at, table.uri, snapshot_id=1)
+    assert old.columns == ["day", "id", "v"] and old.count() == 10
 
 
 def test_drop_table_never_deletes_data_and_unsupported_statements_change_nothing(
