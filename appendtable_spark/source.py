@@ -123,10 +123,18 @@ class AppendTableDataSource(DataSource):
             return SystemTableReader(settings, schema, name)
         pinned: ReadPin | None = getattr(self, "_pinned", None) if entry is None else None
         if pinned is None:  # a catalog table, or a user-specified schema: schema() not called
-            pinned, arrow = pin(settings.open(), settings)
+            table = settings.open()
+            pinned, arrow = pin(table, settings)
             travels = settings.read_target() != (None, None, None)
             what = f"snapshot {pinned.snapshot_id}" if travels else "the current schema"
             if entry is not None:
+                if travels:  # a catalog entry out of date: redefining it is the way out
+                    check_columns(
+                        schema,
+                        spark_schema(table.schema),
+                        uri=settings.uri,
+                        what="the current schema",
+                    )
                 check_columns(
                     schema,
                     spark_schema(arrow),

@@ -26,7 +26,7 @@ from appendtable.datafiles.arrow_schema import arrow_schema
 from appendtable.errors import SchemaMismatchError
 from appendtable.metadata.models import TableSchema
 from appendtable.metadata.types import FieldSpec
-from appendtable.planning.schema_changes import same_fields, stats_positions
+from appendtable.planning.schema_changes import describe_type, same_fields, stats_positions
 
 __all__ = ["FileLayout", "Projection"]
 
@@ -108,9 +108,12 @@ class Projection:
                 except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
                     raise SchemaMismatchError(
                         f"column '{name}': values written under schema {layout.schema.id} do "
-                        f"not fit the type {target_field.type} of schema {self.target.id} "
-                        f"this read uses (the column was widened since it started: read again, "
-                        f"or reopen the stream, to get the wider type): {exc}",
+                        f"not fit the type {describe_type(target.type)} of schema "
+                        f"{self.target.id} this read uses. If the column was widened since "
+                        "the read started: read again, or reopen the stream, to get the wider "
+                        "type; if a rollback_to(..., restore_schema=True) made it narrower "
+                        "again: widen it again with update_schema().update_column, then "
+                        f"reopen. ({exc})",
                         column=name,
                     ) from exc
             fields.append(target_field)
@@ -166,7 +169,8 @@ def _refuse_altered_floats(wide: pa.Array, narrow: pa.Array) -> None:
     if count:
         example = wide.filter(altered)[0].as_py()
         raise pa.ArrowInvalid(
-            f"{count} value(s) such as {example!r} are not held exactly by {narrow.type}"
+            f"{count} value(s) such as {example!r} are not held exactly by "
+            f"float{narrow.type.bit_width}"
         )
 
 

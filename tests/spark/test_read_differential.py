@@ -13,8 +13,8 @@ queries run with Spark's Parquet filter pushdown off: with it, Spark skips the r
 ``x = NaN`` (Parquet statistics leave NaN out), where its own semantics (NaN equals NaN) keep
 them. For the same reason both sides run with Spark's pruning of cached batches off: once a
 query has ``cache()``d a DataFrame, Spark skips the cached batches holding NaN for
-``x >= NaN`` (SPARK-58482, its cached statistics leave NaN out; found by seed 1349951687:
-the cached oracle counted 0 rows, the table 1).
+``x >= NaN`` (SPARK-58482, apache/spark#57701: its cached statistics leave NaN out; found by
+seed 1349951687: the cached oracle counted 0 rows, the table 1).
 
 Each run takes the cases of seeds 0-5 and 6 more of random seeds, new at every run (seeds 0-19
 and 6 random with ``APPENDTABLE_LONG_TESTS``; 13 queries each); ``APPENDTABLE_SPARK_READ_SEED``

@@ -203,7 +203,11 @@ def test_a_schema_change_made_elsewhere_asks_to_redefine_the_table(
     sql(f"CREATE TABLE evolving USING appendtable LOCATION '{table.uri}'")
     with table.update_schema() as update:
         update.add_column("country", pa.string())
-    for statement in ("SELECT * FROM evolving", "INSERT INTO evolving VALUES ('x', 1, 1.0)"):
+    for statement in (
+        "SELECT * FROM evolving",
+        "SELECT * FROM evolving WITH ('scan.snapshot-id' = '1')",  # the entry is out of date
+        "INSERT INTO evolving VALUES ('x', 1, 1.0)",
+    ):
         with pytest.raises(PySparkException, match=r"country.*DROP TABLE <name>; CREATE TABLE"):
             sql(statement).collect()
     assert table.scan().count() == 10

@@ -653,6 +653,25 @@ def test_a_stream_older_than_a_float_widening_never_delivers_a_value_altered(
     assert [r["c"] for b in again.batches(timeout=0) for r in b.to_pylist()] == [value]
 
 
+def test_rows_of_a_wider_column_after_a_rollback_restoring_the_narrower_schema(uri: str) -> None:
+    """After rollback_to(..., restore_schema=True) the current schema is the narrower one
+    again: a stream reading the rolled-back rows cannot hold 0.1, and reopening cannot help;
+    the error says to widen the column again, after which they are read exactly."""
+    table, _ = _float_stream_then_widened(uri)
+    first = table.snapshots()[0].id
+    landed = table.append(pa.table({"id": [1], "c": [0.1]}))
+    assert landed is not None
+    table.rollback_to(first, restore_schema=True)
+    assert table.schema.field("c").type == pa.float32()
+    with pytest.raises(at.SchemaMismatchError, match=r"float32.*widen it again") as info:
+        list(table.stream(mode="from-snapshot", snapshot_id=landed.id).batches(timeout=0))
+    assert "float32" in str(info.value) and "0.1" in str(info.value)
+    with table.update_schema() as update:
+        update.update_column("c", type=pa.float64())
+    again = table.stream(mode="from-snapshot", snapshot_id=landed.id)
+    assert [r["c"] for b in again.batches(timeout=0) for r in b.to_pylist()] == [0.1]
+
+
 def test_concurrent_merges_adding_the_same_column_all_succeed(uri: str) -> None:
     import threading
 
