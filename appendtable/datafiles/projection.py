@@ -153,7 +153,11 @@ def _convert(array: pa.Array, source: FieldSpec, target: FieldSpec, dtype: pa.Da
             offsets, keys, items, type=dtype, mask=_mask(array) if array.null_count else None
         )
     cast = pc.cast(array, dtype, safe=True)  # a widened leaf (a safe cast checks integers)
-    if pa.types.is_floating(dtype) and dtype.bit_width < array.type.bit_width:
+    if (
+        pa.types.is_floating(dtype)
+        and pa.types.is_floating(array.type)
+        and dtype.bit_width < array.type.bit_width
+    ):
         _refuse_altered_floats(array, cast)
     return cast
 

@@ -9,8 +9,11 @@ import math
 import time
 from pathlib import Path
 
+import hypothesis.strategies as st
+import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 import appendtable as at
 from appendtable.datafiles.arrow_schema import type_spec
@@ -646,11 +649,74 @@ def test_a_stream_older_than_a_float_widening_never_delivers_a_value_altered(
     table, reader = _float_stream_then_widened(uri)
     landed = table.append(pa.table({"id": [1], "c": [value]}))
     assert landed is not None
-    with pytest.raises(at.SchemaMismatchError, match=r"'c'.*reopen the stream") as info:
-        list(reader.batches(timeout=0))
-    assert info.value.column == "c" and repr(value) in str(info.value)
+    position = reader.position
+    for _ in range(2):  # the same reader, again: it never moves past the unit it cannot hold
+        with pytest.raises(at.SchemaMismatchError, match=r"'c'.*reopen the stream") as info:
+            list(reader.batches(timeout=0))
+        assert info.value.column == "c" and repr(value) in str(info.value)
+        assert reader.position == position
     again = table.stream(mode="from-snapshot", snapshot_id=landed.id)
     assert [r["c"] for b in again.batches(timeout=0) for r in b.to_pylist()] == [value]
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(values=st.lists(st.floats(width=64) | st.floats(width=32) | st.none(), max_size=6))
+def test_a_narrower_stream_delivers_a_float_exactly_or_refuses_it(
+    tmp_path_factory: pytest.TempPathFactory, values: list[float | None]
+) -> None:
+    """Over the whole float64 domain (float32 values, subnormals, NaN, infinities, -0.0), a
+    float32 stream over a widened column delivers a batch when numpy says float32 holds every
+    value exactly (bit for bit, NaN as NaN) and refuses it otherwise."""
+    uri = str(tmp_path_factory.mktemp("floats") / "t")
+    table, reader = _float_stream_then_widened(uri)
+    table.append(pa.table({"id": range(len(values)), "c": pa.array(values, pa.float64())}))
+    wide = np.array([v for v in values if v is not None], dtype=np.float64)
+    with np.errstate(over="ignore"):
+        narrow = wide.astype(np.float32).astype(np.float64)
+    held = bool(np.all((narrow == wide) | (np.isnan(narrow) & np.isnan(wide))))
+    if not held:
+        with pytest.raises(at.SchemaMismatchError, match="'c'"):
+            list(reader.batches(timeout=0))
+        return
+    got = pa.concat_arrays(
+        [b["c"] for b in reader.batches(timeout=0)] or [pa.array([], pa.float32())]
+    )
+    assert got.type == pa.float32() and got.null_count == values.count(None)
+    delivered = got.drop_null().to_numpy(zero_copy_only=False).astype(np.float64)
+    assert np.array_equal(delivered, wide, equal_nan=True)
+    assert np.array_equal(np.signbit(delivered), np.signbit(wide))
+
+
+@pytest.mark.parametrize(
+    ("column", "altered"), [("s", {"s": [{"f": 0.1}]}), ("m", {"m": [[("a", 1e300)]]})]
+)
+def test_floats_nested_in_structs_and_maps_are_never_delivered_altered(
+    uri: str, column: str, altered: dict[str, object]
+) -> None:
+    schema = pa.schema(
+        [
+            ("id", pa.int64()),
+            ("s", pa.struct([("f", pa.float32())])),
+            ("m", pa.map_(pa.string(), pa.float32())),
+        ]
+    )
+    table = at.create_table(uri, schema)
+    table.append(pa.table({"id": [0], "s": [{"f": 1.0}], "m": [[("a", 1.0)]]}, schema=schema))
+    reader = table.stream(mode="latest")
+    with table.update_schema() as update:
+        update.update_column(("s", "f"), type=pa.float64())
+        update.update_column(("m", "value"), type=pa.float64())
+    wide = table.scan().to_arrow().schema
+    exact = pa.table({"id": [1], "s": [{"f": 0.5}], "m": [[("a", -0.0), ("b", None)]]}, schema=wide)
+    table.append(exact)
+    batches = list(reader.batches(timeout=0))
+    assert [r for b in batches for r in b.to_pylist()] == exact.to_pylist()
+    assert batches[0].schema == schema  # read in its start types
+    table.append(pa.table(exact.to_pydict() | {"id": [2], **altered}, schema=wide))
+    with pytest.raises(at.SchemaMismatchError, match=f"'{column}'"):
+        list(reader.batches(timeout=0))
 
 
 def test_rows_of_a_wider_column_after_a_rollback_restoring_the_narrower_schema(uri: str) -> None:
