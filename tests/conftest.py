@@ -21,7 +21,7 @@ import shutil
 import sys
 import tempfile
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import fsspec
@@ -59,6 +59,19 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_report_header() -> list[str]:
     return [f"JVM class-data archive: {outcome.note}" for outcome in _ARCHIVE]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A failed test that used the S3 server gets a report section with the server's free
+    disk and its last logged errors: what its "InternalError" answers do not say."""
+    report: pytest.TestReport = yield
+    server = getattr(item, "funcargs", {}).get("seaweedfs")
+    if report.failed and server is not None:
+        report.sections.append(("SeaweedFS", server.diagnosis()))
+    return report
 
 
 @pytest.hookimpl(tryfirst=True)

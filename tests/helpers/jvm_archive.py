@@ -36,6 +36,7 @@ APP = Path(__file__).resolve().parents[1] / "spark" / "jvm_warmup_app.py"
 ROOT = Path(__file__).resolve().parents[2]
 #: Where archives are kept between runs (one per key; about 200 MB each).
 CACHE = Path(tempfile.gettempdir()) / "appendtable-test-jvm-archives"
+_STALE_AFTER_S = 86_400.0
 
 
 @dataclass(frozen=True)
@@ -65,8 +66,30 @@ def prepare_archive(java_options: str) -> ArchiveOutcome:
     with open(CACHE / f"spark-{key}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if archive.exists():
+            os.utime(archive)  # its mtime says when it was last used (see below)
             return ArchiveOutcome(archive, f"using {archive}")
+        _remove_stale_archives()
         return _build(archive, java_options)
+
+
+def _remove_stale_archives() -> None:
+    """Remove the archives of other keys unused for a day (each fresh virtualenv has a key of
+    its own, and each archive takes about 200 MB of a disk the object-store servers of the
+    tests need free); an archive whose lock another run holds is left alone. A run still using
+    a removed archive is unharmed: mapped files stay readable, and a JVM it starts after the
+    removal starts without the archive."""
+    cutoff = time.time() - _STALE_AFTER_S
+    for other in CACHE.glob("spark-*.jsa"):
+        lock_path = other.with_suffix(".lock")
+        try:
+            if other.stat().st_mtime > cutoff:
+                continue
+            with open(lock_path, "w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                other.unlink(missing_ok=True)
+                lock_path.unlink(missing_ok=True)
+        except OSError:
+            continue  # in use by another run, or already gone
 
 
 def _build(archive: Path, java_options: str) -> ArchiveOutcome:

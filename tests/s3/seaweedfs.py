@@ -39,6 +39,8 @@ ACCESS_KEY = "appendtable-test"
 SECRET_KEY = "appendtable-test-secret-key"
 REGION = "us-east-1"
 _START_TIMEOUT_S = 60.0
+#: Free disk below which the server refuses writes; the tests write a few hundred MB at most.
+MIN_FREE_SPACE = "64MiB"
 _PR_SET_PDEATHSIG = 1
 _COMPONENT_PORTS = (
     "master.port",
@@ -103,6 +105,7 @@ class SeaweedFS:
     data_dir: str
     startup_s: float
     log_path: str
+    min_free_space: str
     _stopped: bool = field(default=False, repr=False)
 
     @property
@@ -130,6 +133,28 @@ class SeaweedFS:
             return "(no log)"
         return "\n".join(text.splitlines()[-lines:])
 
+    def diagnosis(self, lines: int = 15) -> str:
+        """What to look at when requests fail: the free disk under the data directory (the
+        server refuses writes below ``min_free_space``) and the log's last errors and warnings
+        (glog lines starting with E or W, and its free-space checks)."""
+        try:
+            free = f"{shutil.disk_usage(self.data_dir).free / 2**20:,.0f} MiB"
+        except OSError as exc:
+            free = f"unknown ({exc})"
+        try:
+            with open(self.log_path, "rb") as handle:
+                text = handle.read().decode("utf-8", errors="replace")
+        except OSError:
+            text = ""
+        logged = text.splitlines()
+        refusals = [line for line in logged if "disk free" in line][-1:]  # "disk free 1 GiB <"
+        problems = refusals + [line for line in logged if line[:1] in ("E", "W")][-lines:]
+        return (
+            f"SeaweedFS at {self.endpoint_url}: {free} free under {self.data_dir} (writes are "
+            f"refused below {self.min_free_space}); last errors and warnings of its log:\n"
+            + ("\n".join(problems) or "(none)")
+        )
+
     def stop(self) -> None:
         """SIGKILL the server's process group, reap it, remove its socket files and data."""
         if self._stopped:
@@ -146,7 +171,9 @@ class SeaweedFS:
         shutil.rmtree(self.data_dir, ignore_errors=True)
 
 
-def _command(binary: str, data_dir: str, ports: dict[str, int], config: str) -> list[str]:
+def _command(
+    binary: str, data_dir: str, ports: dict[str, int], config: str, min_free_space: str
+) -> list[str]:
     flags = [f"-{name}={port}" for name, port in ports.items()]
     return [
         binary,
@@ -163,6 +190,10 @@ def _command(binary: str, data_dir: str, ports: dict[str, int], config: str) -> 
         f"-filer.localSocket={data_dir}/filer.sock",
         f"-s3.localSocket={data_dir}/s3.sock",
         "-volume.max=100",  # the default (5 or so) runs out of volumes after a few buckets
+        # By default a volume server marks every volume read-only once its disk has under 1 %
+        # free: 2.5 GB of a 252 GB shared disk, where CI once had less, and then every PUT of
+        # the run failed with "InternalError" (the log says "No more free space left").
+        f"-volume.minFreeSpace={min_free_space}",
         "-master.volumeSizeLimitMB=64",
         "-volume.preStopSeconds=0",
     ]
@@ -199,21 +230,29 @@ def _die_with_parent() -> None:
     _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-def start_seaweedfs(bucket_prefix: str = "appendtable", *, attempts: int = 3) -> SeaweedFS:
+def start_seaweedfs(
+    bucket_prefix: str = "appendtable",
+    *,
+    attempts: int = 3,
+    min_free_space: str = MIN_FREE_SPACE,
+    timeout_s: float = _START_TIMEOUT_S,
+) -> SeaweedFS:
     """Start a server and create one bucket; raises SeaweedFSUnavailable if the binary is
-    missing or the server does not come up within a minute (the log tail is in the message).
-    A server that exits during start-up is retried on fresh ports."""
+    missing or the server cannot store an object within ``timeout_s`` (the message has its
+    free disk and logged errors). The server refuses writes while its disk has less than
+    ``min_free_space`` free (up to 100: a percentage; else bytes, such as "64MiB"). A server
+    that exits during start-up is retried on fresh ports."""
     binary = weed_binary()
     for attempt in range(1, attempts + 1):
         try:
-            return _start(binary, bucket_prefix)
+            return _start(binary, bucket_prefix, min_free_space, timeout_s)
         except _ServerExited:
             if attempt == attempts:
                 raise
     raise AssertionError("unreachable")
 
 
-def _start(binary: str, bucket_prefix: str) -> SeaweedFS:
+def _start(binary: str, bucket_prefix: str, min_free_space: str, timeout_s: float) -> SeaweedFS:
     started = time.monotonic()
     data_dir = tempfile.mkdtemp(prefix="appendtable-seaweedfs-")
     config = os.path.join(data_dir, "s3.json")
@@ -235,7 +274,7 @@ def _start(binary: str, bucket_prefix: str) -> SeaweedFS:
     os.makedirs(os.path.join(data_dir, "data"))
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
-            _command(binary, os.path.join(data_dir, "data"), ports, config),
+            _command(binary, os.path.join(data_dir, "data"), ports, config, min_free_space),
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -253,9 +292,10 @@ def _start(binary: str, bucket_prefix: str) -> SeaweedFS:
         data_dir=data_dir,
         startup_s=0.0,
         log_path=log_path,
+        min_free_space=min_free_space,
     )
     try:
-        _wait_until_ready(server, started + _START_TIMEOUT_S)
+        _wait_until_ready(server, started + timeout_s)
     except BaseException:
         server.stop()
         raise
@@ -274,7 +314,14 @@ def _wait_until_ready(server: SeaweedFS, deadline: float) -> None:
                 + server.log_tail()
             )
         time.sleep(0.05)
-    fs = s3fs.S3FileSystem(skip_instance_cache=True, **server.storage_options)
+    # One attempt per request, each bounded, so that the deadline holds: a server that cannot
+    # store anything answers a PUT only after its own ten-second assign timeout.
+    fs = s3fs.S3FileSystem(
+        skip_instance_cache=True,
+        config_kwargs={"connect_timeout": 2, "read_timeout": 15, "retries": {"max_attempts": 1}},
+        **server.storage_options,
+    )
+    fs.retries = 1  # s3fs's own retry loop (a class attribute, not an argument)
     while True:
         _check_alive(server)
         try:
@@ -287,7 +334,7 @@ def _wait_until_ready(server: SeaweedFS, deadline: float) -> None:
             if time.monotonic() > deadline:
                 raise SeaweedFSUnavailable(
                     f"could not create bucket {server.bucket} on {server.endpoint_url}: {exc}\n"
-                    + server.log_tail()
+                    + server.diagnosis()
                 ) from exc
             time.sleep(0.1)
 
