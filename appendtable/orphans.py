@@ -57,27 +57,27 @@ log = logging.getLogger("appendtable.maintenance")
 TEMP_FILE_MIN_AGE_MS = 60 * 60 * 1000
 
 _METADATA_NAMES: dict[str, re.Pattern[str]] = {
-    layout.SCHEMA_DIR: re.compile(r"^schema-\d+$"),
-    layout.SNAPSHOT_DIR: re.compile(r"^(snapshot-\d+|LATEST|EARLIEST)$"),
+    layout.SCHEMA_DIR: re.compile(r"^schema-\d+\Z"),
+    layout.SNAPSHOT_DIR: re.compile(r"^(snapshot-\d+|LATEST|EARLIEST)\Z"),
     # expiration records and rollback pins: pruned by expiration, never orphans
     layout.EXPIRED_DIR: layout.EXPIRATION_RECORD_NAME,
     layout.PINNED_DIR: layout.PIN_NAME,
-    layout.CONSUMER_DIR: re.compile(r"^consumer-[A-Za-z0-9][A-Za-z0-9._-]*$"),
-    layout.TAG_DIR: re.compile(r"^(tag|released)-[A-Za-z0-9][A-Za-z0-9._-]*$"),
+    layout.CONSUMER_DIR: re.compile(r"^consumer-[A-Za-z0-9][A-Za-z0-9._-]*\Z"),
+    layout.TAG_DIR: re.compile(r"^(tag|released)-[A-Za-z0-9][A-Za-z0-9._-]*\Z"),
     # deletion vectors and delete records: kept (never orphans) until purging them knows
     # which of them no retained snapshot or tag references
-    layout.INDEX_DIR: re.compile(r"^(dv-[0-9a-f]{32}\.puffin|delete-[0-9a-f]{32})$"),
+    layout.INDEX_DIR: re.compile(r"^(dv-[0-9a-f]{32}\.puffin|delete-[0-9a-f]{32})\Z"),
 }
 #: Directories of their own inside ``snapshot/``.
 _SNAPSHOT_SUBDIRS = frozenset({layout.EXPIRED_DIR, layout.PINNED_DIR})
-_MANIFEST_NAME = re.compile(r"^(manifest|manifest-list|commit-users)-[A-Za-z0-9_-]+$")
+_MANIFEST_NAME = re.compile(r"^(manifest|manifest-list|commit-users)-[A-Za-z0-9_-]+\Z")
 _MIRROR_NAME = re.compile(
-    r"^(v\d+\.metadata\.json|version-hint\.text|[A-Za-z0-9_-]+\.avro|dv-[0-9a-f]{32}\.puffin)$"
+    r"^(v\d+\.metadata\.json|version-hint\.text|[A-Za-z0-9_-]+\.avro|dv-[0-9a-f]{32}\.puffin)\Z"
 )
-_DATA_NAME = re.compile(r"^data-[A-Za-z0-9_-]+\.parquet$")
-_BUCKET_DIR = re.compile(r"^bucket-\d+$")
-_STAGING_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")
-_WATERMARK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
+_DATA_NAME = re.compile(r"^data-[A-Za-z0-9_-]+\.parquet\Z")
+_BUCKET_DIR = re.compile(r"^bucket-\d+\Z")
+_STAGING_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}\Z")
+_WATERMARK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}\Z")
 
 
 @dataclass(frozen=True)

@@ -94,8 +94,8 @@ __all__ = ["PurgeResult", "TagPolicy", "purge"]
 
 log = logging.getLogger("appendtable")
 
-_VECTOR_NAME = re.compile(r"^dv-[0-9a-f]{32}\.puffin$")
-_RECORD_NAME = re.compile(r"^delete-[0-9a-f]{32}$")
+_VECTOR_NAME = re.compile(r"^dv-[0-9a-f]{32}\.puffin\Z")
+_RECORD_NAME = re.compile(r"^delete-[0-9a-f]{32}\Z")
 
 
 class TagPolicy(Enum):

@@ -49,9 +49,9 @@ RESERVED_DIRS = frozenset(
         layout.INDEX_DIR,
     }
 )
-_METADATA_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$")
-_VECTOR_PATH = re.compile(rf"^{layout.INDEX_DIR}/dv-[0-9a-f]{{32}}\.puffin$")
-_RECORD_PATH = re.compile(rf"^{layout.INDEX_DIR}/delete-[0-9a-f]{{32}}$")
+_METADATA_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}\Z")
+_VECTOR_PATH = re.compile(rf"^{layout.INDEX_DIR}/dv-[0-9a-f]{{32}}\.puffin\Z")
+_RECORD_PATH = re.compile(rf"^{layout.INDEX_DIR}/delete-[0-9a-f]{{32}}\Z")
 
 
 def data_path_problem(path: object) -> str | None:

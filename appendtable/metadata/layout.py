@@ -73,21 +73,21 @@ STAGING_DIR = "_staging"
 #: The Iceberg mirror (option ``metadata.iceberg.storage``): Iceberg's own names and layout.
 ICEBERG_DIR = "metadata"
 ICEBERG_VERSION_HINT = f"{ICEBERG_DIR}/version-hint.text"
-_STAGING_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")
+_STAGING_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}\Z")
 LATEST_HINT = f"{SNAPSHOT_DIR}/LATEST"
 EARLIEST_HINT = f"{SNAPSHOT_DIR}/EARLIEST"
 #: Expiration records (``ExpiredSnapshots``): which snapshot held each expired id.
 EXPIRED_DIR = f"{SNAPSHOT_DIR}/expired"
 #: The file name of an expiration record: first id, last id, time ms, then a unique suffix.
-EXPIRATION_RECORD_NAME = re.compile(r"^expired-(\d+)-(\d+)-(\d+)-[0-9a-f]{32}$")
+EXPIRATION_RECORD_NAME = re.compile(r"^expired-(\d+)-(\d+)-(\d+)-[0-9a-f]{32}\Z")
 #: Rollback pins: a rollback in progress keeps its target snapshot's files from expiration.
 PINNED_DIR = f"{SNAPSHOT_DIR}/pinned"
 #: The file name of a rollback pin: the pinned snapshot id, time ms, then a unique suffix.
-PIN_NAME = re.compile(r"^pin-(\d+)-(\d+)-[0-9a-f]{32}$")
+PIN_NAME = re.compile(r"^pin-(\d+)-(\d+)-[0-9a-f]{32}\Z")
 SCHEMA_PREFIX = "schema-"
 SNAPSHOT_PREFIX = "snapshot-"
 CONSUMER_PREFIX = "consumer-"
-_CONSUMER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
+_CONSUMER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}\Z")
 
 
 def schema_path(schema_id: int) -> str:

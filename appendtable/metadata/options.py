@@ -69,7 +69,7 @@ _DURATION_UNITS = {
     "day": 86_400_000,
     "days": 86_400_000,
 }
-_NUMBER_UNIT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+_NUMBER_UNIT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*\Z")
 
 
 def parse_size(text: str) -> int:
@@ -136,8 +136,8 @@ def _parse_str(text: str) -> str:
     return text
 
 
-_CONSUMER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
-_DIRECTORY_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,199}$")
+_CONSUMER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}\Z")
+_DIRECTORY_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,199}\Z")
 
 
 def _parse_directory_name(text: str) -> str:

@@ -29,7 +29,7 @@ __all__ = ["DirectoryListing", "FileInfo", "Storage", "final_operations", "is_te
 
 #: A temporary file of a write in flight: ``.<name>.<hex>.tmp`` beside its final name (local
 #: disk writes whole files this way, then renames or links them into place).
-_TEMP_NAME = re.compile(r"^\..+\.[0-9a-f]{8,}\.tmp$")
+_TEMP_NAME = re.compile(r"^\..+\.[0-9a-f]{8,}\.tmp\Z")
 
 
 def is_temp_name(name: str) -> bool:

@@ -36,7 +36,7 @@ __all__ = ["StorageFactory", "open_storage", "register_storage"]
 #: ``uri`` (a ``Storage`` subclass that implements the hooks).
 StorageFactory = Callable[[str, Mapping[str, Any]], Storage]
 
-_SCHEME = re.compile(r"^[a-z][a-z0-9+.\-]*$")
+_SCHEME = re.compile(r"^[a-z][a-z0-9+.\-]*\Z")
 _LOCK = threading.Lock()
 _FACTORIES: dict[str, StorageFactory] = {
     "memory": MemoryStorage.open,

@@ -261,3 +261,18 @@ def test_a_tag_losing_the_race_with_expiration_says_expired(
     table.append(_rows(20, 3))
     _expire_all(table)
     assert table.remove_orphan_files(dry_run=True).files == []
+
+
+@pytest.mark.parametrize("name", ["release\n", "release\r\n", "\nrelease", "rel\nease"])
+def test_a_name_with_a_line_break_is_refused_everywhere_a_name_is_checked(
+    table: at.Table, name: str
+) -> None:
+    """``$`` in a pattern also matches before a final newline: ``release\\n`` was accepted as a
+    tag, a second tag that prints like ``release``, stored under a file name with a newline."""
+    table.append(_rows(0, 3))
+    table.create_tag("release")
+    with pytest.raises(at.InvalidArgumentError, match="tag name"):
+        table.create_tag(name)
+    with pytest.raises(at.InvalidOptionError, match="consumer id"):
+        table.stream(consumer_id=name)
+    assert table.tags() == {"release": 1}
