@@ -675,9 +675,18 @@ def validate_table_options(
         SPLIT_TARGET_SIZE,
         GROUP_LEASE_TIME,
         GROUP_FILE_SLOTS,
+        ICEBERG_MAX_SNAPSHOTS,
+        SNAPSHOT_EXPIRE_LIMIT,
     ):
         if options.get(option) <= 0:
             raise InvalidOptionError(f"option '{option.key}' must be positive")
+    for option in (WRITE_MAX_WRITERS_TO_SPILL, WRITE_PARALLELISM):
+        if options.get(option) < 0:
+            raise InvalidOptionError(f"option '{option.key}' must not be negative")
+    if options.get(COMMIT_MAX_RETRIES) < -1:
+        raise InvalidOptionError(
+            f"option '{COMMIT_MAX_RETRIES.key}' must be -1 (no count) or a number of retries"
+        )
     for option in (COMPACTION_MIN_FILE_NUM, COMPACTION_MAX_FILE_NUM, MANIFEST_MERGE_MIN_COUNT):
         if options.get(option) < 2:
             raise InvalidOptionError(f"option '{option.key}' must be at least 2")

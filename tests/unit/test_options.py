@@ -416,6 +416,12 @@ def test_valid_table_options(raw: dict[str, object]) -> None:
         ({"source.split.target-size": "0"}, "source.split.target-size", "positive"),
         ({"file.compression.zstd-level": "23"}, "file.compression.zstd-level", "-131072..22"),
         ({"file.compression.zstd-level": "-131073"}, "file.compression.zstd-level", "outside"),
+        ({"metadata.iceberg.max-snapshots": "0"}, "metadata.iceberg.max-snapshots", "positive"),
+        ({"metadata.iceberg.max-snapshots": "-1"}, "metadata.iceberg.max-snapshots", "positive"),
+        ({"snapshot.expire.limit": "0"}, "snapshot.expire.limit", "positive"),
+        ({"write-max-writers-to-spill": "-1"}, "write-max-writers-to-spill", "negative"),
+        ({"write.parallelism": "-2"}, "write.parallelism", "negative"),
+        ({"commit.max-retries": "-2"}, "commit.max-retries", "-1 (no count)"),
     ],
 )
 def test_invalid_table_options_name_the_option(
