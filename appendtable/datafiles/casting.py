@@ -126,12 +126,25 @@ def cast_column(column: pa.ChunkedArray, field: pa.Field) -> pa.ChunkedArray:
     source = fill_hidden_nulls_for(pa.chunked_array(chunks, type=source_type), target, field.name)
     if pa.types.is_decimal(source_type) and pa.types.is_floating(target):
         cast = pc.cast(pc.cast(source, pa.string()), target, safe=True)
+    elif pa.types.is_integer(source_type) and pa.types.is_decimal(target) and target.scale >= 0:
+        # Arrow refuses an integer type whose widest value would not fit, whatever the values
+        # (int64 into decimal(10, 2) needs precision 21): go through a decimal wide enough for
+        # every value, whose narrowing to the target is checked value by value below.
+        cast = pc.cast(pc.cast(source, _decimal_for_integers(source_type, target.scale)), target)
     elif source_type == target:
         cast = source
     else:
         cast = pc.cast(source, target, safe=True)
     check_cast(source, cast, field)
     return cast
+
+
+def _decimal_for_integers(integer: pa.DataType, scale: int) -> pa.DataType:
+    """A decimal type of ``scale`` that holds every value of ``integer`` exactly."""
+    precision = len(str(2**integer.bit_width)) + scale
+    if precision <= 38:
+        return pa.decimal128(precision, scale)
+    return pa.decimal256(min(precision, 76), scale)
 
 
 def check_cast(source: pa.ChunkedArray, cast: pa.ChunkedArray, field: pa.Field) -> None:

@@ -806,6 +806,46 @@ def test_decimal_rescaling_is_exact_or_refused(
 
 _WIDE = decimal.Context(prec=100)
 
+_INTEGER_TYPES = [
+    pa.int8(), pa.int16(), pa.int32(), pa.int64(),
+    pa.uint8(), pa.uint16(), pa.uint32(), pa.uint64(),
+]  # fmt: skip
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from(_INTEGER_TYPES).flatmap(
+        lambda source: st.tuples(
+            st.just(source),
+            strategies.decimal_types(),
+            st.lists(strategies.integers(source), min_size=1, max_size=6),
+        )
+    )
+)
+def test_integers_into_decimals_are_stored_exactly_when_they_fit(
+    case: tuple[pa.DataType, pa.DataType, list[int]],
+) -> None:
+    """Every integer type into every decimal shape: stored exactly when every value fits the
+    decimal's precision, refused naming the column only when one does not (Arrow alone refuses
+    int64 into decimal(10, 2) whatever the values: int64's widest value needs precision 21)."""
+    source, target, values = case
+    fits = all(abs(v) < 10 ** (target.precision - target.scale) for v in values)
+    root = f"memory://int-decimal-{uuid.uuid4().hex}"
+    try:
+        table = at.create_table(root, pa.schema([("d", target)]), options={"write-only": True})
+        try:
+            table.append(pa.table({"d": pa.array(values, source)}))
+        except at.SchemaMismatchError as exc:
+            assert exc.column == "d"
+            assert table.latest_snapshot() is None
+            assert not fits, (source, target, values)  # refused only for a reason
+            return
+        assert fits, (source, target, values)
+        stored = table.scan().to_arrow().column("d").to_pylist()
+        assert [Fraction(v) for v in stored] == [Fraction(v) for v in values]
+    finally:
+        fsspec.filesystem("memory").rm(root.removeprefix("memory://"), recursive=True)
+
 
 @pytest.mark.parametrize("reader", ["csv", "json"])
 def test_decimals_beyond_their_declared_precision_are_refused(tmp_path: Path, reader: str) -> None:
