@@ -48,6 +48,7 @@ from appendtable.errors import InvalidArgumentError, StorageError
 from appendtable.metadata import layout
 from appendtable.metadata import options as opt
 from appendtable.metadata.models import CommitMessage, DataFileMeta, FileSource, PartitionValues
+from appendtable.planning.iceberg_metadata import name_owners
 from appendtable.storage.containment import path_problem
 
 __all__ = ["StagingArea"]
@@ -123,7 +124,12 @@ class StagingArea:
         Bucketed tables need ``buckets``, each file's bucket: every row of the file must
         belong to it (as Spark's ``pmod(hash(key...), N)`` computes it; see
         ``appendtable_spark.bucket_column``). Raises SchemaMismatchError for a file that does
-        not fit the table, CorruptDataFileError for one that is not Parquet."""
+        not fit the table, CorruptDataFileError for one that is not Parquet.
+
+        A file's Parquet field ids, where it has them, must be the table's; a file without
+        them is refused where a column's name belonged to another column before (see
+        ``Table.reused_names``): readers that match columns by id or through the Iceberg
+        mirror's name mapping would read another column there."""
         state, view = self._state, self.view
         options = view.options
         assigned = self._buckets(files, buckets, options.bucket)
@@ -136,6 +142,9 @@ class StagingArea:
             stats_truncate=options.stats_truncate,
             watermark_column=options.get(opt.WATERMARK_COLUMN) or None,
             index=FileIndexSpec.for_table(view.schema.fields, view.arrow_schema, options),
+            name_owners=name_owners(
+                state.schemas.get(i) for i in state.schemas.list_ids() if i <= view.schema.id
+            ),
         )
         with ThreadPoolExecutor(max_workers=_IO_THREADS) as pool:
             described = list(

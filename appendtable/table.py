@@ -68,6 +68,7 @@ from appendtable.metadata.models import (
 )
 from appendtable.planning.bucket import unsupported_bucket_key_reason
 from appendtable.planning.filters import parse_filter
+from appendtable.planning.iceberg_metadata import name_owners, reused_names
 from appendtable.planning.schema_changes import merge_changes, with_field_ids
 from appendtable.purge import PurgeResult, parse_tag_policy, purge
 from appendtable.scan import Scan, check_columns, read_split
@@ -352,6 +353,17 @@ class Table:
         return StagingArea(
             self._state, area_id, since_snapshot_id=since_snapshot_id, schema_id=schema_id
         )
+
+    def reused_names(self) -> list[str]:
+        """The columns of the current schema (dotted paths into structs) whose name another
+        column of this table held before, as after ``drop_column("x")`` then
+        ``add_column("x", ...)``. A Parquet file without field ids holding such a column
+        cannot be adopted (``StagingArea.adopt``): readers that match columns by name through
+        the Iceberg mirror's name mapping would read the earlier column there."""
+        view = self._state.refresh()
+        schemas = self._state.schemas
+        owners = name_owners(schemas.get(i) for i in schemas.list_ids() if i <= view.schema.id)
+        return reused_names(owners, view.schema.fields)
 
     def committer(self, commit_user: str | None = None) -> TableCommit:
         """The second phase: commit messages as ``commit_user`` (stable per job for

@@ -56,10 +56,17 @@ _SPARK_CODECS = {"zstd": "zstd", "snappy": "snappy", "gzip": "gzip", "lz4": "lz4
 def staged_write_unsupported(table: at.Table) -> str | None:
     """Why Spark's Parquet writer cannot write this table's files, or None if it can: every
     column type must come back from a Spark-written file exactly as the table declares it
-    (not so for large strings, nanosecond or non-UTC timestamps, unsigned integers, ...)."""
+    (not so for large strings, nanosecond or non-UTC timestamps, unsigned integers, ...), and
+    no column may have a name another column held before (``Table.reused_names``)."""
     codec = str(table.option("file.compression"))
     if codec not in _SPARK_CODECS and codec != "none":
         return f"Spark's Parquet writer has no '{codec}' codec"
+    reused = table.reused_names()
+    if reused:
+        return (
+            f"column '{reused[0]}' has a name another column of the table held before, and "
+            "Spark's Parquet writer writes no field ids"
+        )
     for field in table.schema:
         try:
             written = spark_arrow_schema(

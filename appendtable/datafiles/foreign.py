@@ -17,11 +17,13 @@ import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from appendtable.datafiles.arrow_schema import PARQUET_FIELD_ID
 from appendtable.datafiles.bloom_filters import FileIndexSpec, describe_blooms
 from appendtable.datafiles.file_columns import column_mismatch, int96_columns
 from appendtable.datafiles.footer import metadata_of, read_tail, tail_crc
@@ -35,6 +37,7 @@ from appendtable.datafiles.table_write import event_time_ms
 from appendtable.errors import CorruptDataFileError, ObjectNotFoundError, SchemaMismatchError
 from appendtable.metadata.models import FileIndex, PartitionValues, StatValue
 from appendtable.metadata.types import STATS_KINDS, FieldSpec
+from appendtable.planning.iceberg_metadata import NameOwners
 from appendtable.storage import Storage
 
 __all__ = ["ForeignFile", "ForeignFileSpec", "describe_foreign_file"]
@@ -54,6 +57,10 @@ class ForeignFileSpec:
     watermark_column: str | None
     #: The table's bloom-filter columns: the file's own Parquet filters on them are described.
     index: FileIndexSpec | None = None
+    #: Which field id each name stands for in a file without Parquet field ids (over the
+    #: table's schemas up to this one): such a file is refused where a name stands for
+    #: another column than the table's of that name today.
+    name_owners: NameOwners = dataclass_field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -92,6 +99,8 @@ def describe_foreign_file(storage: Storage, path: str, spec: ForeignFileSpec) ->
         _check_columns(
             uri, source.schema_arrow, stored_schema(spec.arrow_schema), int96_columns(source.schema)
         )
+        for found, table_field in zip(source.schema_arrow, spec.fields, strict=True):
+            _check_field_ids(uri, found, table_field, None, table_field.name, spec.name_owners)
         metadata = source.metadata
         rows = metadata.num_rows
         nulls, lows, highs = _footer_extremes(metadata, spec)
@@ -180,6 +189,65 @@ def _check_columns(uri: str, found: pa.Schema, expected: pa.Schema, int96: froze
         raise SchemaMismatchError(
             f"staged file {uri} has column '{extra}', which is not in the table", column=extra
         )
+
+
+def _check_field_ids(
+    uri: str,
+    found: pa.Field,
+    table_field: FieldSpec,
+    parent: int | None,
+    path: str,
+    owners: NameOwners,
+    top: str | None = None,
+) -> None:
+    """The file's Parquet field ids (where it has them) are the table's, at every depth, and
+    a field without one has a name that stands for this field: readers that match columns by
+    field id, or by name through the Iceberg mirror's name mapping, then read the column the
+    table reads. Both are refused otherwise (SchemaMismatchError naming the column)."""
+    stored = (found.metadata or {}).get(PARQUET_FIELD_ID)
+    if stored is not None and stored.decode(errors="replace") != str(table_field.id):
+        raise SchemaMismatchError(
+            f"column '{path}' of staged file {uri} carries Parquet field id "
+            f"{stored.decode(errors='replace')}, the table's column '{path}' has id "
+            f"{table_field.id}: readers that match columns by field id (an Iceberg reader of "
+            "the table's mirror) would read it as another column. Write the file without "
+            "field ids, or append its rows (Table.append writes the table's ids)",
+            column=top or path,
+        )
+    if stored is None and owners.get((parent, table_field.name), table_field.id) != table_field.id:
+        raise SchemaMismatchError(
+            f"column '{path}' of staged file {uri} has no Parquet field id, and another column "
+            f"of this table held the name '{table_field.name}' before: readers that match "
+            "columns by name (an Iceberg reader of the table's mirror) would read it as that "
+            "column. Append its rows instead (Table.append writes the table's field ids)",
+            column=top or path,
+        )
+    children = _children(found.type)
+    kind = table_field.type.kind
+    for index, child in enumerate(table_field.type.fields):
+        if kind == "struct":
+            position = found.type.get_field_index(child.name)
+            match = children[position] if position >= 0 else None
+        else:
+            match = children[index] if index < len(children) else None
+        if match is not None:
+            _check_field_ids(
+                uri, match, child, table_field.id, f"{path}.{child.name}", owners, top or path
+            )
+
+
+def _children(dtype: pa.DataType) -> list[pa.Field]:
+    """The child fields of a nested Arrow type (a list's element, a map's key and value, a
+    struct's fields); none for other types."""
+    if pa.types.is_map(dtype):
+        return [dtype.key_field, dtype.item_field]
+    if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
+        return [dtype.value_field]
+    if pa.types.is_fixed_size_list(dtype):
+        return [dtype.value_field]
+    if pa.types.is_struct(dtype):
+        return [dtype.field(i) for i in range(dtype.num_fields)]
+    return []
 
 
 def _footer_extremes(

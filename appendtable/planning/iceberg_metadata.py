@@ -28,7 +28,7 @@ from __future__ import annotations
 import decimal
 import json
 import struct
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from appendtable.errors import InvalidSchemaError
@@ -47,11 +47,14 @@ __all__ = [
     "deletion_vector_record",
     "iceberg_schema",
     "manifest_schema",
+    "NameOwners",
     "name_mapping",
+    "name_owners",
     "partition_spec",
     "partition_summary",
     "puffin_file",
     "refs",
+    "reused_names",
     "snapshot_entry",
 ]
 
@@ -217,31 +220,30 @@ _COLLECTION_NAMES: dict[tuple[str | None, int], tuple[str, ...]] = {
 }
 
 
+#: (parent field id, or None at the top; a name) -> the field id a reader matching files
+#: without Parquet field ids by name takes that name for.
+NameOwners = dict[tuple[int | None, str], int]
+
+
 def name_mapping(schemas: Iterable[TableSchema]) -> list[dict[str, Any]]:
     """``schema.name-mapping.default``: every name each field id has had (files written
     without Parquet field ids are read by these names). A name two ids have held maps to the
-    one that held it first: the files that lack field ids predate the second."""
+    one that held it first (``name_owners``): the table's own files carry field ids, and a
+    file adopted without them is refused when one of its names is held by another id."""
     names: dict[int, list[str]] = {}
     children: dict[int, list[int]] = {}
     top: list[int] = []
-    claimed: dict[tuple[int | None, str], int] = {}
 
-    def visit(fields: Sequence[FieldSpec], parent: int | None, parent_kind: str | None) -> None:
-        for index, field in enumerate(fields):
-            assert field.id is not None
-            known = names.setdefault(field.id, [])
-            siblings = top if parent is None else children.setdefault(parent, [])
-            if field.id not in siblings:
-                siblings.append(field.id)
-            aliases = [field.name, *_COLLECTION_NAMES.get((parent_kind, index), ())]
-            for alias in aliases:
-                owner = claimed.setdefault((parent, alias), field.id)
-                if owner == field.id and alias not in known:
-                    known.append(alias)
-            visit(field.type.fields, field.id, field.type.kind)
+    def visit(field: FieldSpec, parent: int | None, alias: str, owner: int) -> None:
+        assert field.id is not None
+        known = names.setdefault(field.id, [])
+        siblings = top if parent is None else children.setdefault(parent, [])
+        if field.id not in siblings:
+            siblings.append(field.id)
+        if owner == field.id and alias not in known:
+            known.append(alias)
 
-    for schema in schemas:
-        visit(schema.fields, None, None)
+    name_owners(schemas, visit)
 
     def entry(field_id: int) -> dict[str, Any]:
         out: dict[str, Any] = {"field-id": field_id, "names": names[field_id]}
@@ -250,6 +252,47 @@ def name_mapping(schemas: Iterable[TableSchema]) -> list[dict[str, Any]]:
         return out
 
     return [entry(field_id) for field_id in top]
+
+
+def name_owners(
+    schemas: Iterable[TableSchema],
+    visit: Callable[[FieldSpec, int | None, str, int], None] | None = None,
+) -> NameOwners:
+    """Which field id each (parent, name) stands for when read by name, over ``schemas``
+    (oldest first): the first id to hold it. ``visit(field, parent, alias, owner)`` is called
+    for each name of each field as it is met (list elements and map entries answer to the
+    names Parquet writers give them too)."""
+    claimed: NameOwners = {}
+
+    def walk(fields: Sequence[FieldSpec], parent: int | None, parent_kind: str | None) -> None:
+        for index, field in enumerate(fields):
+            assert field.id is not None
+            for alias in (field.name, *_COLLECTION_NAMES.get((parent_kind, index), ())):
+                owner = claimed.setdefault((parent, alias), field.id)
+                if visit is not None:
+                    visit(field, parent, alias, owner)
+            walk(field.type.fields, field.id, field.type.kind)
+
+    for schema in schemas:
+        walk(schema.fields, None, None)
+    return claimed
+
+
+def reused_names(owners: NameOwners, fields: Sequence[FieldSpec], prefix: str = "") -> list[str]:
+    """The dotted paths of ``fields`` (and their struct fields) whose name stands for another
+    field id in ``owners``: a file without Parquet field ids would be read as that field."""
+    found: list[str] = []
+
+    def walk(fields: Sequence[FieldSpec], parent: int | None, prefix: str) -> None:
+        for field in fields:
+            path = f"{prefix}{field.name}"
+            if owners.get((parent, field.name), field.id) != field.id:
+                found.append(path)
+            if field.type.kind == "struct":
+                walk(field.type.fields, field.id, f"{path}.")
+
+    walk(fields, None, prefix)
+    return found
 
 
 # ---- values ---------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from pyiceberg.table import StaticTable
 
 import appendtable as at
 from appendtable.planning.bucket import bucket_ids
@@ -526,6 +527,30 @@ def test_native_write_modes_idempotence_and_fallback(spark_at: Any, tmp_path: Pa
         appendtable_spark.write_table(rows, wide_uri, native=True)
     appendtable_spark.write_table(rows, wide_uri)
     assert at.open_table(wide_uri).scan().count() == 2
+
+
+def test_a_reused_column_name_takes_the_python_writer_and_the_mirror_reads_it(
+    spark_at: Any, tmp_path: Path
+) -> None:
+    """Spark's Parquet writer writes no field ids, and a file without them is read by name in
+    the Iceberg mirror, where a name two columns have held stands for the first: after ``x``
+    is dropped and added again, writes take the Python writer (or native=True refuses)."""
+    uri = str(tmp_path / "reused")
+    schema = pa.schema([("id", pa.int64()), ("x", pa.string())])
+    table = at.create_table(uri, schema, options={"metadata.iceberg.storage": "table-location"})
+    table.append(pa.table({"id": [1], "x": ["old"]}))
+    with table.update_schema() as update:
+        update.drop_column("x")
+    with table.update_schema() as update:
+        update.add_column("x", pa.string())
+    rows = spark_at.createDataFrame([(2, "new")], "id long, x string")
+    with pytest.raises(at.InvalidOptionError, match="'x' has a name another column"):
+        appendtable_spark.write_table(rows, uri, native=True)
+    appendtable_spark.write_table(rows, uri)
+    location = at.open_table(uri).iceberg_metadata_location()
+    assert location is not None
+    mirrored = StaticTable.from_metadata(location).scan().to_arrow().sort_by("id").to_pylist()
+    assert mirrored == [{"id": 1, "x": None}, {"id": 2, "x": "new"}]
 
 
 def test_native_write_checks_before_and_after_spark_writes(spark_at: Any, tmp_path: Path) -> None:
