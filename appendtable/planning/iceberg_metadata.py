@@ -104,7 +104,9 @@ def beyond_micros(value: object, spec: TypeSpec) -> bool:
 
 
 def check_mirrorable(fields: Sequence[FieldSpec], option: str) -> None:
-    """InvalidSchemaError naming the first column whose type has no Iceberg v2 type."""
+    """InvalidSchemaError naming the first column whose type has no Iceberg v2 type, or two
+    fields whose full Iceberg names are the same (a column ``page.url`` beside the field
+    ``url`` of a struct ``page``: Iceberg readers refuse such a schema)."""
     for field in fields:
         reason = _unsupported(field.type)
         if reason is not None:
@@ -113,6 +115,37 @@ def check_mirrorable(fields: Sequence[FieldSpec], option: str) -> None:
                 f"'{option}' off or change the column",
                 column=field.name,
             )
+    seen: dict[str, str] = {}
+    for top, full_name in _full_names(fields):
+        other = seen.get(full_name)
+        if other is not None:
+            raise InvalidSchemaError(
+                f"column '{top}' cannot be mirrored as Iceberg: its field '{full_name}' has the "
+                f"full name of a field of column '{other}', and Iceberg readers refuse a schema "
+                f"with two fields of one name: rename one, or turn '{option}' off",
+                column=top,
+            )
+        seen[full_name] = top
+
+
+def _full_names(fields: Sequence[FieldSpec]) -> Iterable[tuple[str, str]]:
+    """(top-level column, full Iceberg name) of every field at every depth: names joined
+    with dots, list elements as ``element``, map entries as ``key`` and ``value``."""
+
+    def walk(spec: FieldSpec, name: str, top: str) -> Iterable[tuple[str, str]]:
+        yield top, name
+        kind = spec.type.kind
+        for index, child in enumerate(spec.type.fields):
+            if kind == "struct":
+                part = child.name
+            elif kind == "map":
+                part = ("key", "value")[index]
+            else:
+                part = "element"
+            yield from walk(child, f"{name}.{part}", top)
+
+    for field in fields:
+        yield from walk(field, field.name, field.name)
 
 
 #: Iceberg primitive type names of the kinds that need no parameter.

@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -270,6 +271,33 @@ def test_types_without_an_iceberg_type_are_refused_naming_the_column(
         ok = at.create_table(str(tmp_path / "v"), pa.schema([("a", pa.int64())]), options=MIRROR)
         with ok.update_schema() as update:
             update.add_column("late", pa.uint64())
+
+
+@pytest.mark.parametrize(
+    ("fields", "column", "full_name"),
+    [
+        ([("page", pa.struct([("url", pa.string())])), ("page.url", pa.string())], "page.url",
+         "page.url"),
+        ([("tags.element", pa.int64()), ("tags", pa.list_(pa.int64()))], "tags", "tags.element"),
+        ([("m", pa.map_(pa.string(), pa.int64())), ("m.value", pa.int64())], "m.value",
+         "m.value"),
+        ([("a", pa.struct([("b.c", pa.int64()), ("b", pa.struct([("c", pa.int64())]))]))], "a",
+         "a.b.c"),
+    ],
+)  # fmt: skip
+def test_two_fields_of_one_full_iceberg_name_are_refused_naming_the_column(
+    tmp_path: Path, fields: list[tuple[str, pa.DataType]], column: str, full_name: str
+) -> None:
+    """Iceberg readers refuse a schema whose fields' dotted full names clash (found by a
+    docs-only hunt with python.md's own dotted-name example): pyiceberg failed with "multiple
+    fields for name page.url". The mirror refuses such a schema as it refuses a type."""
+    schema = pa.schema([("id", pa.int64()), *fields])
+    with pytest.raises(at.InvalidSchemaError, match=re.escape(f"field '{full_name}'")) as raised:
+        at.create_table(str(tmp_path / "t"), schema, options=MIRROR)
+    assert raised.value.column == column
+    table = at.create_table(str(tmp_path / "u"), schema)  # without the mirror: allowed
+    with pytest.raises(at.InvalidSchemaError, match="cannot be mirrored"):
+        table.set_options(MIRROR)
 
 
 def test_the_mirror_carries_field_ids_partition_spec_and_name_mapping(table: at.Table) -> None:
