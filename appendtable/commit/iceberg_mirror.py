@@ -137,6 +137,9 @@ class IcebergMirror:
         schemas: SchemaStore,
     ) -> None:
         self._storage = storage
+        #: The table's location. Mirror files hold absolute URIs, so it is part of every
+        #: mirror file's name: a moved or copied table writes its own instead of reusing them.
+        self._root = storage.uri("").rstrip("/")
         self._snapshots = snapshots
         self._manifests = manifests
         self._schemas = schemas
@@ -273,10 +276,11 @@ class IcebergMirror:
 
     def _restarted(self, current: dict[str, Any] | None, latest: Snapshot) -> bool:
         """Whether the mirror starts again after being off (none there, or its newest version
-        describes a snapshot from which on the table had it off for a while): orphan removal
+        is that of another location, or describes a snapshot from which on the table had it
+        off for a while): orphan removal
         may have deleted any of its files meanwhile, so nothing written before is trusted."""
-        if current is None:
-            return True
+        if current is None or current.get("location") != self._root:
+            return True  # none, or that of the table's earlier location (moved or copied)
         described = int(current.get("current-snapshot-id", latest.id))
         for snapshot_id in range(described, latest.id + 1):
             try:
@@ -343,7 +347,7 @@ class IcebergMirror:
         return {
             "format-version": 3 if version3 else 2,
             "table-uuid": self._table_uuid(),
-            "location": self._storage.uri("").rstrip("/"),
+            "location": self._root,
             "last-sequence-number": latest.id,
             "last-updated-ms": int(time.time() * 1000),
             "last-column-id": max(s.highest_field_id for s in every),
@@ -465,7 +469,9 @@ class IcebergMirror:
                 }
             )
             infos = [*infos, deletes]
-        digest = hashlib.sha256("\n".join(i.path for i in infos).encode()).hexdigest()[:16]
+        digest = hashlib.sha256(
+            "\n".join([self._root, *(i.path for i in infos)]).encode()
+        ).hexdigest()[:16]
         path = f"{layout.ICEBERG_DIR}/snap-{snapshot.id}-{digest}.avro"
         body = write_container(
             iceberg_metadata.MANIFEST_LIST_SCHEMA,
@@ -521,7 +527,11 @@ class IcebergMirror:
                     self._puffin_copy(data_uri, ref)
         key = hashlib.sha256(
             "\n".join(
-                [str(build.schema.id), *(f"{p}#{r.path}@{r.offset}" for p, _, r in vectors)]
+                [
+                    self._root,
+                    str(build.schema.id),
+                    *(f"{p}#{r.path}@{r.offset}" for p, _, r in vectors),
+                ]
             ).encode()
         ).hexdigest()[:32]
         path = f"{layout.ICEBERG_DIR}/{key}-d0.avro"
@@ -706,7 +716,7 @@ class IcebergMirror:
     ) -> _ManifestInfo:
         snapshot, schema, partition_types = build.snapshot, build.schema, build.partition_types
         key = hashlib.sha256(
-            "\n".join([source, str(schema.id), *sorted(gone)]).encode()
+            "\n".join([self._root, source, str(schema.id), *sorted(gone)]).encode()
         ).hexdigest()[:32]
         path = f"{layout.ICEBERG_DIR}/{key}-m0.avro"
         return self._cached_manifest(
