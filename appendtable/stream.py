@@ -216,7 +216,13 @@ def stream_config(
         snapshot_id=start,
         timestamp_ms=pick(timestamp_ms, opt.SCAN_TIMESTAMP_MILLIS),
         file_creation_time_ms=pick(file_creation_time_ms, opt.SCAN_FILE_CREATION_TIME),
-        consumer_id=layout.validate_consumer_id(str(consumer)) if consumer else None,
+        # an explicit consumer_id="" is refused like any invalid id, not taken for none (a
+        # script's unset variable would re-deliver the whole table at every restart)
+        consumer_id=(
+            layout.validate_consumer_id(str(consumer))
+            if consumer or consumer_id is not None
+            else None
+        ),
         ignore_progress=options.get(opt.CONSUMER_IGNORE_PROGRESS),
         bounded_watermark=pick(bounded_watermark, opt.SCAN_BOUNDED_WATERMARK),
         buckets=chosen_buckets,

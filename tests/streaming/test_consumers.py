@@ -160,3 +160,14 @@ def test_positions_round_trip_for_engines(uri: str) -> None:
     assert sorted(seqs(rows_of(again, drain(again)))) == list(range(6))
     with pytest.raises(at.InvalidArgumentError, match="text: not a stream position"):
         at.StreamPosition.from_json("{}")
+
+
+@pytest.mark.parametrize("name", ["", " ", "a b", "-x"])
+def test_an_empty_or_invalid_consumer_id_is_refused_not_taken_for_none(uri: str, name: str) -> None:
+    """Found by a docs-only hunt: ``consumer_id=""`` (``tail --consumer-id "$UNSET"``) read
+    like no consumer id, so every restart delivered the whole table again."""
+    table = at.create_table(uri, EVENTS)
+    table.append(events(0, 1))
+    with pytest.raises(at.InvalidOptionError, match="consumer id"):
+        table.stream(consumer_id=name)
+    assert table.consumers() == {}
