@@ -176,9 +176,10 @@ def _column_type(schema: pa.Schema, column: str, what: str) -> pa.DataType:
 def parse_partition(
     text: str, schema: pa.Schema, partition_keys: Sequence[str]
 ) -> dict[str, object]:
-    """``"day=2024-05-01,region=eu"`` as a static partition spec with typed values."""
+    """``"day=2024-05-01,region=eu"`` as a static partition spec with values typed and quoted
+    as in filters (``region='a, b'`` is the text ``a, b``; ``null`` unquoted is null)."""
     spec: dict[str, object] = {}
-    for item in text.split(","):
+    for item in _split_outside_quotes(text, "--partition"):
         key, sep, value = item.partition("=")
         key = key.strip()
         if not sep or not key:
@@ -189,9 +190,9 @@ def parse_partition(
                 f"--partition: '{key}' is not a partition key (partition keys: {keys})"
             )
         dtype = _column_type(schema, key, "--partition")
-        spec[key] = (
-            None if value.strip().lower() == "null" else typed_value(value.strip(), dtype, key)
-        )
+        plain, quoted = _unquote(value, "--partition")
+        null = not quoted and plain.lower() == "null"
+        spec[key] = None if null else typed_value(plain, dtype, key, quoted=quoted)
     return spec
 
 
@@ -212,10 +213,18 @@ def _split_list(text: str, what: str) -> list[str]:
     text = text.strip()
     if not (text.startswith("(") and text.endswith(")")):
         raise UsageError(f"{what}: 'in' needs a list in parentheses, as in: in (1, 2, 3)")
+    items = _split_outside_quotes(text[1:-1], what)
+    if any(not item.strip() for item in items):
+        raise UsageError(f"{what}: empty value in list {text!r}")
+    return items
+
+
+def _split_outside_quotes(text: str, what: str) -> list[str]:
+    """``"a, 'b,c', 3"`` -> ``["a", " 'b,c'", " 3"]``: split at commas outside quotes."""
     items: list[str] = []
     current: list[str] = []
     quote: str | None = None
-    for char in text[1:-1]:
+    for char in text:
         if quote is not None:
             current.append(char)
             if char == quote:
@@ -231,8 +240,6 @@ def _split_list(text: str, what: str) -> list[str]:
     if quote is not None:
         raise UsageError(f"{what}: unterminated quoted value in {text!r}")
     items.append("".join(current))
-    if any(not item.strip() for item in items):
-        raise UsageError(f"{what}: empty value in list {text!r}")
     return items
 
 

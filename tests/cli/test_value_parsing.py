@@ -114,6 +114,33 @@ def test_partition_specs() -> None:
 
 
 @pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("name='a b'", "a b"),
+        ("name=a b", "a b"),
+        ("name='a,b'", "a,b"),
+        ('name="it\'s"', "it's"),
+        ("name='it''s'", "it's"),
+        ("name='q'", "q"),
+        ("name='null'", "null"),
+        ("name=NULL", None),
+        ("name=''", ""),
+    ],
+)
+def test_partition_values_are_quoted_as_in_filters(text: str, value: object) -> None:
+    """Found by a docs-only hunt: ``--partition "p='a b'"`` looked for the value with its
+    quotes (a silent no-op), ``p='q'`` compacted the partition literally named ``'q'``, and a
+    value with a comma could not be given; cli.md says values are typed like filter values."""
+    keys = ["day", "name"]
+    assert parse_partition(f"day=2024-05-01, {text}", SCHEMA, keys) == {
+        "day": dt.date(2024, 5, 1),
+        "name": value,
+    }
+    with pytest.raises(UsageError, match="unterminated"):
+        parse_partition("name='a", SCHEMA, keys)
+
+
+@pytest.mark.parametrize(
     ("text", "seconds"),
     [("30", 30), ("30s", 30), ("500ms", 0.5), ("5 m", 300), ("5min", 300), ("1h", 3600)],
 )
