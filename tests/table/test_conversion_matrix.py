@@ -783,25 +783,16 @@ def test_decimal_rescaling_is_exact_or_refused(
     """Every decimal shape into every other: stored exactly (the same number) or refused
     naming the column, never wrapped by a rescale that overflows 128 bits."""
     source, target, values = case
-    root = f"memory://rescale-{uuid.uuid4().hex}"
-    try:
-        table = at.create_table(root, pa.schema([("d", target)]), options={"write-only": True})
-        try:
-            table.append(pa.table({"d": pa.array(values, source)}))
-        except at.SchemaMismatchError as exc:
-            assert exc.column == "d"
-            assert table.latest_snapshot() is None
-            fits = [
-                abs(v) < decimal.Decimal(f"1E{target.precision - target.scale}")
-                and v == v.quantize(decimal.Decimal(f"1E-{target.scale}"), context=_WIDE)
-                for v in values
-            ]
-            assert not all(fits), (source, target, values)  # refused only for a reason
-            return
-        stored = table.scan().to_arrow().column("d").to_pylist()
-        assert [Fraction(v) for v in stored] == [Fraction(v) for v in values]
-    finally:
-        fsspec.filesystem("memory").rm(root.removeprefix("memory://"), recursive=True)
+    stored = _stored_or_refused(target, pa.array(values, source))
+    if stored is None:
+        fits = [
+            abs(v) < decimal.Decimal(f"1E{target.precision - target.scale}")
+            and v == v.quantize(decimal.Decimal(f"1E-{target.scale}"), context=_WIDE)
+            for v in values
+        ]
+        assert not all(fits), (source, target, values)  # refused only for a reason
+        return
+    assert [Fraction(v) for v in stored] == [Fraction(v) for v in values]
 
 
 _WIDE = decimal.Context(prec=100)
@@ -830,21 +821,12 @@ def test_integers_into_decimals_are_stored_exactly_when_they_fit(
     int64 into decimal(10, 2) whatever the values: int64's widest value needs precision 21)."""
     source, target, values = case
     fits = all(abs(v) < 10 ** (target.precision - target.scale) for v in values)
-    root = f"memory://int-decimal-{uuid.uuid4().hex}"
-    try:
-        table = at.create_table(root, pa.schema([("d", target)]), options={"write-only": True})
-        try:
-            table.append(pa.table({"d": pa.array(values, source)}))
-        except at.SchemaMismatchError as exc:
-            assert exc.column == "d"
-            assert table.latest_snapshot() is None
-            assert not fits, (source, target, values)  # refused only for a reason
-            return
-        assert fits, (source, target, values)
-        stored = table.scan().to_arrow().column("d").to_pylist()
-        assert [Fraction(v) for v in stored] == [Fraction(v) for v in values]
-    finally:
-        fsspec.filesystem("memory").rm(root.removeprefix("memory://"), recursive=True)
+    stored = _stored_or_refused(target, pa.array(values, source))
+    if stored is None:
+        assert not fits, (source, target, values)  # refused only for a reason
+        return
+    assert fits, (source, target, values)
+    assert [Fraction(v) for v in stored] == [Fraction(v) for v in values]
 
 
 @pytest.mark.parametrize("reader", ["csv", "json"])
@@ -931,3 +913,20 @@ def test_a_sliced_batch_of_structs_holding_maps_is_taken(tmp_path: Path) -> None
         {"m": None if r is None or r["m"] is None else r["m"], "s": r and r["s"]} if r else None
         for r in rows[2:]
     ]
+
+
+def _stored_or_refused(target: pa.DataType, values: pa.Array) -> list[Any] | None:
+    """``values`` appended to a fresh one-column table of ``target``: the values read back,
+    or None when the append was refused naming the column with nothing committed."""
+    root = f"memory://one-column-{uuid.uuid4().hex}"
+    try:
+        table = at.create_table(root, pa.schema([("d", target)]), options={"write-only": True})
+        try:
+            table.append(pa.table({"d": values}))
+        except at.SchemaMismatchError as exc:
+            assert exc.column == "d"
+            assert table.latest_snapshot() is None
+            return None
+        return table.scan().to_arrow().column("d").to_pylist()
+    finally:
+        fsspec.filesystem("memory").rm(root.removeprefix("memory://"), recursive=True)
