@@ -77,7 +77,6 @@ from appendtable.stream_deletes import LaterDeletes
 
 __all__ = ["StreamPosition", "StreamReader", "StreamUnit"]
 
-_RANGE_CHECK_EVERY = 16
 #: Units planned ahead of the one being handed out (their small files are read ahead).
 _UNITS_AHEAD = 64
 _T = TypeVar("_T")
@@ -285,7 +284,6 @@ class StreamReader:
         self._creation_floor = (
             config.file_creation_time_ms if mode is StartMode.FROM_FILE_CREATION_TIME else None
         )
-        self._misses = 0
         self._finished = False
         self._last_watermark: int | None = None
         self._member = config.consumer_id or f"reader-{uuid.uuid4().hex[:12]}"
@@ -351,7 +349,6 @@ class StreamReader:
         """Continue from ``position`` (for example an engine's restored offset)."""
         self._position = position
         self._finished = False
-        self._misses = 0
 
     # ---- planning --------------------------------------------------------------------------
 
@@ -372,7 +369,6 @@ class StreamReader:
         if not snapshots.exists(snapshot_id):
             self._check_not_expired(snapshot_id)
             return None
-        self._misses = 0
         snapshot = snapshots.get(snapshot_id)
         bound = self._config.bounded_watermark
         if bound is not None and snapshot.watermark is not None and snapshot.watermark > bound:
@@ -461,15 +457,16 @@ class StreamReader:
         )
 
     def _check_not_expired(self, snapshot_id: int) -> None:
-        """A missing snapshot is either not written yet or expired; look (cheaply) which, on the
-        first miss and every few misses after."""
-        self._misses += 1
-        if self._misses % _RANGE_CHECK_EVERY != 1:
-            return
+        """A missing snapshot is either not written yet or expired: SnapshotExpiredError for
+        the latter, at every call while the stream stays there. Expiration removes the oldest
+        snapshots first, so while the one before it exists it is not written yet (one more
+        existence check per poll that finds nothing new); otherwise the latest id tells."""
         snapshots = self._state.snapshots
+        if snapshot_id > 1 and snapshots.on_storage(snapshot_id - 1):  # not the cache
+            return
         latest = snapshots.latest_id()
         # It may have been committed since the miss: expired only if it is still missing now.
-        if latest is not None and snapshot_id <= latest and not snapshots.exists(snapshot_id):
+        if latest is not None and snapshot_id <= latest and not snapshots.on_storage(snapshot_id):
             earliest = snapshots.earliest_id()
             raise SnapshotExpiredError(
                 f"the stream is positioned on snapshot {snapshot_id}, which has expired "

@@ -113,6 +113,35 @@ def test_positioned_reader_on_an_expired_snapshot_raises_with_a_hint(uri: str) -
         reader.poll()
 
 
+@pytest.mark.parametrize("writer_handle", ["reader's", "another"])
+@pytest.mark.parametrize("idle_polls", [0, 1, 5, 40])
+def test_a_reader_waiting_when_its_next_snapshot_expires_raises_at_every_poll(
+    uri: str, idle_polls: int, writer_handle: str
+) -> None:
+    """Found by a docs-only hunt: a reader that had polled while waiting (so had missed its
+    next snapshot before) checked for expiration only at every 16th miss, so when that
+    snapshot was written and expired between two polls, the next 15 polls returned None, and
+    ``appendtable tail --idle-exit`` ended with status 0 having delivered nothing more. The
+    error comes at every poll until the reader is moved, whatever came before."""
+    table = at.create_table(uri, EVENTS, options={"write-only": True})
+    table.append(events(0, 1))
+    reader = table.stream(mode="from-snapshot", snapshot_id=1)
+    assert reader.poll() is not None
+    for _ in range(idle_polls):
+        assert reader.poll() is None  # waiting for snapshot 2
+    writer = table if writer_handle == "reader's" else at.open_table(uri)  # as another process
+    for i in range(1, 4):
+        writer.append(events(i, 1))
+    writer.expire_snapshots(retain_min=1, older_than_ms=int(time.time() * 1000) + 1000)
+    for _ in range(20):
+        with pytest.raises(at.SnapshotExpiredError, match="snapshot 2, which has expired"):
+            reader.poll()
+    assert reader.position.next_snapshot == 2
+    reader.seek(at.StreamPosition(4, full=True))  # moved on: reads what is retained
+    unit = reader.poll()
+    assert unit is not None and unit.snapshot_id == 4
+
+
 def test_commit_needs_a_consumer_id(uri: str) -> None:
     table = at.create_table(uri, EVENTS)
     with pytest.raises(at.InvalidOptionError, match="consumer id"):
