@@ -1,11 +1,11 @@
 """How far behind the latest snapshot the table's consumers and consumer-group members are.
 
-One row per named consumer (``bucket`` null: a consumer reads every bucket) and one row per
-unit of each consumer group (a bucket, or a file slot of a ``bucket = -1`` table) with the
-member that holds it. Behind means: snapshots from the consumer's next one to the latest,
-and the rows and bytes that the append snapshots among them added to the unit (with a full
-position, the unit's whole content at that snapshot and what came after), and how long ago the
-oldest unread snapshot was committed.
+One row per named consumer of every bucket (``bucket`` null), one per bucket for a consumer of
+some buckets (``buckets=``), and one row per unit of each consumer group (a bucket, or a file
+slot of a ``bucket = -1`` table) with the member that holds it. Behind means: snapshots from
+the consumer's next one to the latest, and the rows and bytes that the append snapshots among
+them added to the unit (with a full position, the unit's whole content at that snapshot and
+what came after), and how long ago the oldest unread snapshot was committed.
 
 Cost: the delta manifests of the snapshots behind the slowest reader are read, up to
 ``EXACT_WINDOW`` snapshots; a position further behind is estimated from the live files of its
@@ -167,20 +167,27 @@ def consumer_lag(
 
 
 def _consumer_positions(state: TableState) -> list[_Position]:
-    return [
-        _Position(
-            consumer=name,
-            kind="consumer",
-            member=None,
-            unit=None,
-            key=None,
-            next_snapshot=consumer.next_snapshot,
-            full=consumer.full,
-            last_commit_ms=consumer.time_ms or None,
-            status="",
+    """A row for a consumer of every bucket; one per bucket for a consumer of some buckets."""
+    found = []
+    for name, consumer in sorted(ConsumerStore(state.storage).all().items()):
+        units: list[int | None] = (
+            list(consumer.buckets) if isinstance(consumer.buckets, tuple) else [None]
         )
-        for name, consumer in sorted(ConsumerStore(state.storage).all().items())
-    ]
+        for unit in units:
+            found.append(
+                _Position(
+                    consumer=name,
+                    kind="consumer",
+                    member=None,
+                    unit=unit,
+                    key=None if unit is None else ("bucket", unit, 0),
+                    next_snapshot=consumer.next_snapshot,
+                    full=consumer.full,
+                    last_commit_ms=consumer.time_ms or None,
+                    status="",
+                )
+            )
+    return found
 
 
 def _group_positions(store: GroupStore, now: int) -> list[_Position]:

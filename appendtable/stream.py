@@ -30,7 +30,7 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final, TypeVar
+from typing import Final, Literal, TypeVar
 
 import msgspec
 import pyarrow as pa
@@ -252,6 +252,12 @@ def _start_request(config: StreamConfig) -> StartRequest:
     )
 
 
+def _describe(buckets: tuple[int, ...] | Literal["all"]) -> str:
+    if buckets == "all":
+        return "every bucket"
+    return ("bucket " if len(buckets) == 1 else "buckets ") + ", ".join(map(str, buckets))
+
+
 def _files_of(unit: StreamUnit) -> list[DataFileMeta]:
     return [file for split in unit.splits for file in split.files]
 
@@ -304,6 +310,7 @@ class StreamReader:
         if config.consumer_id is not None and not config.ignore_progress:
             saved = self._consumers.get(config.consumer_id)
             if saved is not None:
+                self._check_same_buckets(config.consumer_id, saved)
                 return StreamPosition(saved.next_snapshot, saved.full)
         snapshots = self._state.snapshots
         start = resolve_start(
@@ -318,6 +325,24 @@ class StreamReader:
             # Register at once: expiration must keep what this consumer will need.
             self._save(position)
         return position
+
+    def _bucket_selection(self) -> tuple[int, ...] | Literal["all"]:
+        buckets = self._config.buckets
+        return "all" if buckets is None else tuple(sorted(buckets))
+
+    def _check_same_buckets(self, consumer_id: str, saved: ConsumerState) -> None:
+        """A consumer's position holds for the buckets it read: resuming it with others would
+        silently skip what they received before it (nothing to check for a consumer saved
+        before the selection was recorded)."""
+        wanted = self._bucket_selection()
+        if saved.buckets is None or saved.buckets == wanted:
+            return
+        raise InvalidArgumentError(
+            f"consumer '{consumer_id}' reads {_describe(saved.buckets)} and is at snapshot "
+            f"{saved.next_snapshot}; resuming it with {_describe(wanted)} would skip the rows "
+            "written to them before: use the same buckets, another consumer id, or "
+            "'consumer.ignore-progress' to start it again from the scan mode"
+        )
 
     def _latest_compacted(self) -> int | None:
         snapshots = self._state.snapshots
@@ -589,6 +614,7 @@ class StreamReader:
                 next_snapshot=position.next_snapshot,
                 full=position.full,
                 time_ms=int(time.time() * 1000),
+                buckets=self._bucket_selection(),
             ),
         )
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import enum
 import html
-from typing import Any, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 import msgspec
 
@@ -397,11 +397,16 @@ class CommitMessage(msgspec.Struct, frozen=True, kw_only=True):
 
 class ConsumerState(msgspec.Struct, frozen=True, kw_only=True):
     """``consumer/consumer-<id>``: the next snapshot a named consumer still needs. With ``full``
-    the consumer's next unit is the whole of that snapshot (its initial read), else its delta."""
+    the consumer's next unit is the whole of that snapshot (its initial read), else its delta.
+
+    ``buckets``: what the consumer reads, ``"all"`` or the ids of a subset (sorted); None when
+    not recorded (written before this field existed). The position holds for that selection
+    only: resuming with other buckets would skip the rows the new ones got before it."""
 
     next_snapshot: int
     time_ms: int = 0
     full: bool = False
+    buckets: tuple[int, ...] | Literal["all"] | None = None
 
 
 class Tag(msgspec.Struct, frozen=True, kw_only=True):
