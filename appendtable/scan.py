@@ -215,8 +215,8 @@ class Scan:
 
     @contextmanager
     def _reading(self) -> Iterator[None]:
-        """Around reads of data files: a file that went missing because the snapshot expired
-        meanwhile is reported as SnapshotExpiredError."""
+        """Around reads of metadata and data files: a file that went missing because the
+        snapshot expired meanwhile is reported as SnapshotExpiredError."""
         try:
             yield
         except ObjectNotFoundError:
@@ -230,13 +230,14 @@ class Scan:
             if self.snapshot is None:
                 self._splits = []
             else:
-                entries = plan_entries(
-                    self._state,
-                    self.snapshot,
-                    self.filter,
-                    projection=self._projection,
-                    view=self.view,
-                )
+                with self._reading():  # its manifests go if the snapshot expires meanwhile
+                    entries = plan_entries(
+                        self._state,
+                        self.snapshot,
+                        self.filter,
+                        projection=self._projection,
+                        view=self.view,
+                    )
                 self._splits = splits_of(self.view, self.snapshot, entries)
         return self._splits
 

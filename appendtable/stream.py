@@ -29,6 +29,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Final, Literal, TypeVar
 
@@ -48,6 +49,7 @@ from appendtable.datafiles.reading import read_as
 from appendtable.errors import (
     InvalidArgumentError,
     InvalidOptionError,
+    ObjectNotFoundError,
     SnapshotExpiredError,
     SnapshotNotFoundError,
 )
@@ -394,12 +396,18 @@ class StreamReader:
         if not snapshots.exists(snapshot_id):
             self._check_not_expired(snapshot_id)
             return None
-        snapshot = snapshots.get(snapshot_id)
-        bound = self._config.bounded_watermark
-        if bound is not None and snapshot.watermark is not None and snapshot.watermark > bound:
-            return END_OF_STREAM
-        following = StreamPosition(snapshot_id + 1, full=False)
-        if position.full:
+        with self._expiry_reported(snapshot_id):  # it may expire while its unit is planned
+            snapshot = snapshots.get(snapshot_id)
+            bound = self._config.bounded_watermark
+            if bound is not None and snapshot.watermark is not None and snapshot.watermark > bound:
+                return END_OF_STREAM
+            return self._plan_unit(snapshot, position.full, select)
+
+    def _plan_unit(
+        self, snapshot: Snapshot, full: bool, select: UnitSelection | None
+    ) -> StreamUnit:
+        following = StreamPosition(snapshot.id + 1, full=False)
+        if full:
             entries = plan_entries(
                 self._state,
                 snapshot,
@@ -492,12 +500,28 @@ class StreamReader:
         latest = snapshots.latest_id()
         # It may have been committed since the miss: expired only if it is still missing now.
         if latest is not None and snapshot_id <= latest and not snapshots.on_storage(snapshot_id):
-            earliest = snapshots.earliest_id()
-            raise SnapshotExpiredError(
-                f"the stream is positioned on snapshot {snapshot_id}, which has expired "
-                f"(earliest retained is {earliest}); use a consumer id, which keeps the "
-                "snapshots a reader still needs from expiring"
-            )
+            raise self._expired(snapshot_id)
+
+    def _expired(self, snapshot_id: int, *, unit: bool = False) -> SnapshotExpiredError:
+        earliest = self._state.snapshots.earliest_id()
+        where = "reading a unit of" if unit else "positioned on"
+        return SnapshotExpiredError(
+            f"the stream is {where} snapshot {snapshot_id}, which has expired "
+            f"(earliest retained is {earliest}); use a consumer id, which keeps the "
+            "snapshots a reader still needs from expiring"
+        )
+
+    @contextmanager
+    def _expiry_reported(self, snapshot_id: int, *, unit: bool = False) -> Iterator[None]:
+        """A metadata or data file of the snapshot gone because the snapshot expired (this
+        handle may still have cached it) is reported as SnapshotExpiredError."""
+        try:
+            yield
+        except (ObjectNotFoundError, SnapshotNotFoundError) as exc:
+            if self._state.snapshots.on_storage(snapshot_id):
+                raise
+            self._state.snapshots.forget(snapshot_id)
+            raise self._expired(snapshot_id, unit=unit) from exc
 
     # ---- consuming ---------------------------------------------------------------------------
 
@@ -583,14 +607,15 @@ class StreamReader:
             self._position = consumed
 
     def _read_file(self, unit: StreamUnit, file: DataFileMeta) -> Iterator[pa.RecordBatch]:
-        return read_as(
-            self._state.storage,
-            file,
-            self._projection,
-            columns=self.columns,
-            row_filter=self._filter,
-            also_deleted=self._later_deletes.positions(file, unit.snapshot_id),
-        )
+        with self._expiry_reported(unit.snapshot_id, unit=True):
+            yield from read_as(
+                self._state.storage,
+                file,
+                self._projection,
+                columns=self.columns,
+                row_filter=self._filter,
+                also_deleted=self._later_deletes.positions(file, unit.snapshot_id),
+            )
 
     def checkpoint(self) -> StreamPosition:
         """The position to save and later ``seek`` to (an engine's offset)."""

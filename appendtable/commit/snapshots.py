@@ -188,9 +188,9 @@ class SnapshotStore:
         latest = self.latest_id()
         if earliest is not None and snapshot_id < earliest:
             return SnapshotExpiredError(
-                f"snapshot {snapshot_id} has expired (earliest retained is {earliest}); "
-                "readers that must not miss data should use a consumer id, which protects "
-                "the snapshots it still needs from expiration"
+                f"snapshot {snapshot_id} has expired (earliest retained is {earliest}); to "
+                "keep a snapshot readable, tag it (create_tag) or retain more snapshots "
+                "('snapshot.time-retained', 'snapshot.num-retained.min')"
             )
         return SnapshotNotFoundError(
             f"no such snapshot: {snapshot_id}"

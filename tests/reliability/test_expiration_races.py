@@ -581,3 +581,83 @@ def test_an_expiration_whose_window_another_one_expired_meanwhile_goes_on(
     assert result.expired_snapshots == [4]
     assert [s.id for s in at.open_table(uri).snapshots()] == [5]
     assert sorted(at.open_table(uri).scan().to_arrow().column("w").to_pylist()) == list("01234")
+
+
+class _ExpireBeforeManifestRead(LocalStorage):
+    """A reader's storage: another handle commits and expires the reader's snapshot just
+    before the reader's first read of a manifest list (after its snapshot was checked)."""
+
+    def __init__(self, root: str, other: at.Table) -> None:
+        super().__init__(root, fsync=False)
+        self.other, self.armed, self.fired = other, False, False
+
+    def read(self, path: str) -> bytes:
+        if self.armed and not self.fired and path.startswith("manifest/manifest-list-"):
+            self.fired = True
+            self.other.append(_rows("later"))
+            self.other.expire_snapshots(retain_min=1, older_than_ms=int(time.time() * 1000) + 1)
+        return super().read(path)
+
+
+@pytest.mark.parametrize("how", ["plan", "count", "to_arrow"])
+def test_a_scan_whose_snapshot_expires_while_it_plans_says_expired(
+    tmp_path: Path, how: str
+) -> None:
+    """Found by a docs-only hunt: a scan whose snapshot expired between its retention check
+    and the read of its manifest list raised ObjectNotFoundError naming a manifest list, not
+    SnapshotExpiredError as errors.md promises for a pinned snapshot that left the log."""
+    uri = str(tmp_path / "t")
+    other = at.create_table(uri, SCHEMA, options={"commit.fsync": False, "write-only": True})
+    other.append(_rows("first"))
+    clear_metadata_caches()  # nothing cached: the reader reads its manifests from storage
+    storage = _ExpireBeforeManifestRead(uri, other)
+    scan = Table(TableState(storage, other._state.schema)).scan()
+    assert scan.snapshot is not None and scan.snapshot.id == 1
+    storage.armed = True
+    with pytest.raises(at.SnapshotExpiredError, match="snapshot 1"):
+        getattr(scan, how)()
+    assert storage.fired
+    assert sorted(at.open_table(uri).scan().to_arrow()["w"].to_pylist()) == ["first", "later"]
+
+
+def test_a_stream_whose_snapshot_expires_while_it_plans_says_expired(tmp_path: Path) -> None:
+    """The stream's snapshot existed when it looked, then expired before its manifests were
+    read: SnapshotExpiredError naming it (it was ObjectNotFoundError), and the stream moves
+    on once seeked past it."""
+    uri = str(tmp_path / "t")
+    other = at.create_table(uri, SCHEMA, options={"commit.fsync": False, "write-only": True})
+    other.append(_rows("first"))
+    storage = _ExpireBeforeManifestRead(uri, other)
+    reader = Table(TableState(storage, other._state.schema)).stream(
+        mode="from-snapshot", snapshot_id=1
+    )
+    unit = reader.poll()
+    assert unit is not None and unit.snapshot_id == 1
+    other.append(_rows("second"))  # snapshot 2, expired while the reader plans it
+    clear_metadata_caches()
+    storage.armed = True
+    with pytest.raises(at.SnapshotExpiredError, match="positioned on snapshot 2"):
+        reader.poll()
+    assert storage.fired
+    reader.seek(at.StreamPosition(3, full=True))
+    unit = reader.poll()
+    assert unit is not None and unit.snapshot_id == 3
+    rows = [r["w"] for b in reader.read(unit) for r in b.to_pylist()]
+    assert sorted(rows) == ["first", "later", "second"]
+
+
+def test_a_stream_unit_whose_files_expire_before_it_is_read_says_expired(tmp_path: Path) -> None:
+    """A unit planned, then its snapshot compacted away and expired (files deleted) before
+    its files were read: SnapshotExpiredError naming the snapshot, not a missing file."""
+    uri = str(tmp_path / "t")
+    table = at.create_table(uri, SCHEMA, options={"commit.fsync": False, "write-only": True})
+    table.append(_rows("first"))
+    reader = at.open_table(uri).stream(mode="from-snapshot", snapshot_id=1)
+    unit = reader.poll()
+    assert unit is not None and unit.snapshot_id == 1
+    other = at.open_table(uri)
+    other.append(_rows("second"))
+    other.compact(full=True)
+    other.expire_snapshots(retain_min=1, older_than_ms=int(time.time() * 1000) + 1)
+    with pytest.raises(at.SnapshotExpiredError, match="reading a unit of snapshot 1, which"):
+        list(reader.read(unit))

@@ -79,3 +79,26 @@ def test_time_travel_to_an_instant_before_the_earliest_retained_snapshot_says_ex
     latest = table.latest_snapshot()
     assert latest is not None
     assert table.scan(timestamp_ms=latest.time_ms).snapshot == latest
+
+
+@pytest.mark.parametrize("use", ["scan", "rollback_to", "create_tag", "snapshot"])
+def test_an_expired_snapshot_used_by_id_says_how_to_keep_one(tmp_path: Path, use: str) -> None:
+    """Found by a docs-only hunt: time travel, rollback and tagging an expired snapshot
+    suggested a consumer id, which only streams have; the hint is now a tag or more
+    retention (a stream's own message keeps the consumer id)."""
+    table = _table(tmp_path / "t")
+    table.expire_snapshots(retain_min=1, older_than_ms=FUTURE)
+    calls = {
+        "scan": lambda: table.scan(snapshot_id=2),
+        "rollback_to": lambda: table.rollback_to(2),
+        "create_tag": lambda: table.create_tag("old", snapshot_id=2),
+        "snapshot": lambda: table.snapshot(2),
+    }
+    with pytest.raises(at.SnapshotExpiredError) as expired:
+        calls[use]()
+    message = str(expired.value)
+    assert "snapshot 2 has expired (earliest retained is 7)" in message
+    assert "tag it" in message and "snapshot.time-retained" in message
+    assert "consumer id" not in message
+    with pytest.raises(at.SnapshotExpiredError, match="use a consumer id"):
+        table.stream(mode="from-snapshot", snapshot_id=2)
