@@ -20,9 +20,11 @@ import io
 import os
 import re
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import IO, Literal, assert_never, get_args
+from dataclasses import field as dataclass_field
+from typing import IO, TYPE_CHECKING, Literal, assert_never, get_args
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -33,6 +35,9 @@ import pyarrow.parquet as pq
 from appendtable.cli.csv_lines import record_line
 from appendtable.cli.input_errors import InputError, UsageError
 from appendtable.cli.json_maps import entries_type, from_entries, has_map, rewrite_maps
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
 
 __all__ = [
     "INPUT_FORMATS",
@@ -59,6 +64,9 @@ _EXTENSIONS: dict[str, InputFormat] = {
 _BATCH_ROWS = 65_536
 #: The file name that stands for standard input.
 STDIN = "-"
+#: A quoted CSV value may hold line breaks, wherever it falls in the file (without this, only
+#: in pyarrow's first block of it).
+_CSV_PARSE = pacsv.ParseOptions(newlines_in_values=True)
 #: The CSV texts read as null by default: only the empty field.
 NULL_VALUES = ("",)
 
@@ -246,12 +254,17 @@ _JSON_COLUMN = re.compile(r"Column\(/([^)]*)\) (.*) in row (\d+)")
 
 
 def _named_csv_problem(
-    path: str, exc: pa.ArrowInvalid, schema: pa.Schema, null_values: tuple[str, ...]
+    path: str,
+    exc: pa.ArrowInvalid,
+    schema: pa.Schema,
+    null_values: tuple[str, ...],
+    shown: str,
 ) -> InputError | None:
-    """pyarrow's CSV conversion errors by column number, as column name and line."""
+    """pyarrow's CSV conversion errors by column number, as column name and line (``path``:
+    the file to read again, ``shown``: its name in the message)."""
     match = _CSV_COLUMN.search(str(exc))
     try:
-        with pacsv.open_csv(path) as reader:
+        with pacsv.open_csv(path, parse_options=_CSV_PARSE) as reader:
             header = reader.schema.names  # the file's order, which the number counts in
     except (OSError, pa.ArrowException):
         return None
@@ -265,7 +278,7 @@ def _named_csv_problem(
             line = record_line(path, record, int(match.group(1)))
     where = f", line {line}" if line is not None else ""
     detail = " ".join(match.group(2).split())
-    return InputError(f"{path}: column '{name}'{where}: {detail}")
+    return InputError(f"{shown}: column '{name}'{where}: {detail}")
 
 
 def _csv_record(
@@ -276,6 +289,7 @@ def _csv_record(
     try:
         text = pacsv.read_csv(
             path,
+            parse_options=_CSV_PARSE,
             convert_options=pacsv.ConvertOptions(
                 include_columns=[name],
                 column_types={name: pa.string()},
@@ -289,6 +303,39 @@ def _csv_record(
     return _first_failing_row(text.combine_chunks(), dtype)
 
 
+class _CopiedInput(io.RawIOBase):
+    """Standard input, copied into a temporary file as it is read, so that an error message
+    can read again what was read (to name the line of a bad value); the copy is removed when
+    the input is closed."""
+
+    def __init__(self, source: IO[bytes]) -> None:
+        super().__init__()
+        self._source = source
+        self._copy = tempfile.NamedTemporaryFile(prefix="appendtable-stdin-")  # noqa: SIM115
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: WriteableBuffer) -> int:
+        data = self._source.read(len(memoryview(buffer)))
+        memoryview(buffer)[: len(data)] = data
+        self._copy.write(data)
+        return len(data)
+
+    def read_so_far(self) -> str:
+        """The copy's path, cut after its last complete line (the reader may have stopped
+        inside a record)."""
+        self._copy.flush()
+        with open(self._copy.name, "rb+") as copy:
+            data = copy.read()
+            copy.truncate(data.rfind(b"\n") + 1)
+        return self._copy.name
+
+    def close(self) -> None:
+        self._copy.close()
+        super().close()
+
+
 @dataclass
 class InputFile:
     """An open input: ``batches()`` yields (batch, input bytes consumed so far)."""
@@ -298,18 +345,24 @@ class InputFile:
     size: int
     schema: pa.Schema
     null_values: tuple[str, ...] = NULL_VALUES
+    _copy: _CopiedInput | None = dataclass_field(default=None, init=False, repr=False)
 
     def batches(self) -> Iterator[tuple[pa.RecordBatch, int]]:
-        if self.path == STDIN:
-            handle: IO[bytes] = sys.stdin.buffer
-            if self.fmt == "parquet":  # Parquet is read from its end: not from a pipe
-                handle = io.BytesIO(handle.read())
-        else:
-            try:
-                handle = open(self.path, "rb")  # noqa: SIM115 - closed below, also on errors
-            except OSError as exc:
-                raise _problem(self.path, exc) from exc
-        with contextlib.nullcontext(handle) if self.path == STDIN else handle:
+        with contextlib.ExitStack() as stack:
+            copy: _CopiedInput | None = None
+            if self.path == STDIN:
+                handle: IO[bytes] = sys.stdin.buffer
+                if self.fmt == "parquet":  # Parquet is read from its end: not from a pipe
+                    handle = io.BytesIO(handle.read())
+                else:
+                    copy = stack.enter_context(_CopiedInput(handle))
+                    handle = io.BufferedReader(copy)
+            else:
+                try:
+                    handle = stack.enter_context(open(self.path, "rb"))
+                except OSError as exc:
+                    raise _problem(self.path, exc) from exc
+            self._copy = copy
             reader = {"parquet": self._parquet, "csv": self._csv, "jsonl": self._jsonl}[self.fmt]
             batches = reader(handle)
             while True:
@@ -324,9 +377,11 @@ class InputFile:
                 yield item
 
     def _named(self, exc: OSError | pa.ArrowException) -> InputError:
-        """The error, naming the column and the line where pyarrow gives their numbers."""
-        if self.fmt == "csv" and isinstance(exc, pa.ArrowInvalid):
-            named = _named_csv_problem(self.path, exc, self.schema, self.null_values)
+        """The error, naming the column and the line where pyarrow gives their numbers (for
+        standard input, from the copy of what was read of it)."""
+        reread = self._rereadable()
+        if self.fmt == "csv" and isinstance(exc, pa.ArrowInvalid) and reread is not None:
+            named = _named_csv_problem(reread, exc, self.schema, self.null_values, self.path)
             if named is not None:
                 return named
         if self.fmt == "jsonl":
@@ -338,8 +393,8 @@ class InputFile:
                 if top in self.schema.names and has_map(self.schema.field(top).type):
                     name = top  # the path runs through a map's entries (json_maps)
                 return InputError(f"{self.path}: column '{name}', line {row + 1}: {problem}")
-            if self.path != STDIN:
-                located = _json_problem(self.path, self.schema)
+            if reread is not None:
+                located = _json_problem(reread, self.schema)
                 if located is not None:
                     return InputError(f"{self.path}: {located}")
         return _problem(self.path, exc)
@@ -354,7 +409,9 @@ class InputFile:
 
     def _csv(self, handle: IO[bytes]) -> Iterator[tuple[pa.RecordBatch, int]]:
         present = pacsv.open_csv(
-            handle, convert_options=_csv_options(self.schema, self.null_values)
+            handle,
+            parse_options=_CSV_PARSE,
+            convert_options=_csv_options(self.schema, self.null_values),
         )
         narrow = [f for f in self.schema if _is_narrow_float(f.type)]
         header = present.schema.names
@@ -375,10 +432,18 @@ class InputFile:
 
     def _line(self, before: int, field: int, row: int) -> int:
         """The line of a CSV field: that of record ``before + row``, whose fields may span
-        lines (from standard input, the record's number plus one)."""
+        lines (from standard input, the copy of what was read so far)."""
         record = before + row
-        found = record_line(self.path, record, field) if self.path != STDIN else None
+        reread = self._rereadable()
+        found = record_line(reread, record, field) if reread is not None else None
         return found if found is not None else record + 2
+
+    def _rereadable(self) -> str | None:
+        """The file to read again for an error message: the input, or the copy of what was
+        read of standard input (None: Parquet from standard input, held in memory)."""
+        if self._copy is not None:
+            return self._copy.read_so_far()
+        return None if self.path == STDIN else self.path
 
     def _jsonl(self, handle: IO[bytes]) -> Iterator[tuple[pa.RecordBatch, int]]:
         table = _read_jsonl(handle, self.schema)
@@ -477,7 +542,9 @@ def read_schema(path: str, fmt: InputFormat | None = None) -> pa.Schema:
                     strings_can_be_null=True,
                     quoted_strings_can_be_null=False,
                 )
-                with pacsv.open_csv(path, convert_options=inference) as reader:
+                with pacsv.open_csv(
+                    path, parse_options=_CSV_PARSE, convert_options=inference
+                ) as reader:
                     schema = reader.schema
             case "jsonl":
                 schema = _json_schema(path)
