@@ -17,6 +17,7 @@ __all__ = [
     "epoch_ms",
     "maybe_epoch_ms",
     "maybe_snapshot_id",
+    "maybe_thread_count",
     "names",
     "snapshot_id",
 ]
@@ -103,3 +104,15 @@ def flag(value: object, name: str) -> bool:
     if not isinstance(value, bool):
         raise InvalidArgumentError(f"{name} must be True or False, got {_described(value)}")
     return value
+
+
+def maybe_thread_count(value: object, name: str = "parallelism") -> int | None:
+    """A number of threads: a positive integer, or None (the table's default)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not hasattr(value, "__index__") or value.__index__() < 1:
+        raise InvalidArgumentError(
+            f"{name} must be a positive number of threads (or None for the table's "
+            f"'write.parallelism'), got {_described(value)}"
+        )
+    return int(value.__index__())

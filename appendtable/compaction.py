@@ -366,6 +366,7 @@ class Compactor:
         concurrent change makes the commit conflict, for as long as the table's
         ``commit.timeout`` allows (as a commit retries lost races), backing off between
         attempts; then CommitConflictError."""
+        parallelism = argument_checks.maybe_thread_count(parallelism)
         options = self._state.options
         budget_ms = options.get(opt.COMMIT_TIMEOUT)
         started = time.monotonic()
@@ -426,7 +427,8 @@ class Compactor:
     ) -> list[CommitMessage]:
         """Run tasks in a thread pool (the Parquet codec releases the GIL). All or nothing: if
         one task fails, the outputs of the others are deleted and the error is raised."""
-        workers = max(1, parallelism or self._state.options.write_parallelism)
+        chosen = argument_checks.maybe_thread_count(parallelism)
+        workers = max(1, chosen or self._state.options.write_parallelism)
         messages: list[CommitMessage] = []
         counters = [0, 0, 0, 0]
         with ThreadPoolExecutor(

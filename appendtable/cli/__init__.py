@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import sys
 import textwrap
 import traceback
@@ -556,9 +557,28 @@ def _one_line(exc: BaseException) -> str:
     return text or type(exc).__name__
 
 
+#: A value that argparse would take for an option (``-1h``, ``-5m``): it reads as numbers only
+#: ``-1`` and ``-1.5``.
+_NEGATIVE_VALUE = re.compile(r"-\.?\d")
+
+
+def attach_negative_values(argv: Sequence[str]) -> list[str]:
+    """``--older-than -1h`` as ``--older-than=-1h``, so that the option's own check says what
+    is wrong with the value (argparse said the option expected an argument)."""
+    attached: list[str] = []
+    for token in argv:
+        last = attached[-1] if attached else ""
+        option = last.startswith("--") and last != "--" and "=" not in last
+        if option and _NEGATIVE_VALUE.match(token):
+            attached[-1] = f"{last}={token}"
+        else:
+            attached.append(token)
+    return attached
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(attach_negative_values(sys.argv[1:] if argv is None else argv))
     debug = bool(args.debug or args.debug_sub)
     # Only the project's own loggers go to DEBUG: storage clients' debug output carries
     # credentials (botocore logs access keys and session tokens), so theirs stays at WARNING.

@@ -47,6 +47,8 @@ def _progress_text(progress: at.CompactionProgress) -> str:
 
 
 def run_compact(args: argparse.Namespace, ctx: Context) -> int:
+    if args.parallelism is not None and args.parallelism < 1:
+        raise UsageError("--parallelism must be at least 1")
     table = ctx.open(args.uri)
     partitions = [
         parse_partition(text, table.schema, table.partition_by) for text in args.partition or ()

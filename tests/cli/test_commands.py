@@ -368,6 +368,29 @@ def test_expire(cli: Any, loaded: str) -> None:
     assert cli("expire", loaded, "--older-than", "soon").code == 2
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("expire", "--older-than", "-1h"), "--older-than: not a duration: '-1h'"),
+        (("remove-orphans", "--older-than", "-5m"), "--older-than: not a duration: '-5m'"),
+        (("compact", "--parallelism", "0"), "--parallelism must be at least 1"),
+        (("compact", "--parallelism", "-2"), "--parallelism must be at least 1"),
+        (("scan", "--limit", "-1"), "--limit must not be negative"),
+        (("head", "-n", "-3"), "-n must not be negative"),
+    ],
+)
+def test_a_negative_or_zero_value_gets_the_options_own_message(
+    cli: Any, loaded: str, args: tuple[str, ...], message: str
+) -> None:
+    """Found by a docs-only hunt: ``--older-than -1h`` got argparse's "expected one
+    argument" (a value starting with a dash read as an option), and ``--parallelism 0`` was
+    accepted."""
+    command, *rest = args
+    result = cli(command, loaded, *rest)
+    assert result.code == 2, result.err
+    assert message in result.err and "expected one argument" not in result.err, result.err
+
+
 def test_remove_orphans_is_a_dry_run_unless_forced(cli: Any, loaded: str) -> None:
     orphan = Path(loaded) / "day=2024-05-01" / "bucket-0" / "data-orphan.parquet"
     orphan.write_bytes(b"x" * 10)

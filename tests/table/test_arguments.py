@@ -187,3 +187,24 @@ def test_files_give_absolute_uris_of_exactly_the_snapshots_files(table: at.Table
     assert all(Path(uri).is_absolute() and uri in on_disk for uri in uris)
     read = pa.dataset.dataset(uris, schema=table.schema).to_table()
     assert read.num_rows == table.scan().count() == 3
+
+
+@pytest.mark.parametrize("value", [0, -1, "2", 1.5, True])
+@pytest.mark.parametrize("how", ["compact", "sort_compact", "execute"])
+def test_a_thread_count_that_is_not_positive_is_refused_naming_it(
+    table: at.Table, value: Any, how: str
+) -> None:
+    """Found by a docs-only hunt: compact(parallelism=0) ran (on one thread), and with nothing
+    to compact any value passed; refused before anything is planned or written."""
+    before = table.files()
+    calls = {
+        "compact": lambda: table.compact(full=True, parallelism=value),
+        "sort_compact": lambda: table.sort_compact(["v"], parallelism=value),
+        "execute": lambda: table.compactor().execute(
+            table.compactor().plan(full=True).tasks, parallelism=value
+        ),
+    }
+    with pytest.raises(at.InvalidArgumentError, match="parallelism must be a positive number"):
+        calls[how]()
+    assert table.files() == before and [s.id for s in table.snapshots()] == [1, 2]
+    assert table.compact(full=True, parallelism=2) is not None  # a count is taken
