@@ -10,7 +10,9 @@ what came after), and how long ago the oldest unread snapshot was committed.
 Cost: the delta manifests of the snapshots behind the slowest reader are read, up to
 ``EXACT_WINDOW`` snapshots; a position further behind is estimated from the live files of its
 snapshot and of the latest one (``exact`` false): rows are exact unless rows were removed
-(overwrite, rollback) in between, bytes change with compaction.
+(overwrite, rollback) in between, bytes change with compaction. A delete in between also makes
+``exact`` false: the rows it removed from the appends behind are still counted (reading
+them back to tell would cost as much as the stream's own read), and the stream skips them.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from appendtable.commit.groups import GroupStore, list_groups
 from appendtable.errors import SnapshotNotFoundError
 from appendtable.metadata import options as opt
 from appendtable.metadata.groups import GroupGeneration, MemberLease, UnitProgress
-from appendtable.metadata.models import ManifestEntry, Snapshot
+from appendtable.metadata.models import CommitKind, ManifestEntry, Snapshot
 from appendtable.planning.groups import lease_expired, slot_of
 from appendtable.planning.stream_rules import emits_rows
 
@@ -130,6 +132,11 @@ class _Window:
                 self._entries[snapshot_id] = entries
             cached = self._added[(snapshot_id, grouping)] = _aggregate(entries, grouping)
         return cached.get(unit, _Amounts())
+
+    def deletes(self, snapshot_id: int) -> bool:
+        """Whether the snapshot deleted rows (the rows it removed from earlier appends are
+        still counted as behind: the stream skips them when it gets there)."""
+        return self.state.snapshots.get(snapshot_id).kind == CommitKind.DELETE
 
     def live(self, snapshot: Snapshot, key: _Key) -> _Amounts:
         grouping, unit = _grouping(key)
@@ -294,9 +301,11 @@ def _behind(position: _Position, latest: Snapshot, window: _Window) -> tuple[_Am
     if position.full:
         amounts.add(window.live(snapshots.get(first), position.key))
         first += 1
+    exact = True
     for snapshot_id in range(first, latest.id + 1):
         amounts.add(window.added(snapshot_id, position.key))
-    return amounts, True
+        exact = exact and not window.deletes(snapshot_id)
+    return amounts, exact
 
 
 def _commit_time(state: TableState, snapshot_id: int) -> int:
