@@ -32,8 +32,8 @@ def test_foreach_batch_sink_needs_a_commit_user_under_connect(tmp_path: Path) ->
         capture_output=True,
         text=True,
         timeout=600,
-        check=True,
     )
+    assert done.returncode == 0, done.stderr[-4000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert "commit_user" in report["without"] and "Spark Connect" in report["without"]
     with pytest.raises(at.TableNotFoundError):
