@@ -89,6 +89,7 @@ from appendtable.metadata.models import (
     Tag,
 )
 from appendtable.orphans import remove_orphan_files
+from appendtable.planning.stream_rules import emits_rows
 
 __all__ = ["PurgeResult", "TagPolicy", "purge"]
 
@@ -272,7 +273,8 @@ def _holds_deleted(state: TableState, tag: Tag, bases: Sequence[int]) -> bool:
 def _consumers_behind(state: TableState, latest: Snapshot) -> list[str]:
     """The consumers and groups that have not consumed the latest snapshot yet."""
     behind = [
-        f"consumer {name!r} (at snapshot {position.next_snapshot})"
+        f"consumer {name!r} (at snapshot {position.next_snapshot}"
+        + (_NOTHING_TO_READ if _no_rows_from(state, position.next_snapshot, latest) else ")")
         for name, position in ConsumerStore(state.storage).all().items()
         if position.next_snapshot <= latest.id
     ]
@@ -284,6 +286,27 @@ def _consumers_behind(state: TableState, latest: Snapshot) -> list[str]:
         if floor is not None and floor <= latest.id:
             behind.append(f"consumer group {group!r} (a unit at snapshot {floor})")
     return behind
+
+
+_NOTHING_TO_READ = (
+    ", from which on no snapshot carries rows for it: it passes them at its next poll, and "
+    "commits that position)"
+)
+#: Snapshots looked at, at most, to tell that a consumer has nothing left to read.
+_NOTHING_TO_READ_LOOKS = 64
+
+
+def _no_rows_from(state: TableState, first: int, latest: Snapshot) -> bool:
+    """Whether no snapshot from ``first`` to ``latest`` carries rows for a stream (deletes,
+    compactions and schema changes carry none), looking at a few at most."""
+    if latest.id - first >= _NOTHING_TO_READ_LOOKS:
+        return False
+    read_overwrite = state.options.get(opt.STREAMING_READ_OVERWRITE)
+    try:
+        kinds = [state.snapshots.get(i).kind for i in range(first, latest.id + 1)]
+    except SnapshotNotFoundError:
+        return False
+    return not any(emits_rows(kind, read_overwrite=read_overwrite) for kind in kinds)
 
 
 # ---- the rewrite ----------------------------------------------------------------------------

@@ -566,10 +566,17 @@ class StreamReader:
         (``timeout=0``: catch up with what is committed now, then stop)."""
         consumed = self._position  # what ``position`` reports: past fully taken units only
         planned = self._position  # where planning continues (ahead of ``consumed``)
+        handed = self._position  # where planning stood when it last gave out a unit
+        #: Where planning got after that, past snapshots without rows for this stream (deletes,
+        #: compactions, schema changes): once that unit is taken, the stream is past them too.
+        past_empty: StreamPosition | None = None
         deadline = None if timeout is None else time.monotonic() + timeout
 
+        def settled(position: StreamPosition) -> StreamPosition:
+            return past_empty if position == handed and past_empty is not None else position
+
         def pull(block: bool) -> StreamUnit | None:
-            nonlocal planned
+            nonlocal planned, handed, past_empty
             while True:
                 self._position = planned
                 try:
@@ -577,7 +584,10 @@ class StreamReader:
                 finally:
                     planned, self._position = self._position, consumed
                 if unit is not None:
+                    handed, past_empty = planned, None
                     return unit
+                if planned != handed:
+                    past_empty = planned
                 if not block or self._finished:
                     return None
                 if deadline is not None and time.monotonic() >= deadline:
@@ -597,14 +607,14 @@ class StreamReader:
                         yield held
                     held = batch
                     continue
-                consumed = self._position = unit.next_position
+                consumed = self._position = settled(unit.next_position)
                 if held is not None:
                     last, held = held, None
                     yield last
                 if timeout is not None:
                     deadline = time.monotonic() + timeout
         finally:
-            self._position = consumed
+            self._position = settled(consumed)
 
     def _read_file(self, unit: StreamUnit, file: DataFileMeta) -> Iterator[pa.RecordBatch]:
         with self._expiry_reported(unit.snapshot_id, unit=True):

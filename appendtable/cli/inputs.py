@@ -24,7 +24,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
-from typing import IO, TYPE_CHECKING, Literal, assert_never, get_args
+from typing import IO, Any, Literal, assert_never, get_args
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -35,9 +35,6 @@ import pyarrow.parquet as pq
 from appendtable.cli.csv_lines import record_line
 from appendtable.cli.input_errors import InputError, UsageError
 from appendtable.cli.json_maps import entries_type, from_entries, has_map, rewrite_maps
-
-if TYPE_CHECKING:
-    from _typeshed import WriteableBuffer
 
 __all__ = [
     "INPUT_FORMATS",
@@ -316,7 +313,7 @@ class _CopiedInput(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer: WriteableBuffer) -> int:
+    def readinto(self, buffer: Any) -> int:  # any writable buffer (typeshed's private type)
         data = self._source.read(len(memoryview(buffer)))
         memoryview(buffer)[: len(data)] = data
         self._copy.write(data)

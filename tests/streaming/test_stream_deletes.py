@@ -6,6 +6,7 @@ rows appended, per bucket in write order, less those the deletes matched (pyarro
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -192,3 +193,101 @@ def test_a_unit_read_again_after_a_delete_leaves_the_rows_out(tmp_path: Path) ->
     table.delete([("tag", "=", "t0")])
     again = pa.Table.from_batches(list(reader.read(unit)), SCHEMA)
     assert sorted(again["seq"].to_pylist()) == [s for s in range(40) if s % 5 != 0]
+
+
+@pytest.mark.parametrize(
+    "trailing", [["delete"], ["delete", "delete"], ["compact"], ["alter"], ["delete", "append"]]
+)
+def test_batches_leave_the_position_past_snapshots_without_rows(
+    tmp_path: Path, trailing: list[str]
+) -> None:
+    """Found by a docs-only hunt: a consumer draining ``batches(timeout=...)`` and committing
+    stayed on a trailing DELETE (or COMPACT, ALTER) snapshot, so ``purge()`` refused to run,
+    naming a consumer with nothing left to read, and the snapshot stayed pinned. The position
+    now moves past such snapshots with the unit before them (or at once, when none)."""
+    table = make(tmp_path, "dv")
+    table.append(batch(0, 20))
+    reader = table.stream(consumer_id="c", mode="from-snapshot-full", snapshot_id=1)
+    expected = set(range(20))
+    for step, kind in enumerate(trailing):
+        if kind == "delete":
+            table.delete([("seq", "=", step)])
+            expected.discard(step)
+        elif kind == "compact":
+            table.append(batch(20, 5))
+            expected |= set(range(20, 25))
+            table.compact(full=True)
+        elif kind == "alter":
+            table.set_options({"snapshot.num-retained.min": "3"})
+        else:
+            table.append(batch(100, 3))
+            expected |= {100, 101, 102}
+    got = [s for b in reader.batches(timeout=0.2) for s in b.column("seq").to_pylist()]
+    assert sorted(got) == sorted(expected)
+    latest = table.latest_snapshot()
+    assert latest is not None and reader.position == at.StreamPosition(latest.id + 1, False)
+    reader.commit()
+    table.purge(older_than=0)  # not blocked: the consumer read everything
+    assert table.consumers() == {"c": latest.id + 1}
+
+
+def test_batches_stopped_early_keep_the_unit_not_taken(tmp_path: Path) -> None:
+    """Past snapshots without rows only once the unit before them is taken: a loop left after
+    the first unit (with a delete and another unit planned ahead) resumes at the delete."""
+    table = make(tmp_path, "cow")
+    table.append(batch(0, 10))  # 1
+    table.delete([("seq", "=", 3)])  # 2
+    table.append(batch(10, 10))  # 3
+    reader = table.stream(consumer_id="c", mode="from-snapshot", snapshot_id=1)
+    taken = []
+    for b in reader.batches(timeout=0.2):
+        taken += b.column("seq").to_pylist()
+        if reader.position != at.StreamPosition(1, False):
+            break  # the last batch of snapshot 1's unit
+    assert sorted(taken) == [s for s in range(10) if s != 3]
+    assert reader.position == at.StreamPosition(2, False)
+    reader.commit()
+    resumed = table.stream(consumer_id="c")
+    rest = [s for b in resumed.batches(timeout=0.2) for s in b.column("seq").to_pylist()]
+    assert sorted(rest) == list(range(10, 20))
+    assert resumed.position == at.StreamPosition(4, False)
+
+
+def test_a_delete_landing_while_batches_wait_is_passed_too(tmp_path: Path) -> None:
+    table = make(tmp_path, "dv")
+    table.append(batch(0, 10))
+    reader = table.stream(consumer_id="c", mode="from-snapshot-full", snapshot_id=1)
+    other = at.open_table(str(tmp_path / "t"))
+    timer = threading.Timer(0.3, lambda: other.delete([("seq", "=", 4)]))
+    got: list[int] = []
+    for b in reader.batches(timeout=1.5):
+        got += b.column("seq").to_pylist()
+        if len(got) == 10:
+            timer.start()  # the delete lands while the loop waits for more
+    timer.join()
+    assert sorted(got) == list(range(10))
+    assert [s.kind for s in table.snapshots()] == [at.CommitKind.APPEND, at.CommitKind.DELETE]
+    assert reader.position == at.StreamPosition(3, False)
+
+
+def test_a_purge_blocked_by_a_consumer_with_nothing_to_read_says_so(tmp_path: Path) -> None:
+    """A consumer that committed before a delete landed is still at the delete: the purge
+    names it, says it has nothing to read, and runs once the consumer polled and committed."""
+    table = make(tmp_path, "dv")
+    table.append(batch(0, 10))
+    reader = table.stream(consumer_id="c", mode="from-snapshot-full", snapshot_id=1)
+    assert reader.poll() is not None
+    reader.commit()  # at snapshot 2
+    table.delete([("seq", "=", 1)])  # snapshot 2: no rows for a stream
+    with pytest.raises(at.PurgeBlockedError) as blocked:
+        table.purge(older_than=0)
+    assert "consumer 'c' (at snapshot 2, from which on no snapshot carries rows" in str(
+        blocked.value
+    )
+    table.append(batch(10, 1))  # snapshot 3: a row to read, so no such hint
+    with pytest.raises(at.PurgeBlockedError) as blocked:
+        table.purge(older_than=0)
+    assert "consumer 'c' (at snapshot 2) has not consumed" in str(blocked.value)
+    assert [s for b in reader.batches(timeout=0.2) for s in b.column("seq").to_pylist()] == [10]
+    reader.commit()
+    table.purge(older_than=0)
