@@ -249,25 +249,15 @@ class Model:
 
     def drain(self, consumer: str) -> None:
         """The consumer reads everything there is and commits: its position moves past the
-        last snapshot that gave it rows (an APPEND that added some, or its initial full read
-        of a snapshot with rows); snapshots after that, which a stream skips, stay ahead."""
-        start, full = self.consumers[consumer]
+        latest snapshot, also past those after the last one that gave it rows, which a
+        stream skips (compactions, schema and option changes, overwrites, rollbacks)."""
+        start, _ = self.consumers[consumer]
         reader = at.open_table(self.table.uri).stream(consumer_id=consumer)
         for _ in reader.batches(timeout=0):
             pass
         reader.commit()
-        emitted = [
-            f.id
-            for f in self.snapshots[start - 1 :]
-            if (f.id == start and full and f.rows)
-            or (
-                f.kind == "APPEND"
-                and not (f.id == start and full)
-                and len(f.rows) > (len(self.facts(f.id - 1).rows) if f.id > 1 else 0)
-            )
-        ]
-        if emitted:
-            self.consumers[consumer] = (max(emitted) + 1, False)
+        if start <= len(self.snapshots):
+            self.consumers[consumer] = (len(self.snapshots) + 1, False)
 
     def delete_consumer(self, consumer: str) -> None:
         self.table.delete_consumer(consumer)
