@@ -80,6 +80,7 @@ from appendtable.metadata import options as opt
 from appendtable.metadata.models import (
     CommitKind,
     CommitMessage,
+    ConsumerState,
     DataFileMeta,
     DeleteRecord,
     FileSource,
@@ -274,7 +275,7 @@ def _consumers_behind(state: TableState, latest: Snapshot) -> list[str]:
     """The consumers and groups that have not consumed the latest snapshot yet."""
     behind = [
         f"consumer {name!r} (at snapshot {position.next_snapshot}"
-        + (_NOTHING_TO_READ if _no_rows_from(state, position.next_snapshot, latest) else ")")
+        + (_NOTHING_TO_READ if _no_rows_from(state, position, latest) else ")")
         for name, position in ConsumerStore(state.storage).all().items()
         if position.next_snapshot <= latest.id
     ]
@@ -296,10 +297,12 @@ _NOTHING_TO_READ = (
 _NOTHING_TO_READ_LOOKS = 64
 
 
-def _no_rows_from(state: TableState, first: int, latest: Snapshot) -> bool:
-    """Whether no snapshot from ``first`` to ``latest`` carries rows for a stream (deletes,
-    compactions and schema changes carry none), looking at a few at most."""
-    if latest.id - first >= _NOTHING_TO_READ_LOOKS:
+def _no_rows_from(state: TableState, position: ConsumerState, latest: Snapshot) -> bool:
+    """Whether no snapshot from the consumer's to ``latest`` carries rows for it (deltas of
+    deletes, compactions and schema changes carry none; a full read of any snapshot does),
+    looking at a few at most."""
+    first = position.next_snapshot
+    if position.full or latest.id - first >= _NOTHING_TO_READ_LOOKS:
         return False
     read_overwrite = state.options.get(opt.STREAMING_READ_OVERWRITE)
     try:

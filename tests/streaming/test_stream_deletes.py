@@ -291,3 +291,17 @@ def test_a_purge_blocked_by_a_consumer_with_nothing_to_read_says_so(tmp_path: Pa
     assert [s for b in reader.batches(timeout=0.2) for s in b.column("seq").to_pylist()] == [10]
     reader.commit()
     table.purge(older_than=0)
+
+
+def test_a_consumer_about_to_read_a_deletes_snapshot_whole_is_not_called_done(
+    tmp_path: Path,
+) -> None:
+    """A full position reads the whole snapshot, rows and all, even a DELETE's: no hint."""
+    table = make(tmp_path, "dv")
+    table.append(batch(0, 10))
+    table.delete([("seq", "=", 1)])  # snapshot 2
+    table.stream(consumer_id="c", mode="from-snapshot-full", snapshot_id=2)  # registers at 2
+    assert table.consumer_lag().to_pylist()[0]["rows_behind"] == 9
+    with pytest.raises(at.PurgeBlockedError) as blocked:
+        table.purge(older_than=0)
+    assert "consumer 'c' (at snapshot 2) has not consumed" in str(blocked.value)
