@@ -14,6 +14,7 @@ from appendtable.commit.iceberg_mirror import IcebergMirror
 from appendtable.commit.manifests import ManifestStore
 from appendtable.commit.schemas import SchemaStore
 from appendtable.commit.snapshots import SnapshotStore
+from appendtable.commit.turns import CommitTurns
 from appendtable.datafiles.arrow_schema import arrow_schema
 from appendtable.datafiles.projection import Projection
 from appendtable.errors import InvalidFilterError
@@ -54,8 +55,12 @@ class TableState:
     objects. The current schema follows the snapshot log: ``refresh`` adopts the schema of
     the latest snapshot (each view is immutable, and replaced whole)."""
 
-    def __init__(self, storage: Storage, schema: TableSchema) -> None:
+    def __init__(
+        self, storage: Storage, schema: TableSchema, *, turns: CommitTurns | None = None
+    ) -> None:
         self.storage = storage
+        #: Taken by each commit attempt: shared with the handle's maintenance worker's state.
+        self.turns = turns if turns is not None else CommitTurns()
         self.schemas = SchemaStore(storage)
         self.view = SchemaView.of(self.schemas.remember(schema))
         self.snapshots = SnapshotStore(storage)
@@ -151,6 +156,7 @@ class TableState:
             self.schemas,
             self.options,
             partition_keys=self.schema.partition_keys,
+            turns=self.turns,
         )
 
     def discard(

@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 import appendtable as at
+from benchmarks.append_latency import bench_append_latency
 from benchmarks.compaction import bench_compaction
 from benchmarks.data import SCHEMA, make_table
 from benchmarks.deletes import bench_deletes
@@ -567,6 +568,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "memory": bench_memory,
     "peers": bench_peers,
     "tailing": bench_tailing,
+    "append-latency": bench_append_latency,
     "spark": bench_spark,
     "million": bench_million,
 }

@@ -558,6 +558,19 @@ as warm-up. Both processes share the 2 cores.
 """,
     ),
     Section(
+        "Append latency",
+        ("append-latency",),
+        """\
+`Table.append()` of a one-row table, as users call it: one handle, 600 timed appends after 20
+untimed ones, back to back and then one every 10 ms (the caller sleeps until the next is due);
+each mode in a process of its own, on a table of its own, one after the other: default options
+(fsync on, compaction and expiration on the handle's background worker),
+`commit.maintenance=inline` (the same work inside `append()`) and `write-only` (the commit
+alone). The target compares the tails measured in the same run: default options' p99 at most
+2x write-only's p99.
+""",
+    ),
+    Section(
         "Scaling",
         ("scaling",),
         """\

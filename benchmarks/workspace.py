@@ -77,6 +77,7 @@ class Config:
     index_files: int = 100  # one-append files of the file-index lookups
     delete_appends: int = 10  # appends building each table of the delete benchmark
     tailing_seconds: float = 6.0  # how long the writer of the tailing benchmark appends
+    append_latency_appends: int = 600  # timed one-row appends per mode and pattern
     # The million-file tables (group "million", run only when named: ``make bench-scale``):
     scale_files: tuple[int, ...] = (10_000, 100_000, 1_000_000)  # live files of each table
     scale_commits: int = 100  # one-file commits timed per round
@@ -147,6 +148,7 @@ QUICK = Config(
     grid_buckets=(1, 4, 16),
     compaction_points=(50, 150, 300),
     scale_files=(1_000, 10_000, 100_000),
+    append_latency_appends=100,
 )
 
 #: The smallest sizes that still run every code path of every benchmark (tests run them all, so
@@ -192,6 +194,7 @@ SMOKE = Config(
     index_files=4,
     delete_appends=2,
     tailing_seconds=0.2,
+    append_latency_appends=3,
     scale_files=(100, 1_000),
     scale_commits=2,
     scale_delta_commits=2,

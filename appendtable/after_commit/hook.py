@@ -95,7 +95,9 @@ class PostCommit:
 
     def _run_round(self, work: MaintenanceRound) -> None:
         if self._worker_side is None:
-            self._worker_side = _Maintainer(TableState(self._state.storage, self._state.schema))
+            # a state of its own, taking turns at committing with the handle's (``turns``)
+            state = TableState(self._state.storage, self._state.schema, turns=self._state.turns)
+            self._worker_side = _Maintainer(state)
         maintainer = self._worker_side
         run_maintenance(lambda: maintainer.run(work, read_latest=True), work.snapshot)
 

@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import enum
 import random
 import time
 import uuid
@@ -40,6 +41,7 @@ from appendtable.commit.expiration_records import recorded_parents
 from appendtable.commit.manifests import ManifestStore
 from appendtable.commit.schemas import SchemaStore
 from appendtable.commit.snapshots import SnapshotStore
+from appendtable.commit.turns import CommitTurns
 from appendtable.errors import (
     AtomicCreateUnsupportedError,
     CommitConflictError,
@@ -74,6 +76,13 @@ def _format_version(schema: TableSchema, latest: Snapshot | None) -> int:
     return max(schema.format_version, parent)
 
 
+class _Lost(enum.Enum):
+    """An attempt that lost the race for the next snapshot id."""
+
+    LOST = "lost"
+
+
+_LOST = _Lost.LOST
 _AMBIGUOUS_PUBLISH_RETRIES = 3
 #: How many snapshots back a conflict message looks for the one that changed a file.
 _CULPRIT_SEARCH = 100
@@ -92,6 +101,7 @@ class Committer:
         *,
         partition_keys: Sequence[str],
         sleep: Callable[[float], None] = time.sleep,
+        turns: CommitTurns | None = None,
     ) -> None:
         self._storage = storage
         self._snapshots = snapshots
@@ -100,6 +110,7 @@ class Committer:
         self._options = options
         self._partition_keys = tuple(partition_keys)
         self._sleep = sleep
+        self._turns = turns if turns is not None else CommitTurns()
 
     def commit(self, request: CommitRequest) -> Snapshot | None:
         """Commit ``request``; the new snapshot, or None when there was nothing to do (empty, or
@@ -120,34 +131,17 @@ class Committer:
         planned: tuple[int, set[str]] | None = None
         attempt = 0
         while True:
-            latest = self._snapshots.latest()
-            if self._landed(latest, request):
-                return None
-            if request.overwrite is not None and planned is None:
-                planned = self._overwrite_targets(request, latest)
-            planned_overwrite = (
-                None if planned is None else self._compacted_forward(*planned, latest, request)
-            )
-            written: list[str] = []
-            try:
-                snapshot = self._prepare(request, latest, planned_overwrite, written)
-            except (ObjectNotFoundError, SnapshotNotFoundError):
-                self._delete_quietly(written)
-                if latest is None or self._snapshots.holds(latest.id, latest.nonce):
-                    raise
-                # The base snapshot expired while this commit prepared: a lost race (its id
-                # may exist again for a moment, re-created by a stalled commit).
-                self._snapshots.resync_latest()
-            else:
-                if snapshot is None:
-                    return None
-                self._storage.sync_names(written)  # this attempt's metadata, durably
-                if self._publish(snapshot):
-                    if self._settled_in_log(snapshot):
-                        self._snapshots.announce(snapshot)
-                        return snapshot
-                    self._snapshots.unpublish(snapshot)
-                self._delete_quietly(written)
+            # one attempt at a time among this handle's commits (see ``turns``)
+            with self._turns.turn(deadline) as held:
+                if held:
+                    latest = self._snapshots.latest()
+                    if self._landed(latest, request):
+                        return None
+                    if request.overwrite is not None and planned is None:
+                        planned = self._overwrite_targets(request, latest)
+                    outcome = self._attempt(request, latest, planned)
+                    if outcome is not _LOST:
+                        return outcome
             attempt += 1
             out_of_tries = 0 <= max_retries < attempt
             if out_of_tries or (deadline is not None and time.monotonic() > deadline):
@@ -159,6 +153,39 @@ class Committer:
             self._sleep(self._backoff(attempt))
 
     # ---- steps ------------------------------------------------------------------------------
+
+    def _attempt(
+        self,
+        request: CommitRequest,
+        latest: Snapshot | None,
+        planned: tuple[int, set[str]] | None,
+    ) -> Snapshot | _Lost | None:
+        """One attempt on top of ``latest``: the new snapshot, None when there is nothing to
+        do, or ``_LOST`` when another commit took the id (this attempt's files deleted)."""
+        planned_overwrite = (
+            None if planned is None else self._compacted_forward(*planned, latest, request)
+        )
+        written: list[str] = []
+        try:
+            snapshot = self._prepare(request, latest, planned_overwrite, written)
+        except (ObjectNotFoundError, SnapshotNotFoundError):
+            self._delete_quietly(written)
+            if latest is None or self._snapshots.holds(latest.id, latest.nonce):
+                raise
+            # The base snapshot expired while this commit prepared: a lost race (its id may
+            # exist again for a moment, re-created by a stalled commit).
+            self._snapshots.resync_latest()
+            return _LOST
+        if snapshot is None:
+            return None
+        self._storage.sync_names(written)  # this attempt's metadata, durably
+        if self._publish(snapshot):
+            if self._settled_in_log(snapshot):
+                self._snapshots.announce(snapshot)
+                return snapshot
+            self._snapshots.unpublish(snapshot)
+        self._delete_quietly(written)
+        return _LOST
 
     def _settled_in_log(self, snapshot: Snapshot) -> bool:
         """``_in_log``, or CommitStateUnknownError when the log cannot be read: the snapshot
