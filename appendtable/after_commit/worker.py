@@ -9,6 +9,11 @@ Guarantees:
   merged into one round: the latest snapshot, every (partition, bucket) written since the last
   round and the number of commits it covers. A round always starts after the request it
   serves was made, so it sees that commit.
+* **Rounds are spaced.** A round starts ``_SETTLE_S`` after the oldest request it serves, but
+  no sooner than ``_ROUND_INTERVAL_S`` after the previous round started, so that a writer
+  appending back to back meets a round a second instead of one every few commits (each of
+  which rewrote the previous round's output and took the handle's commit turn). ``wait()``
+  and interpreter exit start the round at once.
 * **Finished before the handle or the process goes.** ``wait()`` blocks until no work is
   pending; ``Table.close()`` calls it; at interpreter exit every worker finishes its pending
   work before thread pools shut down (a script that exits right after an append still
@@ -39,8 +44,11 @@ __all__ = ["BackgroundMaintenance", "MaintenanceRound", "wait_for_all", "wait_fo
 
 log = logging.getLogger("appendtable")
 
-#: Pause before each round (seconds).
+#: A round starts this long after the oldest request it serves (seconds: the committing thread
+#: returns without waiting for the GIL this thread would take) ...
 _SETTLE_S = 0.002
+#: ... and no sooner than this long after the previous round started (seconds).
+_ROUND_INTERVAL_S = 1.0
 #: How long an idle worker thread waits for more work before it ends (seconds).
 _LINGER_S = 0.25
 #: Set at interpreter exit: lingering threads end at once.
@@ -78,6 +86,11 @@ class BackgroundMaintenance:
         self._runner = runner
         self._name = name
         self._pending: MaintenanceRound | None = None
+        #: ``time.monotonic()`` of the oldest request pending, and when the last round started.
+        self._first_request = 0.0
+        self._last_round = float("-inf")
+        #: Threads in ``wait()``: while there are any, rounds start at once.
+        self._waiters = 0
         self._running = False
         self._thread: threading.Thread | None = None
         self._changed = threading.Condition()
@@ -87,6 +100,8 @@ class BackgroundMaintenance:
     def submit(self, request: MaintenanceRound) -> None:
         """Ask for a round (merged with any still waiting); returns at once."""
         with self._changed:
+            if self._pending is None:
+                self._first_request = time.monotonic()
             self._pending = request if self._pending is None else self._pending.merged(request)
             if self._thread is None:
                 self._thread = threading.Thread(
@@ -108,21 +123,23 @@ class BackgroundMaintenance:
         with self._changed:
             if self._thread is threading.current_thread():
                 return True
-            return self._changed.wait_for(
-                lambda: not self._running and self._pending is None, timeout
-            )
+            self._waiters += 1
+            self._changed.notify_all()  # a round waiting for its time starts now
+            try:
+                return self._changed.wait_for(
+                    lambda: not self._running and self._pending is None, timeout
+                )
+            finally:
+                self._waiters -= 1
 
     def _loop(self) -> None:
         while True:
-            # A moment before each round: the committing thread returns without waiting for
-            # the GIL this thread would take, and commits in quick succession merge into one
-            # round.
-            time.sleep(_SETTLE_S)
             with self._changed:
                 if self._pending is None:
                     # Linger a little for the next commit's request: starting a thread is on
                     # that commit's latency path, waking one is not.
                     self._changed.wait_for(lambda: self._pending is not None or _exiting, _LINGER_S)
+                self._wait_for_its_time()
                 work = self._pending
                 self._pending = None
                 if work is None:
@@ -130,12 +147,23 @@ class BackgroundMaintenance:
                     self._changed.notify_all()
                     return
                 self._running = True
+                self._last_round = time.monotonic()
             try:
                 self._runner(work)
             finally:
                 with self._changed:
                     self._running = False
                     self._changed.notify_all()
+
+    def _wait_for_its_time(self) -> None:
+        """Hold the pending round until its start (see the module), or until someone waits for
+        it (called holding the lock)."""
+        while self._pending is not None and not self._waiters and not _exiting:
+            start = max(self._first_request + _SETTLE_S, self._last_round + _ROUND_INTERVAL_S)
+            pause = start - time.monotonic()
+            if pause <= 0:
+                return
+            self._changed.wait(pause)
 
     def release_idle_thread(self) -> None:
         """Wake a lingering thread so that it sees ``_exiting`` and ends."""
@@ -149,6 +177,7 @@ class BackgroundMaintenance:
         self._thread = None
         self._pending = None
         self._running = False
+        self._waiters = 0
 
 
 def wait_for_idle(timeout: float | None = None) -> bool:

@@ -3,6 +3,7 @@ merged, finished at close() and at interpreter exit, nothing lost when the proce
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import signal
@@ -17,6 +18,7 @@ import pytest
 
 import appendtable as at
 from appendtable.after_commit import hook
+from appendtable.after_commit import worker as worker_module
 from appendtable.after_commit.worker import BackgroundMaintenance, MaintenanceRound
 from appendtable.commit.live_index import LiveIndex, Refresh
 from appendtable.commit.metadata_cache import clear_metadata_caches
@@ -69,6 +71,47 @@ def test_rounds_waiting_behind_a_busy_worker_are_merged() -> None:
     assert not worker.busy  # no thread is left once idle
     assert [(r.snapshot.id, r.commits) for r in rounds] == [(1, 1), (4, 3)]
     assert rounds[1].written == frozenset({((), 1), ((), 2)})
+
+
+def test_rounds_under_a_stream_of_requests_are_spaced_and_cover_every_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(worker_module, "_ROUND_INTERVAL_S", 0.2)
+    starts: list[float] = []
+    rounds: list[MaintenanceRound] = []
+
+    def runner(work: MaintenanceRound) -> None:
+        starts.append(time.monotonic())
+        rounds.append(work)
+
+    worker = BackgroundMaintenance(runner, name="t")
+    began = time.monotonic()
+    submitted = 0
+    while time.monotonic() - began < 1.0:  # a request every 5 ms for a second
+        submitted += 1
+        worker.submit(MaintenanceRound(_snapshot(submitted), frozenset({((), submitted % 3)})))
+        time.sleep(0.005)
+    assert worker.wait(timeout=10)
+    gaps = [later - earlier for earlier, later in itertools.pairwise(starts)]
+    # every round but the last (started at once by wait()) waited its turn
+    assert all(gap >= 0.2 - 0.01 for gap in gaps[:-1]), gaps
+    assert 2 <= len(rounds) <= 1.0 / 0.2 + 3
+    assert sum(r.commits for r in rounds) == submitted  # nothing skipped
+    assert rounds[-1].snapshot.id == submitted
+    assert frozenset().union(*(r.written for r in rounds)) == {((), 0), ((), 1), ((), 2)}
+
+
+def test_waiting_starts_a_spaced_round_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(worker_module, "_ROUND_INTERVAL_S", 60.0)
+    seen: list[int] = []
+    worker = BackgroundMaintenance(lambda work: seen.append(work.snapshot.id), name="t")
+    worker.submit(MaintenanceRound(_snapshot(1)))
+    assert worker.wait(timeout=10)
+    worker.submit(MaintenanceRound(_snapshot(2)))  # due only a minute after the first round
+    started = time.monotonic()
+    assert worker.wait(timeout=10)
+    assert time.monotonic() - started < 10
+    assert seen == [1, 2]
 
 
 def test_an_idle_worker_starts_again_on_the_next_request() -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import appendtable as at
+from appendtable.after_commit import worker
 from appendtable.commit.committer import Committer
 from appendtable.errors import CommitConflictError
 from tests.helpers.data import EVENTS, events
@@ -57,8 +58,9 @@ def _turn_held_elsewhere(table: at.Table) -> Iterator[threading.Event]:
 
 
 def test_appends_and_their_background_compaction_never_race(
-    tmp_path: Path, lost_races: list[int]
+    tmp_path: Path, lost_races: list[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(worker, "_ROUND_INTERVAL_S", 0.0)  # a round after every few commits
     table = at.create_table(str(tmp_path / "t"), EVENTS)
     for i in range(120):
         table.append(events(i, 1))
