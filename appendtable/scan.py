@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from appendtable import argument_checks, display, handoff
 from appendtable._state import SchemaView, TableState
+from appendtable.commit.tags import TagStore
 from appendtable.datafiles.arrow_schema import empty_table
 from appendtable.datafiles.expressions import to_expression
 from appendtable.datafiles.projection import Projection
@@ -171,6 +172,21 @@ def read_split(
     the projection's schema."""
     for file in split.files:
         yield from read_as(state.storage, file, projection, columns=columns, row_filter=row_filter)
+
+
+def expiry_reported(
+    state: TableState, split: Split, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """``batches`` (the rows of ``split``), where a data file found missing because the split's
+    snapshot expired since it was planned (no tag holds it) is reported as
+    SnapshotExpiredError, not as a file deleted outside the table."""
+    try:
+        yield from batches
+    except ObjectNotFoundError:
+        tags = TagStore(state.storage).all().values()
+        if all(tag.snapshot.id != split.snapshot_id for tag in tags):
+            state.snapshots.check_retained(split.snapshot_id)
+        raise
 
 
 class Scan:

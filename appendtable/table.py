@@ -71,7 +71,7 @@ from appendtable.planning.filters import parse_filter
 from appendtable.planning.iceberg_metadata import name_owners, reused_names
 from appendtable.planning.schema_changes import merge_changes, with_field_ids
 from appendtable.purge import PurgeResult, parse_tag_policy, purge
-from appendtable.scan import Scan, check_columns, read_split
+from appendtable.scan import Scan, check_columns, expiry_reported, read_split
 from appendtable.schema_update import UpdateSchema, check_table_schema, commit_schema_change
 from appendtable.staging import StagingArea
 from appendtable.storage import Storage, open_storage
@@ -632,13 +632,14 @@ class Table:
         unit's split is read without the rows deleted since (see docs/queue.md)."""
         state = self._state
         view = state.refresh() if split.schema_id is None else state.view_of(split.schema_id)
-        return (read_stream_split if split.stream else read_split)(
+        batches = (read_stream_split if split.stream else read_split)(
             state,
             split,
             state.projection(view),
             columns=check_columns(view, columns),
             row_filter=parse_filter(filter, view.column_types),
         )
+        return expiry_reported(state, split, batches)
 
     # ---- streaming --------------------------------------------------------------------------
 

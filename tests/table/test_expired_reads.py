@@ -102,3 +102,33 @@ def test_an_expired_snapshot_used_by_id_says_how_to_keep_one(tmp_path: Path, use
     assert "consumer id" not in message
     with pytest.raises(at.SnapshotExpiredError, match="use a consumer id"):
         table.stream(mode="from-snapshot", snapshot_id=2)
+
+
+def test_reading_planned_splits_of_a_snapshot_that_expired_since_raises_snapshot_expired(
+    tmp_path: Path,
+) -> None:
+    """``Table.read(split)`` (how Spark's executors read a planned DataFrame): the files of a
+    snapshot that expired after planning are gone because it expired, not deleted outside."""
+    table = _table(tmp_path / "t")
+    splits = table.scan(snapshot_id=3).plan()
+    _expire_elsewhere(tmp_path / "t")
+    with pytest.raises(at.SnapshotExpiredError, match="snapshot 3 has expired"):
+        for split in splits:
+            list(table.read(split))
+
+
+def test_a_data_file_deleted_outside_the_table_is_reported_as_missing(tmp_path: Path) -> None:
+    """The snapshot is retained (or a tag holds it): a missing file is named as missing."""
+    table = _table(tmp_path / "t")
+    table.create_tag("kept", snapshot_id=3)
+    tagged = table.scan(tag="kept").plan()
+    latest = table.scan().plan()
+    _expire_elsewhere(tmp_path / "t")
+    for splits in (tagged, latest):
+        victim = tmp_path / "t" / splits[0].files[0].path
+        kept = victim.read_bytes()
+        victim.unlink()
+        with pytest.raises(at.ObjectNotFoundError, match="is missing"):
+            for split in splits:
+                list(table.read(split))
+        victim.write_bytes(kept)  # (the end-of-test check wants every file back)
