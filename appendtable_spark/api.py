@@ -378,6 +378,10 @@ def _string(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
+#: How many times ``compact`` plans and runs its Spark job when its commit keeps conflicting.
+COMPACT_ATTEMPTS = 3
+
+
 def compact(
     spark: SparkSession,
     uri: str,
@@ -388,12 +392,33 @@ def compact(
 ) -> at.Snapshot | None:
     """Compaction with the coordinator on the driver and the rewrites on executors: plan,
     run every task in Spark (writing into one staging area), move the outputs into the table
-    and commit one COMPACT snapshot. On a conflict with a concurrent change nothing is applied
-    (CommitConflictError) and the outputs are discarded; a failed Spark job leaves nothing
-    behind but the staging area, which is removed."""
+    and commit one COMPACT snapshot. On a conflict with a concurrent change (another writer's
+    compaction, delete or overwrite of the planned files) nothing is applied, the outputs are
+    discarded, and it plans again from the new snapshot: CommitConflictError after
+    ``COMPACT_ATTEMPTS`` plans that all conflicted. A failed Spark job leaves nothing behind
+    but the staging area, which is removed."""
     settings = Settings(uri, dict(storage_options or {}))
     table = settings.open()
     compactor = table.compactor(f"spark-compaction-{spark.sparkContext.applicationId}")
+    attempt = 1
+    while True:
+        try:
+            return _compact_once(spark, settings, table, compactor, full, partitions)
+        except at.CommitConflictError:
+            if attempt >= COMPACT_ATTEMPTS:
+                raise
+            attempt += 1
+
+
+def _compact_once(
+    spark: SparkSession,
+    settings: Settings,
+    table: at.Table,
+    compactor: at.Compactor,
+    full: bool,
+    partitions: list[dict[str, object]] | None,
+) -> at.Snapshot | None:
+    """One plan, one Spark job and one commit of ``compact``."""
     plan = compactor.plan(full=full, partitions=partitions)
     if not plan.tasks:
         return None

@@ -318,6 +318,66 @@ def test_temp_view_and_distributed_compaction(spark_at: Any, tmp_path: Path) -> 
     assert seqs == list(range(120)) + list(range(1000, 1120))
 
 
+def test_distributed_compaction_plans_again_after_a_conflict(
+    spark_at: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A concurrent change to the planned files (here another writer's compaction, as a
+    table's own background maintenance after a delete does) makes ``compact`` plan again,
+    up to ``COMPACT_ATTEMPTS`` times; nothing is lost or doubled."""
+    uri = str(tmp_path / "c")
+    table = at.create_table(uri, EVENTS, partition_by=["day"], options={"write-only": True})
+    rival = at.open_table(uri)
+    commit = at.Compactor.commit
+    attempts: list[int] = []
+
+    rivalling = False  # (the rival's own compaction commits through the same method)
+
+    def rival_first(self: at.Compactor, messages: Any) -> Any:
+        nonlocal rivalling
+        if rivalling:
+            return commit(self, messages)
+        attempts.append(len(attempts) + 1)
+        if len(attempts) < appendtable_spark.api.COMPACT_ATTEMPTS:  # the rival gets there first
+            rivalling = True
+            rival.append(_events(10_000 + len(attempts) * 100, 20))
+            rival.compact(full=True)
+            rival.append(_events(20_000 + len(attempts) * 100, 20))
+            rivalling = False
+        return commit(self, messages)
+
+    monkeypatch.setattr(at.Compactor, "commit", rival_first)
+    for i in range(6):
+        table.append(_events(i * 20, 20))
+    snapshot = appendtable_spark.compact(spark_at, uri, full=True)
+    assert snapshot is not None and snapshot.kind == at.CommitKind.COMPACT
+    assert attempts == [1, 2, 3]
+    seqs = sorted(at.open_table(uri).scan().to_arrow().column("seq").to_pylist())
+    expected = list(range(120)) + [
+        base + n for k in (1, 2) for base in (10_000 + k * 100, 20_000 + k * 100) for n in range(20)
+    ]
+    assert seqs == sorted(expected)
+    # every plan conflicting (a rival deletes a row of the planned files each time):
+    # CommitConflictError after COMPACT_ATTEMPTS plans, the compaction applied nowhere
+    attempts.clear()
+
+    def rival_deletes(self: at.Compactor, messages: Any) -> Any:
+        attempts.append(len(attempts) + 1)
+        rival.delete([("seq", "=", len(attempts))])
+        return commit(self, messages)
+
+    monkeypatch.setattr(at.Compactor, "commit", rival_deletes)
+    table.append(_events(40_000, 20))
+    before = at.open_table(uri).snapshots()[-1].id
+    with pytest.raises(at.CommitConflictError):
+        appendtable_spark.compact(spark_at, uri, full=True)
+    assert attempts == [1, 2, 3]
+    after = at.open_table(uri)
+    assert [s.kind for s in after.snapshots() if s.id > before] == [at.CommitKind.DELETE] * 3
+    assert sorted(after.scan().to_arrow().column("seq").to_pylist()) == sorted(
+        [q for q in expected if q not in (1, 2, 3)] + list(range(40_000, 40_020))
+    )
+
+
 def test_stream_write_sets_watermarks_for_bounded_reads(spark_at: Any, tmp_path: Path) -> None:
     schema = pa.schema([("event_time", pa.timestamp("us", tz="UTC")), ("seq", pa.int64())])
     source_uri, sink_uri = str(tmp_path / "ws"), str(tmp_path / "wt")
