@@ -32,7 +32,7 @@ import re
 import socket
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -57,6 +57,7 @@ from appendtable.stream import (
     StreamPosition,
     StreamReader,
     StreamUnit,
+    calling_on_failure,
 )
 
 __all__ = [
@@ -335,20 +336,29 @@ class GroupReader:
         live = [(u, h.position) for u, h in self._held.items() if not h.ended]
         if not live:
             return None
-        first = min(
-            ((p.next_snapshot or 0, not p.full) for _, p in live),
-        )
-        position = StreamPosition(first[0], not first[1])
+        position = min((p for _, p in live), key=StreamPosition.stream_order)
         return position, sorted(u for u, p in live if p == position)
 
-    def read(self, unit: StreamUnit) -> Iterator[pa.RecordBatch]:
-        """The rows of a unit, in order; the lease is renewed between batches. Raises
+    def read(self, unit: StreamUnit) -> Generator[pa.RecordBatch, None, None]:
+        """The rows of a unit, in order; the lease is renewed between batches. A failed read
+        moves the unit's buckets back to it, as ``StreamReader.read`` does. Raises
         ConsumerFencedError when the unit's files are gone because its buckets were taken over
         meanwhile (this member stalled past its lease, and the new holder's progress let
         expiration delete them): the rows it was given of them will be delivered again to
         their new holder, and its own progress for them is discarded."""
         if not isinstance(unit, StreamUnit):
             raise InvalidArgumentError(f"unit: expected a StreamUnit from poll(), got {unit!r}")
+        return calling_on_failure(self._batches_of(unit), lambda: self._back_before(unit))
+
+    def _back_before(self, unit: StreamUnit) -> None:
+        """Move the unit's buckets back to it (its read failed), unless already before it."""
+        start = StreamPosition(unit.snapshot_id, unit.full)
+        for u in unit.group_units:
+            held = self._held.get(u) or self._draining.get(u)
+            if held is not None and held.position.stream_order() > start.stream_order():
+                held.position = start
+
+    def _batches_of(self, unit: StreamUnit) -> Generator[pa.RecordBatch, None, None]:
         try:
             for batch in self._reader.read(unit):
                 self._membership.keep_alive()

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Final, Literal, TypeVar
@@ -77,7 +77,7 @@ from appendtable.planning.stream_rules import (
 from appendtable.scan import check_columns, plan_entries, splits_of
 from appendtable.stream_deletes import LaterDeletes
 
-__all__ = ["StreamPosition", "StreamReader", "StreamUnit"]
+__all__ = ["StreamPosition", "StreamReader", "StreamUnit", "calling_on_failure"]
 
 #: Units planned ahead of the one being handed out (their small files are read ahead).
 _UNITS_AHEAD = 64
@@ -106,6 +106,11 @@ class StreamPosition:
         if snapshot is not None and (not isinstance(snapshot, int) or snapshot < 1):
             raise InvalidArgumentError(f"text: not a stream position: {text!r}")
         return StreamPosition(snapshot, bool(full))
+
+    def stream_order(self) -> tuple[int, bool]:
+        """A sort key in stream order: a snapshot's full unit before its delta, which comes
+        before the next snapshot's; ``None`` (the latest, once one exists) first."""
+        return (self.next_snapshot or 0, not self.full)
 
 
 @dataclass(frozen=True)
@@ -546,11 +551,28 @@ class StreamReader:
             return unit
         return None
 
-    def read(self, unit: StreamUnit) -> Iterator[pa.RecordBatch]:
+    def read(self, unit: StreamUnit) -> Generator[pa.RecordBatch, None, None]:
         """The rows of a unit, in order (its small files are read ahead on a few threads),
-        without those that deletes committed since its snapshot removed."""
+        without those that deletes committed since its snapshot removed.
+
+        **A failed read never skips the unit.** ``poll()`` moved the position past the unit
+        when it handed it out; if reading it raises (``SchemaMismatchError``,
+        ``SnapshotExpiredError``, a storage error), the position moves back to the unit before
+        the error reaches the caller, so the next ``poll()`` hands the same unit out again
+        and a ``commit()`` saves a position before it (units polled after it are handed out
+        again too: nothing is lost, but they may be delivered twice). The caller stopping
+        early (``break``) is not a failure: the position stays past the unit."""
+        start = StreamPosition(unit.snapshot_id, unit.full)
+        return calling_on_failure(self._batches_of(unit), lambda: self._back_before(start))
+
+    def _batches_of(self, unit: StreamUnit) -> Generator[pa.RecordBatch, None, None]:
         self._later_deletes.look_again(unit.snapshot_id)
-        return read_files_ahead(_files_of(unit), lambda file: self._read_file(unit, file))
+        yield from read_files_ahead(_files_of(unit), lambda file: self._read_file(unit, file))
+
+    def _back_before(self, start: StreamPosition) -> None:
+        """Move back to ``start``, a unit whose read failed, unless already before it."""
+        if self._position.stream_order() > start.stream_order():
+            self._position = start
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
         """Record batches in stream order, blocking while there is nothing new; ends when a
@@ -702,3 +724,25 @@ class StreamReader:
 
     def __repr__(self) -> str:
         return f"StreamReader(position={self._position}, finished={self._finished})"
+
+
+def calling_on_failure(
+    items: Generator[_T, None, None], on_failure: Callable[[], None]
+) -> Generator[_T, None, None]:
+    """The items of ``items``; ``on_failure()`` runs before an exception raised while producing
+    one propagates. The caller stopping early is not a failure (``items`` is closed)."""
+    try:
+        while True:
+            failed = True
+            try:
+                item = next(items)
+                failed = False
+            except StopIteration:
+                failed = False
+                return
+            finally:
+                if failed:
+                    on_failure()
+            yield item
+    finally:
+        items.close()
