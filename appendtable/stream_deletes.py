@@ -9,7 +9,11 @@ deleted exactly the rows of ``B`` matching the filter). When a stream reads a fi
 unit ``U``, it drops the rows of ``f`` matching the filter of every ``D > U`` such that
 
 * ``B >= U``: every row of ``U`` was a row of ``B`` (rows appended after ``U`` are in other
-  units), so the rows of ``f`` matching the filter are the ones ``D`` deleted; or
+  units), so the rows of ``f`` matching the filter are the ones ``D`` deleted; unless a
+  rollback in the history of ``B`` undid ``U`` (restored a snapshot ``T < U``): then the rows
+  ``U`` added were not rows of ``B``, and only those of ``f`` older than ``T`` were (told by
+  sequence numbers, which are never reused: ``f`` is skipped when its first row is newer than
+  ``T``; a file compacted from rows on both sides of ``T`` counts as older); or
 * ``B < U`` and ``D`` removed ``f`` itself (a delete planned before ``U`` committed and
   committed after it: it conflicts unless the files it changes stayed the same from ``B`` to
   its commit, so ``f`` holds rows of ``B`` only; files ``U`` added in between hold none of
@@ -39,7 +43,7 @@ import numpy as np
 import pyarrow as pa
 
 from appendtable._state import TableState
-from appendtable.commit.changes import ROLLBACK_PROPERTY
+from appendtable.commit.changes import ROLLBACK_PROPERTY, ROLLBACK_SEQUENCE_PROPERTY
 from appendtable.datafiles.deletion_vectors import Positions
 from appendtable.datafiles.projection import Projection
 from appendtable.datafiles.reading import read_as
@@ -59,6 +63,20 @@ __all__ = ["LaterDeletes", "read_stream_split"]
 #: Units for which the deletes committed so far were looked up (the latest snapshot is read
 #: once per unit, not once per file).
 _UNITS_REMEMBERED = 1024
+
+
+@dataclass(frozen=True)
+class _Undone:
+    """The snapshots ``(target, rollback]`` that a rollback undid. Rows they added have
+    sequence numbers from ``first_sequence`` on (the target's ``next_sequence``; None where
+    unknown: a rollback written before it was recorded, whose target has expired)."""
+
+    target: int
+    rollback: int
+    first_sequence: int | None
+
+    def holds(self, snapshot_id: int) -> bool:
+        return self.target < snapshot_id <= self.rollback
 
 
 @dataclass(frozen=True)
@@ -87,7 +105,7 @@ class LaterDeletes:
         #: units whose files were read since the deletes were last looked for (in order)
         self._looked_for: dict[int, None] = {}
         #: per latest snapshot: the ranges ``(target, rollback]`` its rollbacks undid
-        self._undone: dict[int, list[tuple[int, int]]] = {}
+        self._undone: dict[int, list[_Undone]] = {}
 
     def positions(self, file: DataFileMeta, unit_snapshot: int) -> Positions | None:
         """The positions of ``file``'s rows (of a unit of snapshot ``unit_snapshot``) that
@@ -100,12 +118,31 @@ class LaterDeletes:
                 delete.filter,
             )
             for delete in self._after(unit_snapshot)
-            if delete.base >= unit_snapshot or file.path in delete.touched
+            if file.path in delete.touched
+            or (
+                delete.base >= unit_snapshot
+                and self._rows_of_base(delete.base, unit_snapshot, file)
+            )
         ]
         chunks = [c for c in chunks if len(c)]
         if not chunks:
             return None
         return np.unique(np.concatenate(chunks))
+
+    def _rows_of_base(self, base: int, unit_snapshot: int, file: DataFileMeta) -> bool:
+        """Whether the rows of ``file``, of a unit of ``unit_snapshot``, were rows of ``base``
+        (a delete's base, at or after the unit): yes, unless a rollback in the history of
+        ``base`` undid the unit's snapshot. Then only rows older than the rollback's target
+        were: the file's rows are taken as such unless all of them are newer (a file that
+        compaction made of rows from both sides of the target counts as older: its rows
+        matching the delete are not delivered)."""
+        with self._lock:
+            undone = self._undone_at(base)
+        for rollback in undone:
+            if rollback.holds(unit_snapshot):
+                first = rollback.first_sequence
+                return first is None or file.min_seq < first
+        return True
 
     def look_again(self, unit_snapshot: int) -> None:
         """Look for new deletes when the next file of this unit is read (a unit read again)."""
@@ -138,7 +175,7 @@ class LaterDeletes:
             return [
                 d
                 for i, d in sorted(self._found.items())
-                if i > snapshot_id and not any(low < i <= high for low, high in undone)
+                if i > snapshot_id and not any(rollback.holds(i) for rollback in undone)
             ]
 
     def _latest(self) -> int:
@@ -149,30 +186,39 @@ class LaterDeletes:
             return self._high
         return self._state.snapshots.latest_id() or 0
 
-    def _undone_at(self, latest: int) -> list[tuple[int, int]]:
-        """The ranges ``(target, rollback]`` of snapshots whose changes the rollbacks in the
-        history of ``latest`` undid (the table at ``latest`` holds none of them)."""
+    def _undone_at(self, latest: int) -> list[_Undone]:
+        """What the rollbacks in the history of ``latest`` undid (the table at ``latest``
+        holds none of those snapshots' changes), newest first. Called under the lock."""
         found = self._undone.get(latest)
         if found is not None:
             return found
-        undone: list[tuple[int, int]] = []
+        undone: list[_Undone] = []
         current = latest
         while current:
             try:
                 rollback_id = self._state.snapshots.get(current).last_rollback
                 if rollback_id is None:
                     break
-                target = self._state.snapshots.get(rollback_id).properties.get(ROLLBACK_PROPERTY)
+                properties = self._state.snapshots.get(rollback_id).properties
             except SnapshotNotFoundError:
                 break  # (expired: older than every unit a stream can still read)
+            target = properties.get(ROLLBACK_PROPERTY)
             if target is None:
                 break
-            undone.append((int(target), rollback_id))
+            sequence = properties.get(ROLLBACK_SEQUENCE_PROPERTY)
+            first = int(sequence) if sequence is not None else self._next_sequence(int(target))
+            undone.append(_Undone(int(target), rollback_id, first))
             current = int(target)
         if len(self._undone) >= _UNITS_REMEMBERED:
             self._undone.clear()
         self._undone[latest] = undone
         return undone
+
+    def _next_sequence(self, snapshot_id: int) -> int | None:
+        try:
+            return self._state.snapshots.get(snapshot_id).next_sequence
+        except SnapshotNotFoundError:
+            return None
 
     def _scan(self, first: int, last: int) -> None:
         snapshots, manifests = self._state.snapshots, self._state.manifests

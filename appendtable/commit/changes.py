@@ -27,6 +27,7 @@ from appendtable.planning.partitions import outside_overwrite
 from appendtable.planning.schema_changes import missing_required
 
 __all__ = [
+    "ROLLBACK_SEQUENCE_PROPERTY",
     "ROLLBACK_PROPERTY",
     "CommitRequest",
     "PartitionScope",
@@ -46,6 +47,9 @@ __all__ = [
 
 #: Snapshot property naming the snapshot a rollback restored.
 ROLLBACK_PROPERTY = "rollback-to"
+#: Snapshot property of a rollback: the restored snapshot's ``next_sequence``. Rows the
+#: rollback undid have sequence numbers from it on (sequence numbers are never reused).
+ROLLBACK_SEQUENCE_PROPERTY = "rollback-sequence"
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 
 from appendtable.commit.changes import (
     ROLLBACK_PROPERTY,
+    ROLLBACK_SEQUENCE_PROPERTY,
     ChangedBy,
     CommitRequest,
     SchemaBaseMovedError,
@@ -510,7 +511,11 @@ class Committer:
         base_list = self._manifests.write_list(base)
         delta_list = self._manifests.write_list(delta)
         written.extend(layout.manifest_path(name) for name in (base_list, delta_list))
-        properties = {ROLLBACK_PROPERTY: str(target.id), **request.properties}
+        properties = {
+            ROLLBACK_PROPERTY: str(target.id),
+            ROLLBACK_SEQUENCE_PROPERTY: str(target.next_sequence),
+            **request.properties,
+        }
         if latest.last_rollback is not None:
             properties["previous-rollback"] = str(latest.last_rollback)
         rows = sum(e.file.live_row_count for e in restored)
