@@ -139,22 +139,19 @@ def delivered(reader: at.StreamReader) -> list[int]:
     return sorted(s for unit in units for b in reader.read(unit) for s in b["seq"].to_pylist())
 
 
+def _table(tmp_path: Path, dv: str) -> at.Table:
+    """Write-only: no background compaction merges files across the steps."""
+    options = {"bucket": "2", "bucket-key": "user", "deletion-vectors.enabled": dv}
+    return at.create_table(str(tmp_path / "t"), SCHEMA, options={**options, "write-only": "true"})
+
+
 @pytest.mark.parametrize("dv", ["true", "false"])
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 def test_a_rollback_that_undoes_a_delete_gives_the_rows_back_to_streams(
     tmp_path: Path, dv: str, scenario: str
 ) -> None:
     steps = SCENARIOS[scenario]
-    table = at.create_table(
-        str(tmp_path / "t"),
-        SCHEMA,
-        options={
-            "bucket": "2",
-            "bucket-key": "user",
-            "deletion-vectors.enabled": dv,
-            "write-only": "true",
-        },
-    )
+    table = _table(tmp_path, dv)
     first = batch(0, 20)
     table.append(first)
     latest = table.stream(mode="latest")  # (waits for the next snapshot)
@@ -192,16 +189,7 @@ def test_a_full_unit_of_an_undone_snapshot_keeps_the_undone_rows_a_delete_matche
     """A consumer saved at the whole of snapshot 2 (never read), then snapshot 2's append
     undone by a rollback and a delete matching rows on both sides: the full unit drops the
     rows the delete removed (of snapshot 1) and keeps the undone ones it never saw."""
-    table = at.create_table(
-        str(tmp_path / "t"),
-        SCHEMA,
-        options={
-            "bucket": "2",
-            "bucket-key": "user",
-            "deletion-vectors.enabled": dv,
-            "write-only": "true",  # (no compaction merging the two appends' files)
-        },
-    )
+    table = _table(tmp_path, dv)
     table.append(batch(0, 20))
     table.append(batch(20, 20))
     table.stream(mode="from-snapshot-full", snapshot_id=2, consumer_id="c").close()
