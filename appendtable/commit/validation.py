@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from appendtable.commit.changes import ROLLBACK_PROPERTY
+from appendtable.commit.changes import ROLLBACK_PROPERTY, ROLLBACK_SEQUENCE_PROPERTY
 from appendtable.errors import CorruptMetadataError
 from appendtable.metadata import layout
 from appendtable.metadata.models import ManifestEntry, ManifestFileMeta, Snapshot
@@ -166,3 +166,6 @@ def check_snapshot(snapshot: Snapshot, uri: str) -> None:
     target = snapshot.properties.get(ROLLBACK_PROPERTY)
     if target is not None and (not target.isdigit() or not 0 < int(target) < snapshot.id):
         raise _corrupt(uri, "rollback target", target, "not an older snapshot id")
+    sequence = snapshot.properties.get(ROLLBACK_SEQUENCE_PROPERTY)
+    if sequence is not None and (not sequence.isdigit() or int(sequence) > snapshot.next_sequence):
+        raise _corrupt(uri, "rollback sequence", sequence, "not a sequence number of the table")

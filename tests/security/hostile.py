@@ -277,6 +277,14 @@ CASES: dict[str, tuple[Callable[[Place], None], type[Exception] | None]] = {
         ),
         at.CorruptMetadataError,
     ),
+    "rollback-sequence-not-a-number": (
+        lambda p: edit_snapshot(p, properties={"rollback-sequence": "../x"}),
+        at.CorruptMetadataError,
+    ),
+    "rollback-sequence-beyond-the-table": (
+        lambda p: edit_snapshot(p, properties={"rollback-sequence": str(2**62)}),
+        at.CorruptMetadataError,
+    ),
     "parent-cycle": (lambda p: edit_snapshot(p, parent_id=latest(p)), at.CorruptMetadataError),
     "parent-huge": (lambda p: edit_snapshot(p, parent_id=2**62), at.CorruptMetadataError),
     "manifest-listed-100k-times": (

@@ -96,7 +96,9 @@ def _hostile_value(current: object, draw: st.DataObject) -> object:
     if isinstance(current, int) or current is None:
         return draw.draw(st.sampled_from(HOSTILE_INTS) | st.none())
     if isinstance(current, dict):
-        key = draw.draw(st.sampled_from(["previous-rollback", "rollback-to", "x"]))
+        key = draw.draw(
+            st.sampled_from(["previous-rollback", "rollback-to", "rollback-sequence", "x"])
+        )
         return {**current, key: draw.draw(st.sampled_from([str(i) for i in HOSTILE_INTS] + ["z"]))}
     return current
 
