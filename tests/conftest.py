@@ -135,15 +135,27 @@ def _spark_catalog_left_as_found(request: pytest.FixtureRequest) -> Iterator[Non
         yield
         return
     session = request.getfixturevalue("spark")
-    before = {(t.name, t.isTemporary) for t in session.catalog.listTables()}
+    before = _catalog_names(session)
     yield
-    for table in session.catalog.listTables():
-        if (table.name, table.isTemporary) in before:
-            continue
-        if table.isTemporary:
-            session.catalog.dropTempView(table.name)
+    for name, temporary in _catalog_names(session) - before:
+        if temporary:
+            session.catalog.dropTempView(name)
         else:
-            session.sql(f"DROP TABLE IF EXISTS `{table.name}`")
+            session.sql(f"DROP TABLE IF EXISTS `{name}`")
+
+
+def _catalog_names(session: Any) -> set[tuple[str, bool]]:
+    """(name, temporary) of the current database's tables and of the temporary views, as
+    ``catalog.listTables()`` gives them, from the JVM's session catalog: ``listTables()``
+    loads every table's metadata (0.25 s on an empty catalog, over 1 s with one table, before
+    and after each of some 450 Spark tests), the session catalog only lists names (~10 ms)."""
+    catalog = session._jsparkSession.sessionState().catalog()
+    identifiers = catalog.listTables(catalog.getCurrentDatabase()).iterator()
+    names = set()
+    while identifiers.hasNext():
+        identifier = identifiers.next()
+        names.add((identifier.table(), identifier.database().isEmpty()))
+    return names
 
 
 @pytest.fixture(params=["local", "memory"])
