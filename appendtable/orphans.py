@@ -3,8 +3,8 @@
 What may be deleted is decided by the table's own layout, never by "everything under the root":
 
 * only files whose place and name the table itself uses are candidates: ``manifest/`` files,
-  data files (``<k>=<v>/.../bucket-<n>/data-*.parquet``, as deep as the table has partition
-  keys), Iceberg mirror files in ``metadata/``, anything inside a staging area
+  data files (``<k>=<v>/.../bucket-<n>/data-*.parquet``, one level per partition key, named
+  by that key, in key order), Iceberg mirror files in ``metadata/``, anything inside a staging area
   (``_staging/<id>/``), and temporary files of the table's own writes (``.<name>.<hex>.tmp``);
   snapshots, schemas, tags, consumers, watermarks and hints are never deleted here;
 * a candidate is an orphan when no retained snapshot, tag (or deleted tag not yet released)
@@ -45,10 +45,18 @@ from appendtable.errors import ObjectNotFoundError, PathOutsideTableError, Snaps
 from appendtable.locations import enclosing_table
 from appendtable.metadata import layout
 from appendtable.metadata import options as opt
+from appendtable.planning.partitions import escape_path_name
 from appendtable.storage import Storage
 from appendtable.storage.base import DirectoryListing, FileInfo, is_temp_name
 
-__all__ = ["TEMP_FILE_MIN_AGE_MS", "LiveFiles", "OrphanResult", "live_files", "remove_orphan_files"]
+__all__ = [
+    "TEMP_FILE_MIN_AGE_MS",
+    "LiveFiles",
+    "OrphanResult",
+    "live_files",
+    "refuse_nested",
+    "remove_orphan_files",
+]
 
 log = logging.getLogger("appendtable.maintenance")
 
@@ -116,16 +124,10 @@ def remove_orphan_files(state: TableState, *, older_than_ms: int, dry_run: bool)
     seen as referencing its files. Refused (PathOutsideTableError, nothing listed or deleted)
     for a table that lies inside another table's directory: the other table's files there
     follow the same layout and would be taken for orphans."""
-    outer = enclosing_table(state.storage)
-    if outer is not None:
-        raise PathOutsideTableError(
-            f"refusing to remove orphan files of the table at {state.storage.root}: it lies "
-            f"inside the table at {outer.root}, whose files there would be taken for orphans "
-            "(move one of the two tables)",
-            path=outer.root,
-        )
+    refuse_nested(state, "remove orphan files of")
     now = int(time.time() * 1000)
-    candidates, foreign = _walk(state.storage, len(state.schema.partition_keys))
+    levels = tuple(f"{escape_path_name(key)}=" for key in state.schema.partition_keys)
+    candidates, foreign = _walk(state.storage, levels)
     state.refresh()  # the options as of the latest snapshot (the mirror's, above all)
     pruned = [] if dry_run else state.publish_and_prune_mirror()
     mirror_on = state.mirrors_iceberg
@@ -163,6 +165,19 @@ def remove_orphan_files(state: TableState, *, older_than_ms: int, dry_run: bool)
     listed = {c.info.path: c.info.size for c in candidates}  # sizes from before the prune
     size = sum(listed.get(path, 0) for path in files)
     return OrphanResult(files, size, dry_run, sorted(foreign))
+
+
+def refuse_nested(state: TableState, doing: str) -> None:
+    """PathOutsideTableError if the table lies inside another table's directory: that table's
+    files there follow the same layout and would be taken for orphans."""
+    outer = enclosing_table(state.storage)
+    if outer is not None:
+        raise PathOutsideTableError(
+            f"refusing to {doing} the table at {state.storage.root}: it lies inside the table "
+            f"at {outer.root}, whose files there would be taken for orphans (move one of the "
+            "two tables)",
+            path=outer.root,
+        )
 
 
 def _keep_mirror_whole(state: TableState, gone: set[str], *, since: int | None) -> None:
@@ -204,18 +219,19 @@ def _mirror_files(state: TableState) -> set[str]:
 # ---- the walk -------------------------------------------------------------------------------
 
 
-def _walk(storage: Storage, partition_depth: int) -> tuple[list[_Candidate], list[str]]:
-    """The candidates of the table's layout, and what is not the table's."""
+def _walk(storage: Storage, levels: tuple[str, ...]) -> tuple[list[_Candidate], list[str]]:
+    """The candidates of the table's layout, and what is not the table's. ``levels``: the
+    start (``<key>=``) of the partition directories' names at each depth, in key order."""
     candidates: list[_Candidate] = []
     foreign: list[str] = []
     for listing in _pruned(storage.walk_tree(), foreign):
         where = listing.path
         for name in listing.links:
             foreign.append(_join(where, name))
-        place = _place(where, partition_depth)
+        place = _place(where, len(levels))
         keep: list[str] = []
         for name in listing.directories:
-            if _may_hold_table_files(where, place, name, partition_depth):
+            if _may_hold_table_files(where, place, name, levels):
                 keep.append(name)
             else:
                 foreign.append(_join(where, name) + "/")
@@ -263,7 +279,7 @@ def _place(path: str, partition_depth: int) -> str:
     return "bucket" if len(parts) == partition_depth + 1 else "partition"
 
 
-def _may_hold_table_files(where: str, place: str, name: str, partition_depth: int) -> bool:
+def _may_hold_table_files(where: str, place: str, name: str, levels: tuple[str, ...]) -> bool:
     """Whether the walk goes into subdirectory ``name`` of directory ``where`` (of kind
     ``place``)."""
     if place == "root":
@@ -274,7 +290,7 @@ def _may_hold_table_files(where: str, place: str, name: str, partition_depth: in
             layout.STAGING_DIR,
         ):
             return True
-        return _data_directory(name, 0, partition_depth)
+        return _data_directory(name, 0, levels)
     if place == layout.WATERMARK_DIR:
         return _WATERMARK_NAME.match(name) is not None
     if place == "staging":
@@ -282,16 +298,17 @@ def _may_hold_table_files(where: str, place: str, name: str, partition_depth: in
     if place == "staging-area":
         return True  # an engine's own layout (partition directories, _temporary/...)
     if place == "partition":
-        return _data_directory(name, len(where.split("/")), partition_depth)
+        return _data_directory(name, len(where.split("/")), levels)
     return place == layout.SNAPSHOT_DIR and f"{where}/{name}" in _SNAPSHOT_SUBDIRS
 
 
-def _data_directory(name: str, level: int, partition_depth: int) -> bool:
-    """Whether ``name`` is a data directory at ``level`` (0: in the root): ``<k>=<v>`` above
-    the partition depth, ``bucket-<n>`` at it."""
-    if level < partition_depth:
-        return "=" in name and not name.startswith("=")
-    return level == partition_depth and _BUCKET_DIR.match(name) is not None
+def _data_directory(name: str, level: int, levels: tuple[str, ...]) -> bool:
+    """Whether ``name`` is a data directory at ``level`` (0: in the root): ``<k>=<v>`` of the
+    table's partition key of that level above the partition depth (another key, or the keys in
+    another order, is not the table's), ``bucket-<n>`` at it."""
+    if level < len(levels):
+        return name.startswith(levels[level])
+    return level == len(levels) and _BUCKET_DIR.match(name) is not None
 
 
 def _file_kind(place: str, name: str) -> str | None:

@@ -89,7 +89,7 @@ from appendtable.metadata.models import (
     Snapshot,
     Tag,
 )
-from appendtable.orphans import remove_orphan_files
+from appendtable.orphans import refuse_nested, remove_orphan_files
 from appendtable.planning.stream_rules import emits_rows
 
 __all__ = ["PurgeResult", "TagPolicy", "purge"]
@@ -145,7 +145,9 @@ def purge(
     dry_run: bool,
     commit_user: str,
 ) -> PurgeResult:
-    """Purge the deleted rows of every delete committed so far (see the module doc)."""
+    """Purge the deleted rows of every delete committed so far (see the module doc). Every
+    refusal comes before anything is written."""
+    refuse_nested(state, "purge")  # (its last step removes orphan files)
     latest = state.snapshots.latest()
     if latest is None:
         return PurgeResult(dry_run=dry_run)

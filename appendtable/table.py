@@ -822,7 +822,7 @@ class Table:
             retain_min=retain_min,
             retain_max=retain_max,
             older_than_ms=argument_checks.maybe_epoch_ms(older_than_ms, "older_than_ms"),
-            dry_run=dry_run,
+            dry_run=argument_checks.flag(dry_run, "dry_run"),
         )
 
     def compact(
@@ -889,7 +889,9 @@ class Table:
             cut = int((time.time() - older_than.total_seconds()) * 1000)
         else:
             cut = argument_checks.epoch_ms(older_than, "older_than")
-        return remove_orphan_files(self._state, older_than_ms=cut, dry_run=dry_run)
+        return remove_orphan_files(
+            self._state, older_than_ms=cut, dry_run=argument_checks.flag(dry_run, "dry_run")
+        )
 
     def purge(
         self,

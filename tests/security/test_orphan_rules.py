@@ -4,9 +4,11 @@ is not 1, a retained snapshot whose metadata is gone)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 import appendtable as at
@@ -138,6 +140,45 @@ def test_every_place_of_the_layout_is_classified_exactly(tmp_path: Path) -> None
     assert table.tags() == {"kept": 1} and table.consumers() == {"reader": 2}
     for path in young:
         (root / path).unlink()
+
+
+def test_partition_directories_of_other_keys_or_another_order_are_not_the_tables(
+    tmp_path: Path,
+) -> None:
+    """Only the number of ``k=v`` levels was checked (found by a docs-only hunt): a user's
+    ``backup=2024/hour=1/bucket-0/data-*.parquet`` in a table partitioned by (region, hour),
+    or the keys in another order, were taken for orphans and deleted (by purge too)."""
+    root = tmp_path / "t"
+    schema = pa.schema([("region", pa.string()), ("hour", pa.int32()), ("id", pa.int64())])
+    table = at.create_table(
+        str(root), schema, partition_by=["region", "hour"], options={"write-only": True}
+    )
+    table.append(pa.table({"region": ["eu"], "hour": [1], "id": [1]}, schema=schema))
+    orphans = [
+        "region=eu/hour=1/bucket-0/data-stray-0.parquet",
+        "region=us/hour=7/bucket-2/data-stray-1.parquet",
+    ]
+    foreign = [
+        "backup=2024/hour=1/bucket-0/data-export-0.parquet",
+        "hour=1/region=eu/bucket-0/data-swapped-0.parquet",
+        "region=eu/backup=1/bucket-0/data-other-0.parquet",
+        "regionx=eu/hour=1/bucket-0/data-prefix-0.parquet",
+        "Region=eu/hour=1/bucket-0/data-case-0.parquet",
+    ]
+    _plant(root, orphans + foreign)
+    listed = table.remove_orphan_files(older_than=past_every_file_ms(), dry_run=True)
+    assert sorted(listed.files) == sorted(orphans)
+    assert set(listed.not_table_files) == {
+        "backup=2024/",
+        "hour=1/",
+        "region=eu/backup=1/",
+        "regionx=eu/",
+        "Region=eu/",
+    }
+    table.purge(older_than=dt.timedelta(0))
+    assert not any((root / p).exists() for p in orphans)
+    assert all((root / p).exists() for p in foreign)
+    assert table.scan().to_arrow()["id"].to_pylist() == [1]
 
 
 def test_the_cut_off_is_exclusive_to_the_millisecond(tmp_path: Path) -> None:

@@ -73,13 +73,17 @@ def test_a_table_nested_in_another_is_never_touched(tmp_path: Path) -> None:
 def test_a_table_inside_another_refuses_orphan_removal(tmp_path: Path) -> None:
     """A table whose root lies in another table's partition directory (moved there: create_table
     refuses it) would take the other table's data files there for its own orphans: both its dry
-    and real runs are refused, naming the enclosing table, and nothing is deleted."""
+    and real runs are refused, naming the enclosing table, and nothing is deleted. A purge
+    (whose last step removes orphans) is refused too, before it writes or expires anything
+    (it had compacted and expired the whole history first: found by a docs-only hunt)."""
     outer_root = tmp_path / "outer"
     outer = at.create_table(str(outer_root), EVENTS, partition_by=["day"])
     outer.append(events(0, 20))
     partition = sorted(p for p in os.listdir(outer_root) if p.startswith("day="))[0]
-    made = at.create_table(str(tmp_path / "made"), EVENTS)
+    made = at.create_table(str(tmp_path / "made"), EVENTS, options={"write-only": True})
     made.append(events(100, 5))
+    made.append(events(105, 5))
+    assert made.delete([("seq", "=", 100)]) is not None
     made.close()
     for name in ("schema", "snapshot", "manifest"):
         shutil.move(str(tmp_path / "made" / name), str(outer_root / partition / name))
@@ -90,7 +94,11 @@ def test_a_table_inside_another_refuses_orphan_removal(tmp_path: Path) -> None:
         with pytest.raises(at.PathOutsideTableError, match="inside the table at") as caught:
             inner.remove_orphan_files(older_than=dt.timedelta(days=1), dry_run=dry_run)
         assert caught.value.path == str(outer_root)
+        with pytest.raises(at.PathOutsideTableError, match="purge the table") as caught:
+            inner.purge(older_than=dt.timedelta(0), dry_run=dry_run)
+        assert caught.value.path == str(outer_root)
     assert tree(outer_root) == before
+    assert [s.id for s in inner.snapshots()] == [1, 2, 3]
     assert outer.scan().count() == 20
 
 

@@ -117,6 +117,29 @@ def test_wrong_types_give_one_line_errors_naming_the_argument(
     assert len(table.snapshots()) == before
 
 
+@pytest.mark.parametrize("value", [None, 0, "", [], "false", 1])
+@pytest.mark.parametrize("method", ["remove_orphan_files", "expire_snapshots", "purge", "delete"])
+def test_dry_run_is_true_or_false_only(table: at.Table, method: str, value: Any) -> None:
+    """``remove_orphan_files(dry_run=None)`` deleted (found by a docs-only hunt): a caller
+    passing an unset flag through got the destructive run. Every maintenance call's dry_run
+    takes True or False only, checked before anything is read or deleted."""
+    stray = Path(table.uri) / "day=a" / "bucket-0" / "data-left-by-a-crash-0.parquet"
+    stray.parent.mkdir(parents=True, exist_ok=True)
+    stray.write_bytes(b"0" * 10)
+    calls = {
+        "remove_orphan_files": lambda: table.remove_orphan_files(
+            older_than=dt.timedelta(0), dry_run=value
+        ),
+        "expire_snapshots": lambda: table.expire_snapshots(retain_min=1, dry_run=value),
+        "purge": lambda: table.purge(older_than=dt.timedelta(0), dry_run=value),
+        "delete": lambda: table.delete([("user_id", "=", 1)], dry_run=value),
+    }
+    before = [s.id for s in table.snapshots()]
+    with pytest.raises(at.InvalidArgumentError, match="dry_run must be True or False"):
+        calls[method]()
+    assert stray.exists() and [s.id for s in table.snapshots()] == before
+
+
 def test_one_name_where_a_list_is_expected_is_one_name(tmp_path: Path, table: at.Table) -> None:
     assert table.partition_by == ["day"]  # not ["d", "a", "y"]
     assert table.scan(columns="user_id").to_arrow().column_names == ["user_id"]
