@@ -8,11 +8,12 @@ Errors: ``InvalidArgumentError`` (a ``TypeError`` and ``ValueError`` too) naming
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from appendtable.errors import InvalidArgumentError
 
 __all__ = [
+    "overwrite_specs",
     "bucket_ids",
     "epoch_ms",
     "maybe_epoch_ms",
@@ -97,6 +98,20 @@ def bucket_ids(value: object, name: str) -> frozenset[int]:
     if not listed:
         raise InvalidArgumentError(f"{name} names no bucket: give at least one, or leave it out")
     return frozenset(int(b.__index__()) for b in listed)
+
+
+def overwrite_specs(
+    specs: Sequence[Mapping[str, object]] | None,
+) -> Sequence[Mapping[str, object]] | None:
+    """An overwrite's static partition specs: None (replace every row) or at least one spec;
+    an empty list names no partition and is refused (read as "every row", it had replaced the
+    whole table)."""
+    if specs is not None and len(specs) == 0:
+        raise InvalidArgumentError(
+            "partitions: an empty list names no partition to replace; pass None (the default) "
+            "to replace every row"
+        )
+    return specs
 
 
 def flag(value: object, name: str) -> bool:

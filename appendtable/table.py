@@ -461,6 +461,7 @@ class Table:
         ``[{"day": date(2024, 1, 2)}]``) with ``data``, atomically. ``schema_mode`` as for
         ``append``."""
         _check_schema_mode(schema_mode)
+        partitions = argument_checks.overwrite_specs(partitions)
         if schema_mode == "merge":
             data = self._merge_schema(data)
         return self._write_and_commit(

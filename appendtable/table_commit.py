@@ -158,6 +158,7 @@ class TableCommit:
         snapshot the overwrite was planned against (default: the latest when this is called):
         if files were appended to the overwritten partitions after it, CommitConflictError is
         raised instead of silently dropping them."""
+        partitions = argument_checks.overwrite_specs(partitions)
         listed = list(messages)
         state = self._state
         if dynamic and partitions:

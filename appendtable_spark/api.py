@@ -145,6 +145,11 @@ def write_table(
         raise at.InvalidArgumentError(
             "partitions= names what an overwrite replaces: mode='overwrite'"
         )
+    if partitions is not None and len(partitions) == 0:
+        raise at.InvalidArgumentError(
+            "partitions: an empty list names no partition to replace; pass None (the default) "
+            "to replace every row"
+        )
     given = {str(k): _text(v) for k, v in (options or {}).items()}
     for key, value in (storage_options or {}).items():
         given[f"storage.{key}"] = value if isinstance(value, str) else _json(value)

@@ -184,6 +184,8 @@ def _partition_specs(specs: object) -> tuple[dict[str, object], ...]:
     """``partitions=`` (or the option's JSON): a list of partition specs, column to value."""
     if not isinstance(specs, list | tuple) or not all(isinstance(s, dict) for s in specs):
         raise ValueError('it must be a JSON list of objects such as [{"day": "2024-05-01"}]')
+    if not specs:
+        raise ValueError("an empty list names no partition to replace (leave the option out)")
     return tuple(dict(spec) for spec in specs)
 
 

@@ -226,3 +226,27 @@ def test_sql_insert_overwrite_is_refused_by_spark_when_the_session_is_dynamic(
     with pytest.raises(pyspark.errors.PySparkException, match="dynamic overwrite"):
         session_dynamic.sql("INSERT OVERWRITE sql_dyn VALUES (9, 'a')")
     assert _rows(table.uri) == before
+
+
+def test_an_empty_list_of_partitions_is_refused_not_read_as_every_row(
+    spark_at: Any, tmp_path: Path
+) -> None:
+    """``write_table(df, uri, mode="overwrite", partitions=[])`` (and the option ``[]``)
+    replaced the whole table, as the core's overwrite did (found by a docs-only hunt)."""
+    table = _table(tmp_path / "t")
+    before = _rows(table.uri)
+    df = _new_rows(spark_at)
+    writes = [
+        lambda: appendtable_spark.write_table(df, table.uri, mode="overwrite", partitions=[]),
+        lambda: (
+            df.write.format("appendtable")
+            .mode("overwrite")
+            .option("overwritePartitions", "[]")
+            .save(table.uri)
+        ),
+    ]
+    for write in writes:
+        with pytest.raises(Exception, match="empty list") as caught:
+            write()
+        assert isinstance(caught.value, (at.AppendTableError, pyspark.errors.PySparkException))
+    assert _rows(table.uri) == before
