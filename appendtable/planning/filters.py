@@ -560,6 +560,8 @@ def _plain_stored(value: object, type_spec: TypeSpec, column: str) -> StatValue:
             return format(number, "f")
     except (TypeError, ValueError, decimal.InvalidOperation):
         pass
+    except OverflowError:  # an integer beyond every finite float64: no nearest value
+        raise _does_not_fit(value, column, kind, "beyond the float64 range") from None
     raise _does_not_fit(value, column, kind)
 
 
@@ -597,9 +599,10 @@ def _temporal_nanos(value: object, type_spec: TypeSpec, column: str) -> int:
     time zone. A date column is compared with an instant as the midnight starting the date
     (a date has no time zone: an aware instant is refused). Times take ``datetime.time``."""
     kind = type_spec.kind
-    if value is None:
+    if value is None or (isinstance(value, dt.date | np.datetime64) and value != value):
+        # (None, or "not a time": pandas.NaT and numpy's NaT, which equal nothing)
         raise InvalidFilterError(
-            f"filter on column '{column}' compares with None: use 'is null' / 'is not null'"
+            f"filter on column '{column}' compares with {value!r}: use 'is null' / 'is not null'"
         )
     try:
         if kind in ("time32", "time64"):

@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any
 
+import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -208,6 +210,18 @@ def test_is_null_with_a_value_is_refused(value: object) -> None:
         ([("ts", "=", 1_700_000_000)], "ts"),
         ([("t", "=", "10:00")], "t"),
         ([("t", "=", dt.datetime(2024, 1, 1))], "t"),
+        # "not a time" matched nothing, as NaN does (found by a docs-only hunt)
+        ([("ts", "=", pd.NaT)], "ts"),
+        ([("ts", "in", [dt.datetime(2024, 1, 1), pd.NaT])], "ts"),
+        ([("ts", "!=", pd.NaT)], "ts"),
+        ([("tz", "<", pd.NaT)], "tz"),
+        ([("day", "=", pd.NaT)], "day"),
+        ([("ts", "=", np.datetime64("NaT"))], "ts"),
+        ([("ts_ns", "=", np.datetime64("NaT", "ns"))], "ts_ns"),
+        # beyond every finite float64: there is no nearest float64 (was a bare OverflowError)
+        ([("f", "<", 10**400)], "f"),
+        ([("f32", ">", -(10**400))], "f32"),
+        ([("f", "in", [1, 10**400])], "f"),
     ],
 )
 def test_invalid_terms_name_the_column(raw: object, column: str) -> None:
