@@ -44,9 +44,11 @@ from appendtable.datafiles.reading import read_as, with_positions
 from appendtable.datafiles.rewrite import rewrite_files
 from appendtable.datafiles.writing import FileWriteSpec
 from appendtable.errors import (
+    AppendTableError,
     CommitConflictError,
     CorruptMetadataError,
     InvalidFilterError,
+    ObjectNotFoundError,
     StorageError,
 )
 from appendtable.metadata import codec, layout
@@ -117,6 +119,26 @@ class _Touched:
         return len(self.union) >= self.entry.file.row_count
 
 
+def _moved_on(state: TableState, base: Snapshot) -> bool:
+    """Whether a snapshot was committed after ``base``: a file the delete planned on that is
+    gone was then replaced and expired meanwhile (a compaction, a rollback, a purge), and the
+    delete plans again; otherwise it is missing from the latest snapshot, and that is an
+    error."""
+    return state.snapshots.latest_id() != base.id
+
+
+def _back_off(attempt: int, started: float, view: SchemaView, error: AppendTableError) -> int:
+    """Wait before planning again (the attempt's number is returned); raises ``error`` once
+    ``commit.timeout`` has passed."""
+    attempt += 1
+    budget_ms = view.options.get(opt.COMMIT_TIMEOUT)
+    if budget_ms and (time.monotonic() - started) * 1000 > budget_ms:
+        raise error
+    log.info("delete raced a concurrent change; re-planning (attempt %d)", attempt)
+    time.sleep(min(1.0, 0.01 * (1 << min(attempt, 7))) * random.uniform(0.5, 1.5))
+    return attempt
+
+
 def delete_rows(
     state: TableState, filter: object, *, dry_run: bool, commit_user: str
 ) -> DeleteResult:
@@ -140,7 +162,13 @@ def delete_rows(
             return DeleteResult(0, 0, 0, 0, 0, mode, dry_run)
         projection = state.projection(view)
         candidates = plan_entries(state, latest, parsed, projection=projection, view=view)
-        touched = _touched(state, candidates, projection, parsed)
+        try:
+            touched = _touched(state, candidates, projection, parsed)
+        except ObjectNotFoundError as exc:
+            if not _moved_on(state, latest):
+                raise
+            attempt = _back_off(attempt, started, view, exc)
+            continue
         rows = sum(len(t.positions) for t in touched)
         removed = sum(1 for t in touched if t.emptied)
         kept = len(touched) - removed
@@ -175,16 +203,11 @@ def delete_rows(
                     delete_record=record,
                 )
             )
-        except CommitConflictError:
+        except (CommitConflictError, ObjectNotFoundError) as exc:
             _undo(state, written, data_files, latest.id)
-            attempt += 1
-            budget_ms = view.options.get(opt.COMMIT_TIMEOUT)
-            if budget_ms and (time.monotonic() - started) * 1000 > budget_ms:
+            if isinstance(exc, ObjectNotFoundError) and not _moved_on(state, latest):
                 raise
-            log.info(
-                "delete conflicted with a concurrent change; re-planning (attempt %d)", attempt
-            )
-            time.sleep(min(1.0, 0.01 * (1 << min(attempt, 7))) * random.uniform(0.5, 1.5))
+            attempt = _back_off(attempt, started, view, exc)
             continue
         except BaseException:
             _undo(state, written, data_files, latest.id)

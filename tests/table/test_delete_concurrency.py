@@ -5,6 +5,7 @@ less those each delete's filter matched at its base (pyarrow compute)."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,11 @@ import pytest
 
 import appendtable as at
 from appendtable import deletes as deletes_module
+from appendtable._state import TableState
+from appendtable.commit.metadata_cache import clear_metadata_caches
 from appendtable.errors import CommitConflictError
+from appendtable.storage import LocalStorage
+from appendtable.table import Table
 from tests.helpers.processes import run_in_processes
 
 SCHEMA = pa.schema([("user", pa.int64()), ("seq", pa.int64()), ("tag", pa.string())])
@@ -238,3 +243,51 @@ def _worker(kind: str, uri: str, argument: Any, results: Any) -> None:
         _appender(uri, argument, results)
     else:
         _compactor(uri, argument, results)
+
+
+class _ReplacedAndExpiredOnRead(LocalStorage):
+    """A deleter's storage: at its first read of a data file, another handle compacts every
+    file and expires every older snapshot, so the files the delete planned on are gone."""
+
+    def __init__(self, root: str, other: at.Table) -> None:
+        super().__init__(root, fsync=False)
+        self.other, self.armed, self.fired = other, False, False
+
+    def checked(self, path: str) -> str:
+        if self.armed and not self.fired and path.endswith(".parquet"):
+            self.fired = True
+            assert self.other.compact(full=True) is not None
+            self.other.expire_snapshots(retain_min=1, older_than_ms=int(time.time() * 1000) + 1)
+        return super().checked(path)
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_a_delete_whose_files_were_replaced_and_expired_plans_again(
+    tmp_path: Path, mode: str
+) -> None:
+    """Found by a docs-only hunt: a delete reading the files it planned on, which another
+    handle's compaction replaced and an expiration removed meanwhile, failed with
+    ObjectNotFoundError ('deleted outside the table?'); it now plans again on the new files."""
+    uri = str(tmp_path / "t")
+    other = make(uri, mode, **{"commit.fsync": "false"})
+    for start in range(0, 40, 10):
+        other.append(batch(start, 10))
+    clear_metadata_caches()
+    storage = _ReplacedAndExpiredOnRead(uri, other)
+    deleter = Table(TableState(storage, other._state.schema))
+    storage.armed = True
+    result = deleter.delete([("seq", "in", [3, 25])])
+    assert storage.fired and result.rows == 2
+    assert sorted(at.open_table(uri).scan().to_arrow()["seq"].to_pylist()) == [
+        s for s in range(40) if s not in (3, 25)
+    ]
+
+
+def test_a_file_missing_from_the_latest_snapshot_is_still_an_error(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    table = make(uri, "cow")
+    table.append(batch(0, 10))
+    victim = Path(uri) / table.files().column("path").to_pylist()[0]
+    victim.unlink()
+    with pytest.raises(at.ObjectNotFoundError, match="missing"):
+        at.open_table(uri).delete([("seq", "=", 3)])
