@@ -13,13 +13,13 @@ from collections.abc import Mapping, Sequence
 from appendtable.errors import InvalidArgumentError
 
 __all__ = [
-    "overwrite_specs",
     "bucket_ids",
     "epoch_ms",
     "maybe_epoch_ms",
     "maybe_snapshot_id",
     "maybe_thread_count",
     "names",
+    "overwrite_specs",
     "snapshot_id",
 ]
 

@@ -45,7 +45,7 @@ from appendtable.errors import ObjectNotFoundError, PathOutsideTableError, Snaps
 from appendtable.locations import enclosing_table
 from appendtable.metadata import layout
 from appendtable.metadata import options as opt
-from appendtable.planning.partitions import escape_path_name
+from appendtable.planning.partitions import key_directory_prefix
 from appendtable.storage import Storage
 from appendtable.storage.base import DirectoryListing, FileInfo, is_temp_name
 
@@ -126,7 +126,7 @@ def remove_orphan_files(state: TableState, *, older_than_ms: int, dry_run: bool)
     follow the same layout and would be taken for orphans."""
     refuse_nested(state, "remove orphan files of")
     now = int(time.time() * 1000)
-    levels = tuple(f"{escape_path_name(key)}=" for key in state.schema.partition_keys)
+    levels = tuple(key_directory_prefix(key) for key in state.schema.partition_keys)
     candidates, foreign = _walk(state.storage, levels)
     state.refresh()  # the options as of the latest snapshot (the mirror's, above all)
     pruned = [] if dry_run else state.publish_and_prune_mirror()

@@ -20,6 +20,7 @@ from appendtable.metadata.values import to_python
 __all__ = [
     "MAX_NAME_BYTES",
     "escape_path_name",
+    "key_directory_prefix",
     "outside_overwrite",
     "partition_path",
     "render_partition_value",
@@ -50,6 +51,11 @@ def render_partition_value(value: object, type_spec: TypeSpec) -> str | None:
     return str(python)
 
 
+def key_directory_prefix(key: str) -> str:
+    """How a partition directory of ``key`` starts: ``<key>=`` (the key escaped)."""
+    return f"{escape_path_name(key)}="
+
+
 def partition_path(
     keys: Sequence[str],
     values: PartitionValues,
@@ -68,7 +74,7 @@ def partition_path(
                 column=key,
             )
         rendered = default_name if text is None else escape_path_name(text)
-        part = f"{escape_path_name(key)}={rendered}"
+        part = key_directory_prefix(key) + rendered
         size = len(part.encode("utf-8"))
         if size > MAX_NAME_BYTES:
             raise SchemaMismatchError(
