@@ -104,7 +104,7 @@ class LaterDeletes:
         self._found: dict[int, _Delete] = {}
         #: units whose files were read since the deletes were last looked for (in order)
         self._looked_for: dict[int, None] = {}
-        #: per latest snapshot: the ranges ``(target, rollback]`` its rollbacks undid
+        #: per snapshot (the latest, or a delete's base): what the rollbacks in its history undid
         self._undone: dict[int, list[_Undone]] = {}
 
     def positions(self, file: DataFileMeta, unit_snapshot: int) -> Positions | None:
