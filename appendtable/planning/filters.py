@@ -432,6 +432,7 @@ def _placed(value: object, type_spec: TypeSpec, column: str) -> tuple[StatValue,
     hold) or ``unordered`` (NaN for an integer column: equal to nothing, unequal to
     everything). Temporal values are placed exactly, to the nanosecond."""
     kind = type_spec.kind
+    value = _python_scalar(value)
     if kind in INTEGER_KINDS and isinstance(value, float) and not isinstance(value, bool):
         if math.isnan(value):
             return None, _Where.UNORDERED
@@ -450,6 +451,15 @@ def _placed(value: object, type_spec: TypeSpec, column: str) -> tuple[StatValue,
     if kind == "decimal":
         return _decimal_placed(decimal.Decimal(str(plain)), type_spec)
     return _in_range(plain, kind, _Where.EXACT)
+
+
+def _python_scalar(value: object) -> object:
+    """A numpy scalar (``numpy.int64``, ``numpy.float32``, ``numpy.bool_``, ``numpy.str_``:
+    what pandas and numpy hand out) as the Python value it holds exactly; ``numpy.datetime64``
+    is kept, as the temporal path reads it to the nanosecond. Anything else as it is."""
+    if isinstance(value, np.generic) and not isinstance(value, np.datetime64 | np.timedelta64):
+        return value.item()
+    return value
 
 
 def _in_range(stored: StatValue, kind: str, where: _Where) -> tuple[StatValue, _Where]:

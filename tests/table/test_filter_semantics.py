@@ -178,7 +178,10 @@ def cases(draw: st.DrawFn) -> tuple[str, list[Any], list[int], Any, str, Any, bo
     cuts = sorted(draw(st.lists(st.integers(1, len(column)), max_size=5, unique=True)))
     op = draw(st.sampled_from(OPS))
     present = [v for v in column if v is not None]
-    one = st.one_of(values, odd, st.sampled_from(present)) if present else st.one_of(values, odd)
+    one = st.one_of(values, odd)
+    if present:  # a stored value, also as numpy hands it out (numpy.int16, numpy.bool_, ...)
+        stored = st.sampled_from(present)
+        one |= stored | stored.map(lambda v: pa.array([v], dtype).to_numpy(False)[0])
     if op in ("in", "not in"):
         value: Any = draw(st.lists(one, min_size=0, max_size=4))
     else:

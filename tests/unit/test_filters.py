@@ -304,6 +304,17 @@ def test_malformed_filters_are_rejected(raw: object) -> None:
         ("d", "1e-2", "0.01"),
         ("ts_ns", "2024-01-31T10:20:30.123456789", 1_706_696_430_123_456_789),
         ("day", dt.datetime(2024, 1, 31), 19_753),  # a datetime at midnight is that date
+        # numpy scalars, as pandas and numpy hand them out, hold Python values exactly
+        ("i", np.int64(-(2**63)), -(2**63)),
+        ("i", np.uint8(7), 7),
+        ("f", np.float32(0.1), float(np.float32(0.1))),  # widened exactly, not re-rounded
+        ("f32", np.float16(0.5), 0.5),
+        ("f", np.int32(3), 3.0),
+        ("b", np.bool_(True), True),
+        ("s", np.str_("héllo"), "héllo"),
+        ("bin", np.bytes_(b"\x00\xff"), b"\x00\xff"),
+        ("d", np.int64(3), "3.00"),
+        ("day", np.datetime64("2024-01-31"), 19_753),
     ],
 )
 def test_to_stored(column: str, value: object, stored: StatValue) -> None:
@@ -320,6 +331,10 @@ def test_to_stored(column: str, value: object, stored: StatValue) -> None:
         ("day", dt.datetime(2024, 1, 31, 23, 59)),  # once cut to its date
         ("ts_s", dt.datetime(2024, 1, 31, 10, 20, 30, 1)),
         ("d", Decimal("1.005")),
+        ("i8", np.int64(128)),
+        ("d", np.float64(1.5)),  # a float is inexact for a decimal, from numpy too
+        ("b", np.int64(1)),
+        ("i", np.timedelta64(1, "s")),
     ],
 )
 def test_to_stored_refuses_a_value_the_column_cannot_hold_exactly(
