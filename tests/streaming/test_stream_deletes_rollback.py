@@ -19,6 +19,8 @@ import pyarrow.compute as pc
 import pytest
 
 import appendtable as at
+from appendtable.commit.changes import ROLLBACK_SEQUENCE_PROPERTY
+from tests.security.hostile import Place, edit_snapshot
 from tests.streaming.helpers import drain
 
 SCHEMA = pa.schema([("user", pa.int64()), ("seq", pa.int64()), ("tag", pa.string())])
@@ -145,10 +147,20 @@ def _table(tmp_path: Path, dv: str) -> at.Table:
     return at.create_table(str(tmp_path / "t"), SCHEMA, options={**options, "write-only": "true"})
 
 
+def _as_written_before_the_property(tmp_path: Path, rollback: at.Snapshot) -> None:
+    """The rollback snapshot as versions before it recorded ``rollback-sequence`` wrote it:
+    readers take the first sequence of the undone rows from its target (while retained)."""
+    assert ROLLBACK_SEQUENCE_PROPERTY in rollback.properties
+    properties = dict(rollback.properties)
+    del properties[ROLLBACK_SEQUENCE_PROPERTY]
+    edit_snapshot(Place(tmp_path), rollback.id, properties=properties)
+
+
+@pytest.mark.parametrize("legacy", [False, True], ids=["recorded", "without-rollback-sequence"])
 @pytest.mark.parametrize("dv", ["true", "false"])
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 def test_a_rollback_that_undoes_a_delete_gives_the_rows_back_to_streams(
-    tmp_path: Path, dv: str, scenario: str
+    tmp_path: Path, dv: str, scenario: str, legacy: bool
 ) -> None:
     steps = SCENARIOS[scenario]
     table = _table(tmp_path, dv)
@@ -170,6 +182,8 @@ def test_a_rollback_that_undoes_a_delete_gives_the_rows_back_to_streams(
         else:
             restored = 1 if step.to_step == START else snapshots[step.to_step]
             snapshot = table.rollback_to(restored)
+            if legacy:
+                _as_written_before_the_property(tmp_path, snapshot)
         assert snapshot is not None
         snapshots.append(snapshot.id)
     in_table, to_streams = expected(first, steps)
