@@ -103,13 +103,18 @@ def bucket_ids(value: object, name: str) -> frozenset[int]:
 def overwrite_specs(
     specs: Sequence[Mapping[str, object]] | None,
 ) -> Sequence[Mapping[str, object]] | None:
-    """An overwrite's static partition specs: None (replace every row) or at least one spec;
-    an empty list names no partition and is refused (read as "every row", it had replaced the
-    whole table)."""
+    """An overwrite's static partition specs: None (replace every row) or at least one spec,
+    each naming at least one partition column. An empty list, or an empty spec ``{}``, names
+    no partition and is refused: read as "every row", either replaced the whole table."""
     if specs is not None and len(specs) == 0:
         raise InvalidArgumentError(
             "partitions: an empty list names no partition to replace; pass None (the default) "
             "to replace every row"
+        )
+    if specs is not None and any(len(spec) == 0 for spec in specs):
+        raise InvalidArgumentError(
+            "partitions: an empty spec {} names no partition column (it would replace every "
+            "row); pass None (the default) to replace every row"
         )
     return specs
 

@@ -150,6 +150,11 @@ def write_table(
             "partitions: an empty list names no partition to replace; pass None (the default) "
             "to replace every row"
         )
+    if partitions is not None and any(len(spec) == 0 for spec in partitions):
+        raise at.InvalidArgumentError(
+            "partitions: an empty spec {} names no partition column (it would replace every "
+            "row); pass None (the default) to replace every row"
+        )
     given = {str(k): _text(v) for k, v in (options or {}).items()}
     for key, value in (storage_options or {}).items():
         given[f"storage.{key}"] = value if isinstance(value, str) else _json(value)

@@ -186,6 +186,11 @@ def _partition_specs(specs: object) -> tuple[dict[str, object], ...]:
         raise ValueError('it must be a JSON list of objects such as [{"day": "2024-05-01"}]')
     if not specs:
         raise ValueError("an empty list names no partition to replace (leave the option out)")
+    if not all(specs):
+        raise ValueError(
+            "an empty object {} names no partition column (it would replace every row; leave "
+            "the option out)"
+        )
     return tuple(dict(spec) for spec in specs)
 
 

@@ -5,6 +5,7 @@ with an append are refused before anything is written, and Spark's session setti
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -228,25 +229,27 @@ def test_sql_insert_overwrite_is_refused_by_spark_when_the_session_is_dynamic(
     assert _rows(table.uri) == before
 
 
+@pytest.mark.parametrize("nothing", [[], [{}]], ids=["[]", "[{}]"])
 def test_an_empty_list_of_partitions_is_refused_not_read_as_every_row(
-    spark_at: Any, tmp_path: Path
+    spark_at: Any, tmp_path: Path, nothing: list[dict[str, object]]
 ) -> None:
     """``write_table(df, uri, mode="overwrite", partitions=[])`` (and the option ``[]``)
-    replaced the whole table, as the core's overwrite did (found by a docs-only hunt)."""
+    replaced the whole table, as the core's overwrite did (found by a docs-only hunt); so did
+    an empty spec ``{}``, which names no partition column."""
     table = _table(tmp_path / "t")
     before = _rows(table.uri)
     df = _new_rows(spark_at)
     writes = [
-        lambda: appendtable_spark.write_table(df, table.uri, mode="overwrite", partitions=[]),
+        lambda: appendtable_spark.write_table(df, table.uri, mode="overwrite", partitions=nothing),
         lambda: (
             df.write.format("appendtable")
             .mode("overwrite")
-            .option("overwritePartitions", "[]")
+            .option("overwritePartitions", json.dumps(nothing))
             .save(table.uri)
         ),
     ]
     for write in writes:
-        with pytest.raises(Exception, match="empty list") as caught:
+        with pytest.raises(Exception, match=r"empty (list|spec|object)") as caught:
             write()
         assert isinstance(caught.value, (at.AppendTableError, pyspark.errors.PySparkException))
     assert _rows(table.uri) == before

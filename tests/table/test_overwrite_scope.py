@@ -86,19 +86,23 @@ def test_the_two_phase_overwrite_and_the_commit_protocol_refuse_them_too(table: 
     assert table.scan().count() == 3
 
 
-def test_an_empty_list_of_partitions_is_refused_not_read_as_every_row(table: at.Table) -> None:
+@pytest.mark.parametrize("nothing", [[], [{}], [{"day": D1}, {}]], ids=["[]", "[{}]", "[.., {}]"])
+def test_an_empty_list_of_partitions_is_refused_not_read_as_every_row(
+    table: at.Table, nothing: list[dict[str, object]]
+) -> None:
     """``overwrite(data, partitions=[])`` replaced the whole table (found by a docs-only
-    hunt): a job computing the partitions it rewrites, and finding none, wiped the table."""
+    hunt): a job computing the partitions it rewrites, and finding none, wiped the table.
+    So did an empty spec ``{}`` (found by the next hunt): it names no partition column."""
     before, files = table.scan().to_arrow(), _data_files(table)
     with table.writer() as writer:
         writer.write(_rows((D2, "eu", 9)))
         messages = writer.prepare_commit()
     calls = [
-        lambda: table.overwrite(_rows((D2, "eu", 9)), partitions=[]),
-        lambda: table.committer().overwrite(messages, partitions=[]),
+        lambda: table.overwrite(_rows((D2, "eu", 9)), partitions=nothing),
+        lambda: table.committer().overwrite(messages, partitions=nothing),
     ]
     for call in calls:
-        with pytest.raises(at.InvalidArgumentError, match="partitions: an empty list"):
+        with pytest.raises(at.InvalidArgumentError, match=r"partitions: an empty (list|spec)"):
             call()
     assert table.scan().to_arrow().equals(before)
     assert table.overwrite(_rows((D2, "eu", 9)), partitions=None) is not None  # every row
