@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from appendtable.errors import InvalidArgumentError
 
 __all__ = [
+    "age_cut",
     "bucket_ids",
     "epoch_ms",
     "maybe_epoch_ms",
@@ -57,6 +58,22 @@ def epoch_ms(value: object, name: str) -> int:
             f"{name} must be epoch milliseconds (an integer) or a datetime, got {_described(value)}"
         )
     return int(value.__index__())
+
+
+def age_cut(value: object, name: str, now_ms: int) -> int:
+    """An ``older_than`` cut-off as epoch milliseconds: a ``timedelta`` before ``now_ms`` (a
+    negative one reaches past now, so files written this instant count too), or an instant as
+    ``epoch_ms`` takes it."""
+    if isinstance(value, dt.timedelta):
+        return now_ms - value // dt.timedelta(milliseconds=1)
+    if isinstance(value, dt.datetime | dt.date) or (
+        not isinstance(value, bool) and hasattr(value, "__index__")
+    ):
+        return epoch_ms(value, name)
+    raise InvalidArgumentError(
+        f"{name} must be a timedelta (before now), a datetime or epoch milliseconds (an "
+        f"integer), got {_described(value)}"
+    )
 
 
 def maybe_epoch_ms(value: object, name: str) -> int | None:

@@ -164,9 +164,10 @@ def purge(
         blockers.extend(f"tag {name!r}" for name in sorted(flagged))
         if not dry_run:
             raise PurgeBlockedError(
-                f"tag(s) {', '.join(sorted(flagged))} hold rows deleted since (their snapshots "
-                "are older than a delete, or have deletion vectors): delete them, or purge "
-                "with tags='delete' (deletes them) or tags='keep' (keeps them and their rows)"
+                f"tag(s) {', '.join(sorted(flagged))} may hold deleted rows (their snapshot "
+                "precedes a delete, has deletion vectors, or names files a delete replaced, "
+                "whose statistics are values of the deleted rows): delete them, or purge with "
+                "tags='delete' (deletes them) or tags='keep' (keeps them and their rows)"
             )
     kept = sorted(flagged) if tags is TagPolicy.KEEP else []
     removed_tags = sorted(flagged) if tags is TagPolicy.DELETE else []

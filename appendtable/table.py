@@ -886,10 +886,7 @@ class Table:
         """Files no retained snapshot references that are older than ``older_than`` (a
         timedelta before now, or a cut-off: a datetime or epoch milliseconds). Only listed
         unless ``dry_run=False``, which deletes them."""
-        if isinstance(older_than, dt.timedelta):
-            cut = int((time.time() - older_than.total_seconds()) * 1000)
-        else:
-            cut = argument_checks.epoch_ms(older_than, "older_than")
+        cut = argument_checks.age_cut(older_than, "older_than", int(time.time() * 1000))
         return remove_orphan_files(
             self._state, older_than_ms=cut, dry_run=argument_checks.flag(dry_run, "dry_run")
         )
@@ -912,10 +909,7 @@ class Table:
         "keep" (they keep their rows; the result names them). A consumer or group that has
         not consumed the latest snapshot blocks the purge (``PurgeBlockedError``). A dry run
         writes nothing."""
-        if isinstance(older_than, dt.timedelta):
-            cut = int((time.time() - older_than.total_seconds()) * 1000)
-        else:
-            cut = argument_checks.epoch_ms(older_than, "older_than")
+        cut = argument_checks.age_cut(older_than, "older_than", int(time.time() * 1000))
         self._state.refresh()  # the options as of the latest snapshot
         result = purge(
             self._state,

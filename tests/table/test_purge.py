@@ -192,6 +192,25 @@ def test_tags_after_every_delete_do_not_block(tmp_path: Path) -> None:
     assert result.tags_holding_deletes == [] and table.tags() == {"clean": table.tags()["clean"]}
 
 
+def test_a_tag_on_a_copy_on_write_delete_is_named_for_the_statistics_it_keeps(
+    tmp_path: Path,
+) -> None:
+    """The delete's own snapshot holds no deleted row, but its manifests name the files the
+    delete replaced, with their statistics: values of the deleted rows. The refusal says so
+    (it said "older than a delete"), and keeping the tag keeps those bytes."""
+    table = make(tmp_path, "cow")
+    appended = fill(table, batches=2)
+    last = appended["id"][-1].as_py()  # the largest id: the maximum in its file's statistics
+    table.delete([("id", "=", last)])
+    table.create_tag("at-delete")
+    with pytest.raises(at.PurgeBlockedError, match="names files a delete replaced"):
+        table.purge(older_than=NOW)
+    result = table.purge(older_than=NOW, tags="keep")
+    assert result.tags_kept == ["at-delete"]
+    assert find_values(local_files(tmp_path / "t"), {last}), "the tag keeps the statistics"
+    assert read_sorted(table).equals(expected(appended, {last}))
+
+
 @pytest.mark.parametrize("mode", sorted(MODES))
 def test_consumer_behind_blocks_until_it_catches_up(tmp_path: Path, mode: str) -> None:
     table = make(tmp_path, mode)
