@@ -81,6 +81,8 @@ __all__ = ["StreamPosition", "StreamReader", "StreamUnit", "calling_on_failure"]
 
 #: Units planned ahead of the one being handed out (their small files are read ahead).
 _UNITS_AHEAD = 64
+#: Units handed out whose preceding watermark is kept, to restore it when a read fails.
+_WATERMARKS_REMEMBERED = 256
 _T = TypeVar("_T")
 
 
@@ -299,6 +301,9 @@ class StreamReader:
         )
         self._finished = False
         self._last_watermark: int | None = None
+        #: per unit handed out lately (its start, in stream order): the watermark before it,
+        #: which a failed read of the unit restores (see ``_back_before``)
+        self._watermark_before: dict[tuple[int, bool], int | None] = {}
         self._member = config.consumer_id or f"reader-{uuid.uuid4().hex[:12]}"
         self._group = (
             WatermarkGroupStore(state.storage, config.alignment_group)
@@ -546,6 +551,10 @@ class StreamReader:
                 continue
             if not self._aligned(unit.watermark):
                 return None
+            start = StreamPosition(unit.snapshot_id, unit.full).stream_order()
+            self._watermark_before[start] = self._last_watermark
+            while len(self._watermark_before) > _WATERMARKS_REMEMBERED:
+                del self._watermark_before[next(iter(self._watermark_before))]
             self._position = unit.next_position
             self._emitted(unit.watermark)
             return unit
@@ -570,9 +579,20 @@ class StreamReader:
         yield from read_files_ahead(_files_of(unit), lambda file: self._read_file(unit, file))
 
     def _back_before(self, start: StreamPosition) -> None:
-        """Move back to ``start``, a unit whose read failed, unless already before it."""
-        if self._position.stream_order() > start.stream_order():
-            self._position = start
+        """Move back to ``start``, a unit whose read failed, unless already before it, and
+        take back the watermark published since (an alignment group must not let the others
+        run ahead of rows this reader has yet to deliver)."""
+        if self._position.stream_order() <= start.stream_order():
+            return
+        self._position = start
+        order = start.stream_order()
+        if order in self._watermark_before:
+            self._last_watermark = self._watermark_before[order]
+            for later in [key for key in self._watermark_before if key >= order]:
+                del self._watermark_before[later]
+            if self._group is not None:
+                self._group.publish(self._member, self._last_watermark)
+                self._published_ms = int(time.time() * 1000)
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
         """Record batches in stream order, blocking while there is nothing new; ends when a

@@ -138,3 +138,45 @@ def test_a_group_member_whose_read_failed_keeps_the_units_buckets_before_it(uri:
     rejoined = at.open_table(uri).stream(group="g", member="m")
     assert sorted(_keys_of(list(rejoined.batches(timeout=0.1)))) == [3, 4, 5]
     rejoined.close()
+
+
+def test_a_failed_read_takes_back_the_watermark_it_published_for_alignment(
+    tmp_path: Path,
+) -> None:
+    """An alignment group holds the others within max-drift of its slowest member. A member
+    whose read of a unit failed moves back before it, so the watermark its ``poll()``
+    published for that unit is taken back too: the others stay within max-drift of the rows
+    it has yet to deliver."""
+    uri = str(tmp_path / "t")
+    table = at.create_table(uri, EVENTS)
+    for i in range(10):
+        table.append(events(i, 1), watermark=1000 * (i + 1))
+    options = {
+        "scan.watermark.alignment.group": "g",
+        "scan.watermark.alignment.max-drift": "2 s",
+    }
+    slow = table.stream(mode="from-snapshot", snapshot_id=1, consumer_id="slow", options=options)
+    fast = table.stream(mode="from-snapshot", snapshot_id=1, consumer_id="fast", options=options)
+    for _ in range(2):
+        unit = slow.poll()
+        assert unit is not None and sum(b.num_rows for b in slow.read(unit)) == 1
+    failing = slow.poll()
+    assert failing is not None and failing.watermark == 3000
+    victim = Path(uri) / failing.splits[0].files[0].path
+    moved = tmp_path / "aside.parquet"
+    victim.rename(moved)
+    with pytest.raises(at.AppendTableError):
+        list(slow.read(failing))
+    got = []
+    while (unit := fast.poll()) is not None:
+        got.append(unit.watermark)
+    assert got == [1000, 2000, 3000, 4000]  # within 2 s of slow's 2000, not of 3000
+    moved.rename(victim)
+    again = slow.poll()
+    assert again is not None and again.snapshot_id == failing.snapshot_id
+    assert sum(b.num_rows for b in slow.read(again)) == 1
+    while (unit := fast.poll()) is not None:
+        got.append(unit.watermark)
+    assert got[-1] == 5000
+    slow.close()
+    fast.close()
