@@ -7,6 +7,13 @@ import time
 import pyarrow as pa
 
 import appendtable as at
+from tests.helpers.data import EVENTS, events
+
+#: Stream options of a watermark-alignment group whose members stay within 2 s of each other.
+ALIGNED = {
+    "scan.watermark.alignment.group": "g",
+    "scan.watermark.alignment.max-drift": "2 s",
+}
 
 
 def drain(reader: at.StreamReader) -> list[at.StreamUnit]:
@@ -35,3 +42,11 @@ def append_spaced(table: at.Table, batch: pa.Table) -> at.Snapshot:
     snapshot = table.append(batch)
     assert snapshot is not None
     return snapshot
+
+
+def one_second_apart(uri: str, snapshots: int = 10) -> at.Table:
+    """A table of ``snapshots`` one-row appends with watermarks 1000, 2000, ... ms."""
+    table = at.create_table(uri, EVENTS)
+    for i in range(snapshots):
+        table.append(events(i, 1), watermark=1000 * (i + 1))
+    return table

@@ -11,16 +11,12 @@ from appendtable._state import TableState
 from appendtable.storage import LocalStorage
 from appendtable.table import Table
 from tests.helpers.data import EVENTS, events
+from tests.streaming.helpers import ALIGNED, one_second_apart
 
 
 def test_a_reader_does_not_run_more_than_max_drift_ahead(uri: str) -> None:
-    table = at.create_table(uri, EVENTS)
-    for i in range(10):
-        table.append(events(i, 1), watermark=1000 * (i + 1))
-    options = {
-        "scan.watermark.alignment.group": "g",
-        "scan.watermark.alignment.max-drift": "2 s",
-    }
+    table = one_second_apart(uri)
+    options = ALIGNED
     fast = table.stream(mode="from-snapshot", snapshot_id=1, consumer_id="fast", options=options)
     slow = table.stream(mode="from-snapshot", snapshot_id=1, consumer_id="slow", options=options)
     assert slow.poll() is not None  # slow reaches watermark 1000

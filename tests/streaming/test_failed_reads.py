@@ -14,7 +14,7 @@ import pytest
 
 import appendtable as at
 from tests.helpers.data import EVENTS, events
-from tests.streaming.helpers import seqs
+from tests.streaming.helpers import ALIGNED, one_second_apart, seqs
 
 NARROW = pa.schema([("k", pa.int64()), ("v", pa.int32())])
 
@@ -148,13 +148,8 @@ def test_a_failed_read_takes_back_the_watermark_it_published_for_alignment(
     published for that unit is taken back too: the others stay within max-drift of the rows
     it has yet to deliver."""
     uri = str(tmp_path / "t")
-    table = at.create_table(uri, EVENTS)
-    for i in range(10):
-        table.append(events(i, 1), watermark=1000 * (i + 1))
-    options = {
-        "scan.watermark.alignment.group": "g",
-        "scan.watermark.alignment.max-drift": "2 s",
-    }
+    table = one_second_apart(uri)
+    options = ALIGNED
     slow = table.stream(mode="from-snapshot", snapshot_id=1, consumer_id="slow", options=options)
     fast = table.stream(mode="from-snapshot", snapshot_id=1, consumer_id="fast", options=options)
     for _ in range(2):
