@@ -44,8 +44,11 @@ Python, `dict(row["options"])`; in Spark, `MapType`).
 **Partitions** are text, the way the partition's directory is named: `k1=v1/k2=v2` in
 partition-key order, dates `YYYY-MM-DD`, timestamps ISO 8601, decimals in plain notation,
 booleans `true`/`false`; the characters a directory name cannot hold (control characters,
-`"#%'*/:=?\\`, DEL, `{}[]^`) are escaped as `%XX` (`a/b` is `a%2Fb`), and a null or empty value
-is the table's `partition.default-name` (`__DEFAULT_PARTITION__`). An unpartitioned table's
+`"#%'*/:=?\\`, DEL, `{}[]^`) are escaped as `%XX` (`a/b` is `a%2Fb`), and a null value is the
+table's `partition.default-name` (`__DEFAULT_PARTITION__`). The directory of an empty text value,
+and of a value spelled as the default name, is the default name's too; here each partition has
+its own text: an empty value reads `k=`, and a value spelled as the default name has its first
+character escaped (`k=%5F_DEFAULT_PARTITION__`). An unpartitioned table's
 partition is `''`. Rows come in partition value order (not text order: `day=9` before
 `day=10` for a number; nulls last), then bucket, then write order.
 

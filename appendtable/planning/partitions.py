@@ -23,6 +23,7 @@ __all__ = [
     "key_directory_prefix",
     "outside_overwrite",
     "partition_path",
+    "partition_text",
     "render_partition_value",
 ]
 
@@ -64,9 +65,40 @@ def partition_path(
 ) -> str:
     """``k1=v1/k2=v2`` for the given stored partition values ('' when unpartitioned). Raises
     SchemaMismatchError, naming the column, for a value too long for a directory name."""
+    return _joined(keys, values, types, default_name, distinct=False)
+
+
+def partition_text(
+    keys: Sequence[str],
+    values: PartitionValues,
+    types: Sequence[TypeSpec],
+    default_name: str,
+) -> str:
+    """The partition as system tables name it, one text per partition: its directory name
+    (``partition_path``), except where directory names conflate partitions. The directory of
+    null, of '' and of a value spelled as ``default_name`` is ``default_name``; here only null
+    reads so, '' reads ``k=``, and such a value has its first character escaped (``%XX``, which
+    no value's text can hold: ``%`` is escaped)."""
+    return _joined(keys, values, types, default_name, distinct=True)
+
+
+def _joined(
+    keys: Sequence[str],
+    values: PartitionValues,
+    types: Sequence[TypeSpec],
+    default_name: str,
+    *,
+    distinct: bool,
+) -> str:
     parts = []
     for key, value, type_spec in zip(keys, values, types, strict=True):
+        if distinct and value == "":
+            parts.append(key_directory_prefix(key))
+            continue
         text = render_partition_value(value, type_spec)
+        if distinct and text is not None and escape_path_name(text) == default_name:
+            parts.append(key_directory_prefix(key) + f"%{ord(text[0]):02X}" + text[1:])
+            continue
         if text is not None and "\x00" in text:
             raise SchemaMismatchError(
                 f"a value of partition column '{key}' holds a NUL byte ({text[:40]!r}), which "

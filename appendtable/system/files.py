@@ -19,7 +19,7 @@ from appendtable.datafiles.arrow_schema import empty_table
 from appendtable.metadata import options as opt
 from appendtable.metadata.models import ManifestEntry, PartitionValues, Snapshot
 from appendtable.metadata.types import TypeSpec
-from appendtable.planning.partitions import partition_path
+from appendtable.planning.partitions import partition_text
 from appendtable.planning.splits import partition_sort_key
 from appendtable.system.columns import INT32, INT64, STRING, STRING_MAP, UTC_MS, Column
 from appendtable.system.columns import SystemTableInfo as Info
@@ -38,8 +38,10 @@ __all__ = [
 _PARTITION_DOC = (
     "The partition as its directory names it: 'k1=v1/k2=v2' in partition-key order, values "
     "as text (dates YYYY-MM-DD, timestamps ISO 8601), with the characters a directory name "
-    "cannot hold escaped as %XX and null or empty values as the table's "
-    "partition.default-name; '' for an unpartitioned table."
+    "cannot hold escaped as %XX and a null value as the table's partition.default-name; "
+    "an empty text value reads 'k=' and one spelled as the default name has its first "
+    "character escaped, so that each partition has its own text; '' for an unpartitioned "
+    "table."
 )
 _STATS_DOC = (
     "by column of the snapshot's schema (matched by field id, so renamed columns carry their "
@@ -186,7 +188,7 @@ def live_files(state: TableState, snapshot: Snapshot | None) -> LiveFiles:
     default = view.options.get(opt.PARTITION_DEFAULT_NAME)
     for entry in entries:
         if entry.partition not in names:
-            names[entry.partition] = partition_path(keys, entry.partition, types, default)
+            names[entry.partition] = partition_text(keys, entry.partition, types, default)
     return LiveFiles(view, entries, [names[e.partition] for e in entries])
 
 
