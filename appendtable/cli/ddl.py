@@ -5,7 +5,7 @@ separated by commas or new lines)::
 
     schema  := column ("," | NEWLINE) column ...
     column  := name [":"] type ["not null"]
-    name    := identifier | `quoted` | "quoted"
+    name    := identifier | `quoted` | "quoted"   (a doubled quote inside stands for one)
     type    := simple | decimal(p[, s]) | timestamp[unit[, tz]] | time32[unit] | time64[unit]
              | duration[unit] | fixed_size_binary[n] | list<type> | large_list<type>
              | fixed_size_list<type>[n] | struct<column, ...> | map<type, type>
@@ -42,6 +42,7 @@ __all__ = [
     "parse_path",
     "parse_schema",
     "parse_type",
+    "quoted_name",
 ]
 
 _SIMPLE: dict[str, pa.DataType] = {
@@ -195,6 +196,13 @@ class _Parser:
         self.pos = match.end()
         return int(match.group(0))
 
+    def _quoted_name(self, quote: str) -> str:
+        found = quoted_name(self.text, self.pos)
+        if found is None:
+            raise self.fail(f"unterminated quoted name (missing {quote})")
+        name, self.pos = found
+        return name
+
     def quoted_next(self) -> bool:
         """Whether a quoted name comes next."""
         return self.peek('`"') is not None
@@ -202,13 +210,7 @@ class _Parser:
     def name(self) -> str:
         self.skip()
         if self.pos < len(self.text) and self.text[self.pos] in '`"':
-            quote = self.text[self.pos]
-            end = self.text.find(quote, self.pos + 1)
-            if end < 0:
-                raise self.fail(f"unterminated quoted name (missing {quote})")
-            name = self.text[self.pos + 1 : end]
-            self.pos = end + 1
-            return name
+            return self._quoted_name(self.text[self.pos])
         match = _IDENTIFIER.match(self.text, self.pos)
         if match is None:
             raise self.fail("expected a column name")
@@ -542,6 +544,20 @@ def parse_type(text: str, *, what: str = "type") -> pa.DataType:
     return dtype
 
 
+def quoted_name(text: str, start: int) -> tuple[str, int] | None:
+    """The name quoted (with a backtick or a double quote) at ``text[start]``, and the index
+    after its closing quote; a doubled quote inside stands for one. None if unterminated."""
+    quote, parts, begin = text[start], [], start + 1
+    while True:
+        end = text.find(quote, begin)
+        if end < 0:
+            return None
+        parts.append(text[begin:end])
+        if text[end + 1 : end + 2] != quote:
+            return quote.join(parts), end + 1
+        begin = end + 2
+
+
 def _quote(name: str) -> str:
     if _BARE_NAME.fullmatch(name) and name.lower() not in ("not", "null"):
         return name
@@ -549,7 +565,7 @@ def _quote(name: str) -> str:
         return f"`{name}`"
     if '"' not in name:
         return f'"{name}"'
-    raise DdlError(f"column name {name!r} holds both kinds of quotes and cannot be written")
+    return "`" + name.replace("`", "``") + "`"  # both kinds: a doubled backtick stands for one
 
 
 def _child_text(field: pa.Field, default_name: str) -> str:

@@ -15,6 +15,7 @@ from typing import assert_never
 import pyarrow as pa
 
 import appendtable as at
+from appendtable.cli.ddl import quoted_name
 from appendtable.cli.input_errors import UsageError
 
 __all__ = [
@@ -308,7 +309,8 @@ def _filter_column(
     """The column a ``--filter`` term starts with: (the column in the filter form: a name, or
     a path of struct fields; its display name; its type; the rest of the term). A column is
     a top-level name, bare or quoted with backticks or double quotes; or a dotted path of
-    struct fields (``payload.x``), each part bare or quoted (``payload.`x.y```). A bare name
+    struct fields (``payload.x``), each part bare or quoted (``payload.`x.y```; a doubled
+    quote inside stands for one). A bare name
     that is a top-level column is that column, dots and all (as in the Python API)."""
     bare = _COLUMN.match(stripped)
     if bare is not None and bare.group(0) in schema.names:
@@ -319,11 +321,12 @@ def _filter_column(
     index = 0
     while True:
         if stripped[index : index + 1] in ("`", '"'):
-            end = stripped.find(stripped[index], index + 1)
-            if end < 0:
+            found = quoted_name(stripped, index)
+            if found is None:
                 raise UsageError(f"{what}: unterminated quoted column name")
-            parts.append(stripped[index + 1 : end])
-            quoted, index = True, end + 1
+            name, index = found
+            parts.append(name)
+            quoted = True
         else:
             match = _PATH_PART.match(stripped, index)
             if match is None:

@@ -161,6 +161,19 @@ def test_pyarrow_schema_text_and_new_lines() -> None:
 def test_quoted_names() -> None:
     schema = parse_schema('`order` int32, "user id" string')
     assert schema.names == ["order", "user id"]
+    doubled = parse_schema('`a``b` int32, "c""d" string, `e""f` int8, "``" int16')
+    assert doubled.names == ["a`b", 'c"d', 'e""f', "``"]
+
+
+@pytest.mark.parametrize(
+    "name", ['we`ird"name', '`"', '"`', "``", 'a``""b', "`", '"', "not", "x y", 'ü`é"n']
+)
+def test_any_name_round_trips_both_kinds_of_quotes_included(name: str) -> None:
+    """A name holding both a backtick and a double quote made ``schema`` and ``info`` fail on
+    the table (found by a docs-only hunt): it is quoted with backticks, each doubled."""
+    schema = pa.schema([(name, pa.int32()), ("s", pa.struct([(name, pa.string())]))])
+    text = format_schema(schema)
+    assert parse_schema(text) == schema, text
 
 
 @pytest.mark.parametrize(

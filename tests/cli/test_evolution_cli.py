@@ -282,6 +282,28 @@ def test_nested_fields_and_quoted_names(cli: Cli, uri: str) -> None:
     assert "unterminated quoted name" in bad
 
 
+def test_a_name_with_both_kinds_of_quotes_is_shown_and_taken_back(cli: Cli, tmp_path: Path) -> None:
+    """``schema`` and ``info`` failed (exit 2) on a table with a column named ``we`ird"name``
+    (found by a docs-only hunt): the DDL quotes it with backticks, each doubled, and every
+    command takes that spelling back."""
+    name = 'we`ird"name'
+    schema = pa.schema([("id", pa.int64()), (name, pa.int32())])
+    table = at.create_table(str(tmp_path / "t"), schema)
+    table.append(pa.table({"id": [1, 2], name: pa.array([5, 6], pa.int32())}))
+    shown = ok(cli("schema", table.uri)).out.strip()
+    assert '`we``ird"name` int32' in shown
+    assert parse_schema(shown) == schema
+    assert '`we``ird"name` int32' in ok(cli("info", table.uri)).out
+    ok(cli("schema", table.uri, "--history"))
+    copy = str(tmp_path / "copy")
+    ok(cli("create", copy, "--schema", shown))
+    assert at.open_table(copy).schema == schema
+    found = ok(cli("scan", table.uri, "--filter", '`we``ird"name` = 6', "--format", "jsonl"))
+    assert [json.loads(line)["id"] for line in found.out.splitlines()] == [2]
+    ok(cli("alter", table.uri, "--rename", '`we``ird"name`=plain'))
+    assert at.open_table(table.uri).schema.names == ["id", "plain"]
+
+
 def test_nullable_doc_move_set_unset(cli: Cli, uri: str) -> None:
     result = ok(
         cli(
