@@ -142,16 +142,19 @@ def field_specs(schema: pa.Schema) -> tuple[FieldSpec, ...]:
     names = [field.name for field in schema]
     duplicates = sorted({name for name in names if names.count(name) > 1})
     if duplicates:
-        raise InvalidSchemaError(f"duplicate column name(s): {', '.join(duplicates)}")
+        raise InvalidSchemaError(
+            f"duplicate column name(s): {', '.join(duplicates)}", column=duplicates[0]
+        )
     if not names:
         raise InvalidSchemaError("a table needs at least one column")
     specs = tuple(_field_spec(field, "") for field in schema)
-    _check_case_twins(specs, "")
+    _check_case_twins(specs, "", None)
     return specs
 
 
-def _check_case_twins(fields: Sequence[FieldSpec], parent: str) -> None:
-    """InvalidSchemaError naming both fields if two names at one level differ only by case."""
+def _check_case_twins(fields: Sequence[FieldSpec], parent: str, top: str | None) -> None:
+    """InvalidSchemaError naming both fields if two names at one level differ only by case;
+    its ``column`` is the later one's top-level column (``top``, below the top level)."""
     names = [field.name for field in fields]
     for index, name in enumerate(names):
         twin = case_twin(name, names[:index])
@@ -159,11 +162,13 @@ def _check_case_twins(fields: Sequence[FieldSpec], parent: str) -> None:
             first, second = (f"{parent}{n}" for n in (twin, name))
             raise InvalidSchemaError(
                 f"columns '{first}' and '{second}' differ only by case: Spark SQL, DuckDB and "
-                "most engines cannot tell them apart; rename one"
+                "most engines cannot tell them apart; rename one",
+                column=name if top is None else top,
             )
     for field in fields:
         if field.type.fields:
-            _check_case_twins(field.type.fields, f"{parent}{field.name}.")
+            below = field.name if top is None else top
+            _check_case_twins(field.type.fields, f"{parent}{field.name}.", below)
 
 
 def arrow_type(spec: TypeSpec) -> pa.DataType:

@@ -21,49 +21,61 @@ def _table(tmp_path: Path) -> at.Table:
 
 
 @pytest.mark.parametrize(
-    ("schema", "names"),
+    ("schema", "names", "column"),
     [
-        (pa.schema([("id", pa.int64()), ("ID", pa.string())]), ("id", "ID")),
-        (pa.schema([("Straße", pa.int64()), ("STRASSE", pa.int64())]), ("Straße", "STRASSE")),
+        (pa.schema([("id", pa.int64()), ("ID", pa.string())]), ("id", "ID"), "ID"),
+        (
+            pa.schema([("Straße", pa.int64()), ("STRASSE", pa.int64())]),
+            ("Straße", "STRASSE"),
+            "STRASSE",
+        ),
         (
             pa.schema([("p", pa.struct([("x", pa.int32()), ("X", pa.int32())]))]),
             ("p.x", "p.X"),
+            "p",
         ),
         (
             pa.schema([("l", pa.list_(pa.struct([("a", pa.int32()), ("A", pa.int32())])))]),
             ("l.item.a", "l.item.A"),
+            "l",
         ),
+        (pa.schema([("a", pa.int64()), ("a", pa.int32())]), ("duplicate column name(s): a",), "a"),
     ],
 )
 def test_create_refuses_names_that_differ_only_by_case(
-    tmp_path: Path, schema: pa.Schema, names: tuple[str, str]
+    tmp_path: Path, schema: pa.Schema, names: tuple[str, ...], column: str
 ) -> None:
+    """``column`` (errors.md: it names the top-level column at fault) is the later name."""
     with pytest.raises(at.InvalidSchemaError) as caught:
         at.create_table(str(tmp_path / "t"), schema)
     for name in names:
-        assert f"'{name}'" in str(caught.value)
+        assert name in str(caught.value)
+    assert caught.value.column == column
     assert not (tmp_path / "t").exists() or not any((tmp_path / "t").iterdir())
 
 
 def test_merge_mode_refuses_a_column_that_differs_only_by_case(tmp_path: Path) -> None:
     """Merge mode added ``ID`` beside ``id``."""
     table = _table(tmp_path)
-    for data, error, names in (
-        (pa.table({"id": [2], "ID": [3]}), at.InvalidSchemaError, ("'id'", "'ID'")),  # input's own
-        (pa.table({"ID": [2]}), at.SchemaChangeError, ("'id'", "'ID'")),
+    for data, error, names, column in (
+        (pa.table({"id": [2], "ID": [3]}), at.InvalidSchemaError, ("'id'", "'ID'"), "ID"),
+        (pa.table({"ID": [2]}), at.SchemaChangeError, ("'id'", "'ID'"), "ID"),
         (
             pa.table({"id": [2], "point": [{"x": 1, "X": 2}]}),
             at.InvalidSchemaError,
             ("'point.x'", "'point.X'"),
+            "point",  # the input's own twins: its top-level column
         ),
         (
             pa.table({"id": [2], "point": [{"X": 2}]}),
             at.SchemaChangeError,
             ("'point.x'", "'point.X'"),
+            "point.X",  # a change: the path of the field it would add
         ),
     ):
         with pytest.raises(error) as caught:
             table.append(data, schema_mode="merge")
+        assert caught.value.column == column, caught.value  # (the input's own: was None)
         message = str(caught.value)
         for name in names:
             assert name in message, (name, message)
