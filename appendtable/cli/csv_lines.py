@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import csv
 
-__all__ = ["record_line"]
+__all__ = ["ragged_line", "record_line"]
 
 
 def record_line(path: str, record: int, field: int) -> int | None:
@@ -25,6 +25,25 @@ def record_line(path: str, record: int, field: int) -> int | None:
                     if seen == record:
                         return start + sum(_breaks(value) for value in row[:field])
                     seen += 1
+                start = reader.line_num + 1
+    except (OSError, csv.Error):
+        return None
+    return None
+
+
+def ragged_line(path: str, columns: int) -> int | None:
+    """The line (1 = the first) on which the first data record that does not have
+    ``columns`` fields starts, skipping empty lines as pyarrow's reader does. None if the file
+    cannot be read again or parsed, or every record has ``columns`` fields."""
+    try:
+        with open(path, encoding="utf-8-sig", errors="replace", newline="") as handle:
+            reader = csv.reader(handle)
+            start, header = 1, True
+            for row in reader:
+                if row:
+                    if not header and len(row) != columns:
+                        return start
+                    header = False
                 start = reader.line_num + 1
     except (OSError, csv.Error):
         return None

@@ -32,7 +32,7 @@ import pyarrow.csv as pacsv
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
-from appendtable.cli.csv_lines import record_line
+from appendtable.cli.csv_lines import ragged_line, record_line
 from appendtable.cli.input_errors import InputError, UsageError
 from appendtable.cli.json_maps import entries_type, from_entries, has_map, rewrite_maps
 
@@ -247,6 +247,7 @@ def _first_failing(column: pa.Array, convert: Callable[[pa.Array], object]) -> i
 
 
 _CSV_COLUMN = re.compile(r"In CSV column #(\d+): (.*)", re.DOTALL)
+_CSV_RAGGED = re.compile(r"Expected (\d+) columns, got \d+")
 _JSON_COLUMN = re.compile(r"Column\(/([^)]*)\) (.*) in row (\d+)")
 
 
@@ -378,6 +379,10 @@ class InputFile:
         standard input, from the copy of what was read of it)."""
         reread = self._rereadable()
         if self.fmt == "csv" and isinstance(exc, pa.ArrowInvalid) and reread is not None:
+            ragged = _CSV_RAGGED.search(str(exc))
+            line = ragged_line(reread, int(ragged.group(1))) if ragged is not None else None
+            if line is not None:
+                return InputError(f"{self.path}: line {line}: {' '.join(str(exc).split())}")
             named = _named_csv_problem(reread, exc, self.schema, self.null_values, self.path)
             if named is not None:
                 return named
@@ -412,6 +417,9 @@ class InputFile:
         )
         narrow = [f for f in self.schema if _is_narrow_float(f.type)]
         header = present.schema.names
+        extra = [name for name in header if name not in self.schema.names]
+        if extra:
+            raise InputError(f"column '{extra[0]}', line 1 (the header): {self._not_a_column()}")
         done = 0  # records before the batch
         for batch in present:
             for field in narrow:
@@ -442,8 +450,17 @@ class InputFile:
             return self._copy.read_so_far()
         return None if self.path == STDIN else self.path
 
+    def _not_a_column(self) -> str:
+        return f"not a column of the table (table columns: {', '.join(self.schema.names)})"
+
     def _jsonl(self, handle: IO[bytes]) -> Iterator[tuple[pa.RecordBatch, int]]:
         table = _read_jsonl(handle, self.schema)
+        extra = [name for name in table.schema.names if name not in self.schema.names]
+        reread = self._rereadable() if extra else None
+        located = _json_unknown_key(reread, self.schema) if reread is not None else None
+        if located is not None:
+            line, key = located
+            raise InputError(f"column '{key}', line {line}: {self._not_a_column()}")
         total = max(1, table.num_rows)
         done = 0
         for batch in table.to_batches(max_chunksize=_BATCH_ROWS):
@@ -470,10 +487,8 @@ def _read_jsonl(source: IO[bytes], schema: pa.Schema, unknown: str = "infer") ->
 def _json_problem(path: str, schema: pa.Schema) -> str | None:
     """Where a JSON-lines file fails to read: the first failing line (by bisection over its
     lines: only on the error path) and, when one column alone fails there, its name."""
-    try:
-        with open(path, "rb") as handle:
-            lines = handle.read().splitlines(keepends=True)
-    except OSError:
+    lines = _lines_of(path)
+    if lines is None:
         return None
 
     def fails(chunk: list[bytes], fields: pa.Schema = schema, unknown: str = "infer") -> str | None:
@@ -483,15 +498,9 @@ def _json_problem(path: str, schema: pa.Schema) -> str | None:
             return " ".join(str(exc).split())
         return None
 
-    low, high = 0, len(lines)  # the first failing line lies in [low, high)
-    if fails(lines) is None:
+    low = _first_failing_line(lines, lambda chunk: fails(chunk) is not None)
+    if low is None:
         return None
-    while high - low > 1:
-        middle = (low + high) // 2
-        if fails(lines[:middle]) is not None:
-            high = middle
-        else:
-            low = middle
     line = [lines[low]]
     problem = re.sub(r" in row \d+$", "", fails(line) or "")
     for field in schema:
@@ -501,6 +510,54 @@ def _json_problem(path: str, schema: pa.Schema) -> str | None:
             detail = alone.split(": ", 1)[-1] if alone.startswith("column '") else alone
             return f"column '{field.name}', line {low + 1}: {detail}"
     return f"line {low + 1}: {problem}"
+
+
+def _json_unknown_key(path: str, schema: pa.Schema) -> tuple[int, str] | None:
+    """The first line (1 = the first) of a JSON-lines file holding a key that ``schema``
+    lacks, and that key (only on the error path)."""
+    lines = _lines_of(path)
+    if lines is None:
+        return None
+
+    def unexpected(chunk: list[bytes]) -> bool:
+        try:
+            _read_jsonl(io.BytesIO(b"".join(chunk)), schema, "error")
+        except (InputError, pa.ArrowException):
+            return True
+        return False
+
+    low = _first_failing_line(lines, unexpected)
+    if low is None:
+        return None
+    try:
+        keys = _read_jsonl(io.BytesIO(lines[low]), schema).schema.names
+    except (InputError, pa.ArrowException):
+        return None
+    extra = [key for key in keys if key not in schema.names]
+    return (low + 1, extra[0]) if extra else None
+
+
+def _lines_of(path: str) -> list[bytes] | None:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read().splitlines(keepends=True)
+    except OSError:
+        return None
+
+
+def _first_failing_line(lines: list[bytes], fails: Callable[[list[bytes]], bool]) -> int | None:
+    """The index of the first line at which ``fails`` holds for the lines up to it (by
+    bisection: ``fails`` holds for every longer prefix once it holds); None if never."""
+    low, high = 0, len(lines)  # the first failing line lies in [low, high)
+    if not fails(lines):
+        return None
+    while high - low > 1:
+        middle = (low + high) // 2
+        if fails(lines[:middle]):
+            high = middle
+        else:
+            low = middle
+    return low
 
 
 def open_input(

@@ -154,6 +154,14 @@ def test_null_values_lists_the_null_markers(cli: Any, tmp_path: Path) -> None:
             "column 's.x', line 2:",
         ),
         ("broken.jsonl", '{"id": 1}\n{"id": 2}\n{"id": 3,\n', "line 3:"),
+        # an extra column and a ragged row (found by a docs-only hunt: no line was named)
+        (
+            "extra.jsonl",
+            '{"id": 1}\n\n{"id": 2}\n{"id": 3, "q": null}\n{"id": 4, "r": 1}\n',
+            "column 'q', line 4: not a column of the table",
+        ),
+        ("extra.csv", "id,q\n1,2\n", "column 'q', line 1 (the header): not a column"),
+        ("ragged.csv", 'id,d\n1,"1.5"\n"2\n",2\n\n3,4,5\n', "line 6: CSV parse error"),
     ],
 )
 @pytest.mark.parametrize("via", ["file", "stdin"])
