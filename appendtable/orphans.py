@@ -72,9 +72,9 @@ _METADATA_NAMES: dict[str, re.Pattern[str]] = {
     layout.PINNED_DIR: layout.PIN_NAME,
     layout.CONSUMER_DIR: re.compile(r"^consumer-[A-Za-z0-9][A-Za-z0-9._-]*\Z"),
     layout.TAG_DIR: re.compile(r"^(tag|released)-[A-Za-z0-9][A-Za-z0-9._-]*\Z"),
-    # deletion vectors and delete records: kept (never orphans) until purging them knows
-    # which of them no retained snapshot or tag references
-    layout.INDEX_DIR: re.compile(r"^(dv-[0-9a-f]{32}\.puffin|delete-[0-9a-f]{32})\Z"),
+    # deletion vectors, delete records and their landing marks: kept (never orphans) until
+    # purging them knows which of them no retained snapshot or tag references
+    layout.INDEX_DIR: re.compile(r"^(dv-[0-9a-f]{32}\.puffin|(delete|landed)-[0-9a-f]{32})\Z"),
 }
 #: Directories of their own inside ``snapshot/``.
 _SNAPSHOT_SUBDIRS = frozenset({layout.EXPIRED_DIR, layout.PINNED_DIR})

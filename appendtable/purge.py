@@ -258,13 +258,18 @@ def _delete_bases(state: TableState, records: Sequence[str]) -> list[int]:
 
 def _holds_deleted(state: TableState, tag: Tag, bases: Sequence[int]) -> bool:
     """A tag holds deleted rows (or their statistics) when a delete not purged yet planned on
-    its snapshot or a later one (the rows it deleted may be in the tag), when its snapshot has
-    deletion vectors, or when a delete not purged yet exists and the tag's manifests still
-    name a file the latest snapshot does not hold (a removed file's statistics, or the file)."""
+    its snapshot or a later one (the rows it deleted may be in the tag), when a file of its
+    snapshot has a deletion vector (the file holds the deleted rows) or its manifests name a
+    removed file with a vector and statistics, or when a delete not purged yet exists and the
+    tag's manifests still name a file the latest snapshot does not hold (a removed file's
+    statistics, or the file). A purge's own snapshot names the files it rewrote with their
+    vectors but without statistics: a tag on it holds no deleted row."""
     if any(base >= tag.snapshot.id for base in bases):
         return True
+    if any(e.file.deletion is not None for e in state.manifests.live_files(tag.snapshot)):
+        return True
     entries = state.manifests.entries(state.manifests.all_manifests(tag.snapshot))
-    if any(entry.file.deletion is not None for entry in entries):
+    if any(e.file.deletion is not None and _holds_values(e.file) for e in entries):
         return True
     if not bases:
         return False
@@ -400,6 +405,12 @@ def _rewrite(state: TableState, commit_user: str) -> tuple[Snapshot, int, int]:
         return snapshot, len(vectored), dropped
 
 
+def _holds_values(file: DataFileMeta) -> bool:
+    """Whether a manifest entry of ``file`` holds values of its rows (what
+    ``_without_statistics`` leaves out)."""
+    return file != _without_statistics(file)
+
+
 def _without_statistics(file: DataFileMeta) -> DataFileMeta:
     """A removed file as the purge's delta names it: its identity and counts, no values."""
     return msgspec.structs.replace(
@@ -470,12 +481,18 @@ def _remove_index_files(
     unreferenced = _unreferenced_index_files(
         state, _referenced_index(state), known, older_than_ms, keep_records=keep_records
     )
+    failed: set[str] = set()
     for path in unreferenced:
+        record = _record_of_mark(path)
+        if record in failed:
+            continue  # the mark stays with its record
         try:
             state.storage.delete(path)
         except StorageError:
+            failed.add(path)
             continue  # left for the next purge
-        deleted.append(path)
+        if record not in known:  # (this purge's own expiration wrote the others' marks)
+            deleted.append(path)
     return deleted
 
 
@@ -488,20 +505,42 @@ def _unreferenced_index_files(
     keep_records: bool,
 ) -> list[str]:
     """The vector files and delete records that are not ``referenced`` (nor records kept
-    with ``keep_records``), and are either ``known`` (named by an expired snapshot) or older
-    than the cut-off (else perhaps a delete in flight)."""
-    found: list[str] = []
-    for info in state.storage.listdir(layout.INDEX_DIR):
+    with ``keep_records``), and are either ``known`` (named by an expired snapshot), marked as
+    landed (an expiration deleted the snapshot that named them) or older than the cut-off
+    (else perhaps a delete in flight); then the landing marks of the records that go or are
+    gone (records and vectors first: a mark goes after its record)."""
+    listing = state.storage.listdir(layout.INDEX_DIR)
+    present = {info.path for info in listing}
+    landed = {
+        f"{layout.INDEX_DIR}/delete-{found.group(1)}": info.path
+        for info in listing
+        if (found := layout.LANDED_MARK_NAME.match(info.path.rsplit("/", 1)[-1])) is not None
+    }
+    found_files: list[str] = []
+    for info in listing:
         name = info.path.rsplit("/", 1)[-1]
         is_record = _RECORD_NAME.match(name) is not None
         if not is_record and _VECTOR_NAME.match(name) is None:
             continue
         if info.path in referenced or (is_record and keep_records):
             continue
-        if info.path not in known and info.mtime_ms >= older_than_ms:
+        if info.path not in known and info.path not in landed and info.mtime_ms >= older_than_ms:
             continue
-        found.append(info.path)
-    return found
+        found_files.append(info.path)
+    if not keep_records:
+        going = set(found_files)
+        found_files.extend(
+            mark
+            for record, mark in sorted(landed.items())
+            if record not in present or record in going
+        )
+    return found_files
+
+
+def _record_of_mark(path: str) -> str | None:
+    """The delete record whose landing mark is ``path`` (None: not a landing mark)."""
+    found = layout.LANDED_MARK_NAME.match(path.rsplit("/", 1)[-1])
+    return None if found is None else f"{layout.INDEX_DIR}/delete-{found.group(1)}"
 
 
 # ---- dry run --------------------------------------------------------------------------------

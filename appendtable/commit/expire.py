@@ -26,7 +26,7 @@ retained one (until then the snapshot itself keeps them).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from appendtable.commit.expiration_records import (
@@ -47,6 +47,7 @@ __all__ = [
     "ExpirePlan",
     "TagReferences",
     "execute_expiration",
+    "mark_landed",
     "metadata_of",
     "plan_expiration",
     "plan_releases",
@@ -65,6 +66,8 @@ class ExpirePlan:
     metadata_files: list[str] = field(default_factory=list)
     #: Release records of deleted tags processed by this plan (removed last).
     releases: list[str] = field(default_factory=list)
+    #: The delete records the expired DELETE snapshots named: marked as landed first.
+    delete_records: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -133,6 +136,8 @@ def plan_expiration(
             continue  # another expiration (or one that crashed) deleted it already
         snapshot, metadata = read
         plan.snapshot_ids.append(snapshot_id)
+        if snapshot.delete_record is not None:
+            plan.delete_records.append(snapshot.delete_record)
         plan.nonces[snapshot_id] = (snapshot.nonce, snapshot.parent_nonce)
         expired[snapshot_id] = snapshot
         expired_metadata |= metadata
@@ -265,6 +270,17 @@ def _still_unreferenced(
     return [p for p in (*plan.data_files, *plan.metadata_files) if p not in restored]
 
 
+def mark_landed(storage: Storage, records: Sequence[str]) -> None:
+    """Durably mark the delete ``records`` as landed (their DELETE snapshots are about to be
+    deleted): a purge then deletes them at once, as no retained snapshot names them, instead of
+    waiting until they are old enough not to be a delete still in flight."""
+    marks = [m for m in (layout.landed_mark_path(r) for r in records) if m is not None]
+    for mark in marks:
+        storage.write(mark, b"")
+    if marks:
+        storage.sync_names(marks)
+
+
 def execute_expiration(
     storage: Storage,
     snapshots: SnapshotStore,
@@ -281,6 +297,7 @@ def execute_expiration(
     mirror drops the expired snapshots there, so it never lists one whose files are gone); if
     it raises, no file is deleted (they are left to orphan removal)."""
     record_expiration(storage, plan.nonces)
+    mark_landed(storage, plan.delete_records)
     for snapshot_id in plan.snapshot_ids:
         storage.delete(layout.snapshot_path(snapshot_id))
         snapshots.forget(snapshot_id)

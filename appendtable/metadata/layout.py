@@ -11,6 +11,7 @@
     consumer/groups/<group>/...   (consumer groups: see ``metadata.groups``)
     tag/tag-<name>, tag/released-<name>-<uuid>   (tags; a deleted tag until expiration frees it)
     index/dv-<uuid>.puffin, index/delete-<uuid>   (deletion vectors, delete records)
+    index/landed-<uuid>                           (a delete record whose snapshot expired)
     _staging/<uuid>/...   (files written by other engines, until adopted or removed)
     <k1>=<v1>/<k2>=<v2>/bucket-<b>/data-<uuid>-<n>.parquet
 """
@@ -23,6 +24,7 @@ from appendtable.errors import InvalidArgumentError, InvalidOptionError
 
 __all__ = [
     "CONSUMER_DIR",
+    "DELETE_RECORD_NAME",
     "EARLIEST_HINT",
     "EXPIRATION_RECORD_NAME",
     "EXPIRED_DIR",
@@ -36,6 +38,7 @@ __all__ = [
     "ICEBERG_DIR",
     "INDEX_DIR",
     "ICEBERG_VERSION_HINT",
+    "LANDED_MARK_NAME",
     "TAG_DIR",
     "WATERMARK_DIR",
     "bucket_dir",
@@ -44,6 +47,7 @@ __all__ = [
     "expiration_record_path",
     "expiration_record_span",
     "id_from_name",
+    "landed_mark_path",
     "manifest_path",
     "pin_path",
     "pin_span",
@@ -67,8 +71,14 @@ TAG_DIR = "tag"
 TAG_PREFIX = "tag-"
 RELEASED_TAG_PREFIX = "released-"
 WATERMARK_DIR = "watermark"
-#: Deletion vectors (``dv-<uuid>.puffin``) and delete records (``delete-<uuid>``).
+#: Deletion vectors (``dv-<uuid>.puffin``), delete records (``delete-<uuid>``) and landing
+#: marks of delete records (``landed-<uuid>``).
 INDEX_DIR = "index"
+#: A delete record's name (``<uuid>``: 32 hex digits).
+DELETE_RECORD_NAME = re.compile(r"^delete-([0-9a-f]{32})\Z")
+#: The name of a delete record's landing mark: an empty file an expiration writes before it
+#: deletes the DELETE snapshot that named the record (the delete landed).
+LANDED_MARK_NAME = re.compile(r"^landed-([0-9a-f]{32})\Z")
 STAGING_DIR = "_staging"
 #: The Iceberg mirror (option ``metadata.iceberg.storage``): Iceberg's own names and layout.
 ICEBERG_DIR = "metadata"
@@ -201,3 +211,13 @@ def id_from_name(name: str, prefix: str) -> int | None:
         return None
     digits = base[len(prefix) :]
     return int(digits) if digits.isdigit() else None
+
+
+def landed_mark_path(record_path: str) -> str | None:
+    """The landing mark of the delete record at ``record_path`` (``index/delete-<uuid>`` ->
+    ``index/landed-<uuid>``); None for a path that is not a delete record's."""
+    directory, _, name = record_path.rpartition("/")
+    found = DELETE_RECORD_NAME.match(name)
+    if directory != INDEX_DIR or found is None:
+        return None
+    return f"{INDEX_DIR}/landed-{found.group(1)}"

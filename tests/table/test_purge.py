@@ -342,3 +342,87 @@ def test_records_of_deletes_that_did_not_land_do_not_stop_a_purge(
     record.write_bytes(record.read_bytes()[:10])
     with pytest.raises(at.CorruptMetadataError, match=record.name):
         table.purge(older_than=NOW)
+
+
+@pytest.mark.parametrize("expire", ["explicit", "automatic"])
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_a_landed_delete_whose_snapshot_expired_before_the_purge_leaves_no_record(
+    tmp_path: Path, mode: str, expire: str
+) -> None:
+    """The DELETE snapshot expired before the purge (by ``expire_snapshots``, or by the
+    writers' own expiration): nothing named its record any more, and a purge with the default
+    cut-off kept it as perhaps a delete in flight, with the deleted value in its filter
+    (found by a docs-only hunt). The expiration marks the record as landed; the purge deletes
+    it at once, lists it beforehand, and leaves no byte of the deleted rows."""
+    table = make(tmp_path, mode)
+    appended = fill(table, batches=2)
+    deleted = {3, 41}
+    assert table.delete([("id", "in", sorted(deleted))]) is not None
+    if expire == "explicit":
+        table.append(marked_rows(range(200, 203)))
+        table.expire_snapshots(retain_min=1, older_than_ms=2**62)
+    else:  # the writers' own expiration, after the commits that follow
+        table.set_options(
+            {
+                "write-only": "false",
+                "snapshot.num-retained.min": "1",
+                "snapshot.num-retained.max": "2",
+                "commit.maintenance": "inline",
+            }
+        )
+        for start in (200, 201, 202):
+            table.append(marked_rows(range(start, start + 1)))
+    appended = pa.concat_tables([appended, marked_rows(range(200, 203))])
+    delete_snapshots = [s for s in table.snapshots() if s.kind == at.CommitKind.DELETE]
+    assert delete_snapshots == []  # expired: no snapshot names the record
+    root = tmp_path / "t"
+    assert find_values(local_files(root), deleted), "the record holds the deleted values"
+    dry = table.purge(dry_run=True)  # the default cut-off: a day
+    assert [p for p in dry.deleted_files if p.startswith("index/delete-")]
+    real = table.purge()
+    assert real.deleted_files == dry.deleted_files
+    assert find_values(local_files(root), deleted) == []
+    assert not list((root / "index").glob("landed-*"))
+    assert read_sorted(table).equals(expected(appended, deleted))
+
+
+def test_a_kept_tag_keeps_the_landed_records_until_a_purge_deletes_it(tmp_path: Path) -> None:
+    """With ``tags="keep"`` every delete record stays (the next purge names the tag again),
+    landed or not; deleting the tag then purges them."""
+    table = make(tmp_path, "dv")
+    appended = fill(table, batches=2)
+    table.create_tag("before")
+    table.delete([("id", "=", 7)])
+    table.append(marked_rows(range(200, 202)))
+    table.expire_snapshots(retain_min=1, older_than_ms=2**62)
+    root = tmp_path / "t"
+    kept = table.purge(tags="keep")
+    assert kept.tags_kept == ["before"]
+    assert list((root / "index").glob("delete-*")) and list((root / "index").glob("landed-*"))
+    again = table.purge(tags="delete")
+    assert again.tags_deleted == ["before"]
+    assert find_values(local_files(root), {7}) == []
+    assert not list((root / "index").glob("landed-*"))
+    appended = pa.concat_tables([appended, marked_rows(range(200, 202))])
+    assert read_sorted(table).equals(expected(appended, {7}))
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_a_tag_made_after_a_purge_does_not_block_the_next(tmp_path: Path, mode: str) -> None:
+    """The purge snapshot names the files it rewrote with their vectors (no statistics): a tag
+    on it, or on a later snapshot, was named as holding deleted rows, and every later purge of
+    a deletion-vector table was refused (found by a docs-only hunt)."""
+    table = make(tmp_path, mode)
+    appended = fill(table, batches=2)
+    table.delete([("id", "=", 2)])
+    table.purge(older_than=NOW)
+    table.create_tag("release")
+    table.append(marked_rows(range(300, 302)))
+    table.create_tag("later")
+    result = table.purge(older_than=NOW)
+    assert result.tags_holding_deletes == [] and sorted(table.tags()) == ["later", "release"]
+    assert read_sorted(table).equals(
+        expected(pa.concat_tables([appended, marked_rows(range(300, 302))]), {2})
+    )
+    table.delete([("id", "=", 300)])  # planned after both tags: named (conservatively)
+    assert table.purge(older_than=NOW, dry_run=True).tags_holding_deletes == ["later", "release"]
