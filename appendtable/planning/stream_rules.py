@@ -76,9 +76,13 @@ def resolve_start(
     """The position a new stream starts from (a consumer's saved progress takes precedence and
     is handled by the caller). Raises SnapshotExpiredError rather than skip data silently."""
     mode = resolve_mode(request)
+    # On an empty table the modes that start with the latest snapshot in full start with the
+    # first one, whenever it comes: a reader created before it misses none of its rows, even
+    # when later commits replaced them before its first poll.
+    latest_or_first = latest if latest is not None else 1
     match mode:
         case StartMode.LATEST_FULL:
-            return StreamStart(latest, full=True)
+            return StreamStart(latest_or_first, full=True)
         case StartMode.LATEST:
             return StreamStart((latest or 0) + 1, full=False)
         case StartMode.FROM_SNAPSHOT | StartMode.FROM_SNAPSHOT_FULL:
@@ -90,10 +94,10 @@ def resolve_start(
                 raise InvalidOptionError(
                     "scan.mode 'from-file-creation-time' needs 'scan.file-creation-time-millis'"
                 )
-            return StreamStart(latest, full=True)
+            return StreamStart(latest_or_first, full=True)
         case StartMode.COMPACTED_FULL:  # the newest COMPACT snapshot in full, else the latest
             compacted = latest_compacted()
-            return StreamStart(compacted if compacted is not None else latest, full=True)
+            return StreamStart(compacted if compacted is not None else latest_or_first, full=True)
         case _:
             assert_never(mode)
 
