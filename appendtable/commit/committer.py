@@ -131,6 +131,7 @@ class Committer:
         deadline = started + timeout_ms / 1000 if timeout_ms else None
         planned: tuple[int, set[str]] | None = None
         attempt = 0
+        lost = 0  # attempts another commit beat to the snapshot id
         while True:
             # one attempt at a time among this handle's commits (see ``turns``)
             with self._turns.turn(deadline) as held:
@@ -143,14 +144,11 @@ class Committer:
                     outcome = self._attempt(request, latest, planned)
                     if outcome is not _LOST:
                         return outcome
+                    lost += 1
             attempt += 1
             out_of_tries = 0 <= max_retries < attempt
             if out_of_tries or (deadline is not None and time.monotonic() > deadline):
-                raise CommitConflictError(
-                    f"gave up committing after {attempt} attempts in "
-                    f"{time.monotonic() - started:.1f} s: other commits kept taking the next "
-                    "snapshot id (raise 'commit.timeout' or 'commit.max-retries')"
-                )
+                raise CommitConflictError(_gave_up(attempt, lost, time.monotonic() - started))
             self._sleep(self._backoff(attempt))
 
     # ---- steps ------------------------------------------------------------------------------
@@ -645,3 +643,21 @@ class Committer:
                 self._storage.delete(path)
             except StorageError:
                 pass  # unreferenced: orphan-file removal reclaims it
+
+
+def _gave_up(attempts: int, lost: int, seconds: float) -> str:
+    """Why a commit gave up (nothing of it landed): other commits took the snapshot ids it
+    tried, or it waited for the commits of its own handle (its maintenance) to finish."""
+    waited = attempts - lost
+    reasons = []
+    if lost:
+        reasons.append(f"{lost} lost the next snapshot id to other commits")
+    if waited:
+        reasons.append(
+            f"{waited} waited for this handle's own commit or maintenance to finish (slow or "
+            "unreachable storage makes it hold on)"
+        )
+    return (
+        f"gave up committing after {attempts} attempts in {seconds:.1f} s: "
+        f"{'; '.join(reasons)} (raise 'commit.timeout' or 'commit.max-retries')"
+    )
