@@ -24,7 +24,9 @@ running it again):
 3. **Expire** every snapshot before ``P`` (and the data files and manifests only they
    referenced), as snapshot expiration does, tags kept by ``"keep"`` excepted.
 4. **Index files**: the deletion vector files and delete records that no retained snapshot
-   (nor a kept tag) references are deleted: those the expired snapshots named at once, any
+   (nor a kept tag) references are deleted: those the expired snapshots named at once, and so
+   are records an earlier expiration marked as landed (``index/landed-<uuid>``, written before
+   it deleted the DELETE snapshot naming the record; the mark goes after its record); any
    other (left by a delete that did not land) once older than ``older_than``. With tags kept,
    every delete record stays (they are how the next purge knows the tags hold deleted rows).
 5. **Orphans**: ``remove_orphan_files`` with the same cut-off. Unreferenced files younger than
