@@ -68,6 +68,12 @@ __all__ = [
     "open_member",
 ]
 
+_CLAIMED = "another member claimed them"
+_GROUP_GONE = (
+    "the group was removed (delete_consumer_group, or consumer.expiration-time) or created "
+    "again since this member last looked; it joins the group again at its next poll"
+)
+
 
 @dataclass
 class _Held:
@@ -127,14 +133,18 @@ class GroupReader:
         )
         self.view = self._reader.view
         self.columns = self._reader.columns
-        start = self._reader.position
         bucket = self.view.options.bucket
-        template = GroupTemplate(
-            units=bucket if bucket > 0 else file_slots,
-            by_file=bucket <= 0,
-            start_snapshot=start.next_snapshot or 1,
-            start_full=start.full or start.next_snapshot is None,
-        )
+
+        def template() -> GroupTemplate:
+            """The group this member creates (when there is none): its start mode, now."""
+            start = self._reader.start_mode_position()
+            return GroupTemplate(
+                units=bucket if bucket > 0 else file_slots,
+                by_file=bucket <= 0,
+                start_snapshot=start.next_snapshot or 1,
+                start_full=start.full or start.next_snapshot is None,
+            )
+
         self._membership = Membership(self._store, member, lease_ms=lease_ms, template=template)
         self._held: dict[int, _Held] = {}
         self._draining: dict[int, _Held] = {}
@@ -208,15 +218,23 @@ class GroupReader:
         self._follow()
 
     def _follow(self) -> None:
-        before = self._membership.generation
         changed = self._membership.tick()
-        after = self._membership.generation
-        if before is not None and after is not None and after.generation < before.generation:
-            self._held.clear()  # the group was removed and created again: start over
-            self._draining.clear()
+        if self._membership.take_recreated():
+            self._void_all()
+            changed = True
         if changed or self._resync:
             self._resync = False
             self._sync()
+
+    def _void_all(self) -> None:
+        """The group was removed (and perhaps created again): every bucket this member held
+        is dropped, and those it read since its last commit are void (the next ``commit``
+        reports them fenced: their rows will be delivered again)."""
+        for unit, held in [*self._draining.items(), *self._held.items()]:
+            if held.position != held.committed:
+                self._voided.add(unit)
+        self._held.clear()
+        self._draining.clear()
 
     def _sync(self) -> None:
         """Drop the units the generation gave to others (their uncommitted progress stays for
@@ -298,9 +316,14 @@ class GroupReader:
                 unit = self._reader.next_unit(position, select=selection)
             except (ObjectNotFoundError, SnapshotNotFoundError):
                 # Expired under it: only if someone else took these buckets over meanwhile
-                # (this member was paused past its lease) and moved the group's floor on.
-                if not self._drop_claimed(units):
+                # (this member was paused past its lease) and moved the group's floor on, or
+                # the group was removed (then it starts again from its start mode)
+                if self._drop_claimed(units):
+                    continue
+                if not self._membership.group_gone():
                     raise
+                self._membership.forget_group()
+                self._follow()
                 continue
             if unit is None:
                 return None
@@ -432,6 +455,16 @@ class GroupReader:
         delivered again) after committing the others."""
         self._check_open()
         self._membership.keep_alive()
+        if self._membership.group_gone():
+            # removed (deleted, expired) or created again since this member last looked: its
+            # progress belongs to a group that is no more; the next poll joins the new one
+            self._void_all()
+            self._membership.forget_group()
+            gone = sorted(self._voided)
+            self._voided.clear()
+            if gone:
+                raise self._fenced(gone, committed=[], why=_GROUP_GONE)
+            return
         voided = sorted(self._voided)
         self._voided.clear()
         for u in voided:
@@ -483,12 +516,13 @@ class GroupReader:
         if failure is not None:
             raise failure
 
-    def _fenced(self, fenced: Sequence[int], *, committed: Sequence[int]) -> ConsumerFencedError:
+    def _fenced(
+        self, fenced: Sequence[int], *, committed: Sequence[int], why: str = _CLAIMED
+    ) -> ConsumerFencedError:
         return ConsumerFencedError(
             f"consumer group '{self.group}': member '{self.member}' can no longer commit "
             f"bucket{'s' if len(fenced) > 1 else ''} {', '.join(map(str, sorted(fenced)))}: "
-            "another member claimed them; their rows since the last commit will be "
-            "delivered again",
+            f"{why}; their rows since the last commit will be delivered again",
             group=self.group,
             member=self.member,
             fenced=tuple(sorted(fenced)),

@@ -19,6 +19,7 @@ import random
 import socket
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from appendtable.commit.groups import GroupStore
@@ -49,7 +50,12 @@ class Membership:
     """One member's view of its group. Not thread-safe (one per reader)."""
 
     def __init__(
-        self, store: GroupStore, member: str, *, lease_ms: int, template: GroupTemplate
+        self,
+        store: GroupStore,
+        member: str,
+        *,
+        lease_ms: int,
+        template: Callable[[], GroupTemplate],
     ) -> None:
         self.store = store
         self.member = member
@@ -66,6 +72,9 @@ class Membership:
         self.committed_ms = 0
         self._host = socket.gethostname()
         self._left = False
+        #: Set by ``tick`` when the group followed was removed or created again since: what
+        #: this member held of it is void (``take_recreated`` reads and clears it).
+        self._recreated = False
 
     # ---- the lease ---------------------------------------------------------------------------
 
@@ -140,10 +149,12 @@ class Membership:
         if relist or self.store.has_generation(before.generation + 1):
             self._relisted_at = time.monotonic()
             latest = self.store.latest()
-            if latest is not None and latest.generation > before.generation:
+            if latest is None or _replaced(before, latest):
+                # removed (deleted, expired), or created again by another member: start again
                 self.generation = latest
-            elif latest is None:
-                self.generation = None  # the group was removed (expired): start it again
+                self._recreated = True
+            elif latest.generation > before.generation:
+                self.generation = latest
         current = self.generation
         if current is None or self.member not in current.members:
             self.renew()  # before the generation naming it appears, lest it look expired
@@ -162,6 +173,28 @@ class Membership:
                 self._change("expired", include_me=True)
         assert self.generation is not None
         return self.generation.generation != before.generation
+
+    def group_gone(self) -> bool:
+        """Whether the group this member follows was removed or created again (one read of its
+        generation; a listing when that generation was pruned meanwhile). Progress written
+        into a group created again would start a chain of the old one in it."""
+        current = self.generation
+        if current is None:
+            return True
+        found = self.store.generation(current.generation)
+        if found is not None:
+            return found != current
+        latest = self.store.latest()
+        return latest is None or _replaced(current, latest)
+
+    def forget_group(self) -> None:
+        """Look for the group again at the next ``tick`` (it was found removed or replaced)."""
+        self._relisted_at = float("-inf")
+
+    def take_recreated(self) -> bool:
+        """Whether the group was removed or created again since the last call."""
+        recreated, self._recreated = self._recreated, False
+        return recreated
 
     def _holds_name(self, generation: GroupGeneration) -> bool:
         entry = generation.members.get(self.member)
@@ -230,14 +263,16 @@ class Membership:
     def _next(
         self, latest: GroupGeneration | None, members: dict[str, str], reason: str
     ) -> GroupGeneration:
-        template = self._template
         if latest is not None:
             template = GroupTemplate(
                 latest.units, latest.by_file, latest.start_snapshot, latest.start_full
             )
+        else:  # creating the group: where its creator's start mode starts now
+            template = self._template()
         previous = {n: m.units for n, m in latest.members.items()} if latest else {}
         assignment = assign_units(template.units, previous, list(members))
         return GroupGeneration(
+            incarnation=latest.incarnation if latest else uuid.uuid4().hex,
             generation=(latest.generation if latest else 0) + 1,
             units=template.units,
             by_file=template.by_file,
@@ -251,3 +286,14 @@ class Membership:
             reason=reason,
             writer=self.session,
         )
+
+
+def _replaced(before: GroupGeneration, latest: GroupGeneration) -> bool:
+    """Whether ``latest`` belongs to another group of the same name than ``before`` (the group
+    was removed and created again): another incarnation, or a number not after ``before``'s
+    that is not ``before`` itself (groups of versions that recorded no incarnation)."""
+    if latest.incarnation != before.incarnation:
+        return True
+    return latest.generation < before.generation or (
+        latest.generation == before.generation and latest != before
+    )

@@ -324,19 +324,24 @@ class StreamReader:
             if saved is not None:
                 self._check_same_buckets(config.consumer_id, saved)
                 return StreamPosition(saved.next_snapshot, saved.full)
+        position = self.start_mode_position()
+        if config.consumer_id is not None and position.next_snapshot is not None:
+            # Register at once: expiration must keep what this consumer will need.
+            self._save(position)
+        return position
+
+    def start_mode_position(self) -> StreamPosition:
+        """Where the stream's start mode starts now (saved progress aside). Raises
+        SnapshotExpiredError rather than skip data."""
         snapshots = self._state.snapshots
         start = resolve_start(
-            _start_request(config),
+            _start_request(self._config),
             earliest=snapshots.earliest_id(),
             latest=snapshots.latest_id(),
             first_at_or_after=snapshots.first_at_or_after,
             latest_compacted=self._latest_compacted,
         )
-        position = StreamPosition(start.next_snapshot, start.full)
-        if config.consumer_id is not None and position.next_snapshot is not None:
-            # Register at once: expiration must keep what this consumer will need.
-            self._save(position)
-        return position
+        return StreamPosition(start.next_snapshot, start.full)
 
     def _bucket_selection(self) -> tuple[int, ...] | Literal["all"]:
         buckets = self._config.buckets

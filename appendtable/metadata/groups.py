@@ -58,7 +58,11 @@ class GroupGeneration(msgspec.Struct, frozen=True, kw_only=True):
     ``units`` and ``by_file`` are fixed when the group is created (bucket count, or file slots
     of an unbucketed table); ``start_snapshot``/``start_full`` is where a unit without any
     progress record starts. ``writer`` (the session that wrote it) makes the file's bytes
-    unique, which the put-if-absent of object stores needs."""
+    unique, which the put-if-absent of object stores needs. ``incarnation`` is chosen when the
+    group is created (generation 1) and kept by every later generation: a group deleted (or
+    expired) and created again has another, which tells a member still following the old one
+    that its group is gone even where the numbers meet again ('' in groups of versions before
+    it was recorded)."""
 
     generation: int
     units: int
@@ -69,6 +73,7 @@ class GroupGeneration(msgspec.Struct, frozen=True, kw_only=True):
     time_ms: int
     reason: str
     writer: str
+    incarnation: str = ""
 
     def owner(self, unit: int) -> str | None:
         for name, member in self.members.items():

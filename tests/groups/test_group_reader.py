@@ -517,3 +517,84 @@ def test_a_process_paused_mid_read_past_its_lease_does_not_renew_a_taken_name(
     with pytest.raises(at.ConsumerFencedError, match="taken over"):
         old.poll()
     assert store.lease("a") == taken
+
+
+@pytest.mark.parametrize("removed_by", ["delete_consumer_group", "consumer.expiration-time"])
+@pytest.mark.parametrize("paused", [False, True])
+def test_a_member_of_a_removed_group_never_commits_rows_the_new_group_commits(
+    tmp_path: Path, removed_by: str, paused: bool
+) -> None:
+    """Member ``a`` read and committed; its group was removed (deleted, or expired while ``a``
+    was idle) and member ``b`` created it again: ``a`` kept reading the old group's buckets
+    and committing, and every later row was committed by both (found by a docs-only hunt:
+    150 rows delivered 290 times). Now ``a`` sees another incarnation of the group, voids
+    what it read of the old one (its next commit is fenced for those buckets) and joins the
+    new one: a row committed after the re-creation is committed by exactly one member."""
+    table = _table(tmp_path, buckets=2, lease=SHORT_LEASE, **{"consumer.expiration-time": "1 s"})
+    table.append(_rows(0, 10))
+    a = table.stream(group="g", member="a", poll_interval=0.01)
+    _drain(a)
+    a.commit()
+    for start in (50, 60, 70):
+        table.append(_rows(start, 10))
+    if removed_by == "delete_consumer_group":
+        table.delete_consumer_group("g")
+    else:
+        time.sleep(1.5)  # a idle past consumer.expiration-time
+        table.expire_snapshots(retain_min=3, older_than_ms=2**62)
+    assert table.consumer_groups() == {}
+    if paused:
+        time.sleep(0.4)  # past a third of a's lease: its next poll looks at the group again
+    b = table.stream(group="g", member="b", poll_interval=0.01)
+    readers = {"a": a, "b": b}
+    pending: dict[str, list[int]] = {"a": [], "b": []}
+    committed: dict[str, list[int]] = {"a": [], "b": []}
+    for round_ in range(1, 9):
+        table.append(_rows(100 * round_, 10))
+        for name in ("a", "b") if round_ % 2 else ("b", "a"):
+            pending[name] += _drain(readers[name])
+        for name, reader in readers.items():
+            try:
+                reader.commit()
+            except at.ConsumerFencedError as exc:  # those buckets' rows are delivered again
+                kept = set(exc.committed)
+                committed[name] += [s for s in pending[name] if _buckets_of([s], table) <= kept]
+                pending[name] = []
+                continue
+            committed[name] += pending[name]
+            pending[name] = []
+    both = set(committed["a"]) & set(committed["b"])
+    assert sorted(s for s in both if s >= 100) == []  # (0..79 restart: a new group)
+    later = [s for s in table.scan().to_arrow()["seq"].to_pylist() if s >= 100]
+    assert sorted({*committed["a"], *committed["b"]} & set(later)) == sorted(later)
+    assert sorted(a.assignment | b.assignment) == [0, 1] and not (a.assignment & b.assignment)
+    a.close()
+    b.close()
+
+
+@pytest.mark.parametrize("removed_by", ["delete_consumer_group", "consumer.expiration-time"])
+def test_a_running_member_of_a_forgotten_group_starts_it_again_from_its_start_mode(
+    tmp_path: Path, removed_by: str
+) -> None:
+    """queue.md: members still running when their group is forgotten start it again from
+    their start mode. A member whose position had expired meanwhile raised
+    SnapshotExpiredError (found by a docs-only hunt)."""
+    options = {"snapshot.num-retained.min": "1", "consumer.expiration-time": "1 s"}
+    table = _table(tmp_path, buckets=2, **options)
+    table.append(_rows(0, 10))
+    a = table.stream(group="g", member="a", poll_interval=0.01)  # latest-full
+    assert sorted(_drain(a)) == list(range(10))
+    a.commit()
+    table.append(_rows(100, 10))
+    table.append(_rows(200, 10))
+    if removed_by == "delete_consumer_group":
+        table.delete_consumer_group("g")
+    else:
+        time.sleep(1.5)
+    table.expire_snapshots(retain_min=1, older_than_ms=2**62)
+    assert [s.id for s in table.snapshots()] == [3]
+    got = sorted(_drain(a))  # the latest snapshot in full, again
+    assert got == [*range(10), *range(100, 110), *range(200, 210)]
+    a.commit()
+    assert list(table.consumer_groups()) == ["g"]
+    a.close()
