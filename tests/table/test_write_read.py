@@ -109,9 +109,14 @@ def test_partition_columns_come_back_with_their_types(uri: str) -> None:
     assert by_value[1]["amount"] == decimal.Decimal("12.50")
     assert by_value[-2]["region"] == ""  # empty and null stay distinct values
     assert by_value[None]["region"] is None
-    paths = table.files().column("partition").to_pylist()
+    files = table.files()
+    paths = files.column("path").to_pylist()
     assert any("region=eu%2Fwest%3D1" in p for p in paths)
+    # '' shares null's directory, but has a partition text of its own (system tables)
     assert any("region=__DEFAULT_PARTITION__" in p and "n=-2" in p for p in paths)
+    texts = files.column("partition").to_pylist()
+    assert any("region=/" in t and "n=-2" in t for t in texts)
+    assert any("region=__DEFAULT_PARTITION__" in t and "n=__DEFAULT" in t for t in texts)
 
 
 def _codecs(location: str, paths: list[str]) -> dict[str, set[str]]:
