@@ -129,7 +129,12 @@ class GroupReader:
             StreamPosition(existing.start_snapshot, existing.start_full) if existing else None
         )
         self._reader = StreamReader(
-            state, config, columns=columns, filter=filter, position=position
+            state,
+            config,
+            columns=columns,
+            filter=filter,
+            position=position,
+            kept_by=f"consumer group '{group}'",
         )
         self.view = self._reader.view
         self.columns = self._reader.columns

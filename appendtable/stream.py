@@ -285,9 +285,13 @@ class StreamReader:
         columns: Sequence[str] | None = None,
         filter: object = None,
         position: StreamPosition | None = None,
+        kept_by: str | None = None,
     ) -> None:
+        """``kept_by`` names what keeps this stream's snapshots from expiring when it is not
+        ``config.consumer_id`` (a consumer group): error messages name it."""
         self._state = state
         self._config = config
+        self._kept_by = kept_by
         self.view = state.refresh()
         self._projection = state.projection(self.view)
         self.columns = check_columns(self.view, columns)
@@ -522,8 +526,21 @@ class StreamReader:
         where = "reading a unit of" if unit else "positioned on"
         return SnapshotExpiredError(
             f"the stream is {where} snapshot {snapshot_id}, which has expired "
-            f"(earliest retained is {earliest}); use a consumer id, which keeps the "
-            "snapshots a reader still needs from expiring"
+            f"(earliest retained is {earliest}); {self._expiry_advice()}"
+        )
+
+    def _expiry_advice(self) -> str:
+        """What to do about an expired position: a stream kept by nothing needs a consumer
+        id; a consumer's or group's record was removed (idle too long, or forgotten)."""
+        kept_by = self._kept_by
+        if kept_by is None and self._config.consumer_id is not None:
+            kept_by = f"consumer '{self._config.consumer_id}'"
+        if kept_by is None:
+            return "use a consumer id, which keeps the snapshots a reader still needs from expiring"
+        return (
+            f"{kept_by} no longer kept it: its record was removed (idle longer than "
+            "'consumer.expiration-time', or forgotten) before it got there; a reader created "
+            "again starts from its start mode"
         )
 
     @contextmanager

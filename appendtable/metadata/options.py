@@ -413,7 +413,8 @@ CONSUMER_EXPIRATION_TIME = _define(
     "consumer.expiration-time",
     parse_duration_ms,
     0,
-    "consumers idle longer than this are removed (0: never)",
+    "consumers that have not committed for longer than this are removed by expiration "
+    "(polls without a commit do not count; groups: a lease renewal counts; 0: never)",
 )
 GROUP_LEASE_TIME = _define(
     "consumer.group.lease-time",

@@ -116,6 +116,28 @@ def test_positioned_reader_on_an_expired_snapshot_raises_with_a_hint(uri: str) -
         reader.poll()
 
 
+@pytest.mark.parametrize("removal", ["delete_consumer", "consumer.expiration-time"])
+def test_a_consumer_whose_record_was_removed_is_told_so(uri: str, removal: str) -> None:
+    """A reader with a consumer id whose position expired was told to "use a consumer id":
+    the message says its record was removed and how to go on."""
+    options = {"consumer.expiration-time": "1 ms"} if removal != "delete_consumer" else {}
+    table = at.create_table(uri, EVENTS, options=options)
+    table.append(events(0, 1))
+    reader = table.stream(mode="latest", consumer_id="billing")  # registered at snapshot 2
+    for i in range(1, 5):
+        table.append(events(i, 1))
+    if removal == "delete_consumer":
+        table.delete_consumer("billing")
+    time.sleep(0.01)
+    result = table.expire_snapshots(retain_min=1, older_than_ms=int(time.time() * 1000) + 1000)
+    assert 2 in result.expired_snapshots
+    with pytest.raises(at.SnapshotExpiredError) as raised:
+        reader.poll()
+    message = str(raised.value)
+    assert "consumer 'billing' no longer kept it" in message
+    assert "use a consumer id" not in message
+
+
 @pytest.mark.parametrize("writer_handle", ["reader's", "another"])
 @pytest.mark.parametrize("idle_polls", [0, 1, 5, 40])
 def test_a_reader_waiting_when_its_next_snapshot_expires_raises_at_every_poll(
