@@ -192,9 +192,16 @@ class SnapshotStore:
                 "keep a snapshot readable, tag it (create_tag) or retain more snapshots "
                 "('snapshot.time-retained', 'snapshot.num-retained.min')"
             )
+        if latest is None:
+            return SnapshotNotFoundError(f"no such snapshot: {snapshot_id} (the table is empty)")
+        if earliest is not None and snapshot_id <= latest:
+            return SnapshotNotFoundError(
+                f"snapshot {snapshot_id} is missing though snapshots {earliest}..{latest} were "
+                "listed: it was expired just now, or its file was deleted outside the table or "
+                f"lost by the storage ({self._storage.uri(layout.snapshot_path(snapshot_id))})"
+            )
         return SnapshotNotFoundError(
-            f"no such snapshot: {snapshot_id}"
-            + (f" (snapshots {earliest}..{latest} exist)" if latest else " (the table is empty)")
+            f"no such snapshot: {snapshot_id} (snapshots {earliest}..{latest} exist)"
         )
 
     def _remember(self, snapshot: Snapshot) -> None:

@@ -48,6 +48,19 @@ def backoff(attempt: int) -> float:
     return min(_BACKOFF_CAP_S, _BACKOFF_FIRST_S * (1 << (attempt - 1))) * (1 + random.random())
 
 
+def _check_segments(root_path: str, uri: str) -> None:
+    """Refuse a root with an empty, ``.`` or ``..`` segment: object stores keep such names
+    literally while HTTP clients, emulators and pyarrow's native clients normalise or refuse
+    them, so one table would have two names (or be unreadable after its first commit)."""
+    inner = root_path.lstrip("/")
+    odd = [part for part in inner.split("/") if part in ("", ".", "..")] if inner else []
+    if odd:
+        raise InvalidOptionError(
+            f"table location {uri!r} has an empty, '.' or '..' path segment, which object "
+            "stores and their clients do not read alike: name it without one"
+        )
+
+
 class FsspecStorage(Storage):
     """Files under ``root_path`` of the fsspec file system ``fs`` (``uri_root`` names the root
     in messages)."""
@@ -72,6 +85,7 @@ class FsspecStorage(Storage):
         super().__init__(uri_root)
         self.fs = fs
         self.root_path = root_path.rstrip("/")
+        _check_segments(self.root_path, uri_root)
         self._sleep = sleep
         if type(self).backend == Storage.backend:  # no backend of its own: the protocol's name
             protocols = fs.protocol if isinstance(fs.protocol, tuple | list) else (fs.protocol,)

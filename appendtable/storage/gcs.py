@@ -10,10 +10,13 @@
   measured on fake-gcs-server) where it can hold the same credentials: anonymous, or the
   application default credentials (gcsfs ``token="google_default"`` / ``"cloud"``). Any other
   credentials (a service-account file, a token object) stay with gcsfs, through the bridge.
+  It reaches the same endpoint as gcsfs (``endpoint_url``, else ``STORAGE_EMULATOR_HOST``)
+  and retries a transient failure for at most ``_NATIVE_RETRY_LIMIT``.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
@@ -24,6 +27,10 @@ from appendtable.storage.object_store import AIOHTTP_MODULES, AIOHTTP_TRANSIENT,
 from appendtable.storage.translate import Translator
 
 __all__ = ["GCS_ERRORS", "GcsStorage"]
+
+#: How long pyarrow's GCS client retries a transient failure (its own default is 15 minutes,
+#: which held a job's exit that long when the server was unreachable).
+_NATIVE_RETRY_LIMIT = dt.timedelta(seconds=30)
 
 
 def _gcsfs_code(exc: BaseException) -> tuple[str, int]:
@@ -57,8 +64,12 @@ class GcsStorage(ObjectStore):
         method = getattr(getattr(self.fs, "credentials", None), "method", None)
         if method not in ("anon", "google_default", "cloud"):
             return super()._arrow_filesystem()
-        options: dict[str, Any] = {"anonymous": method == "anon"}
-        endpoint = str(getattr(self.fs, "_endpoint", "") or "")
+        options: dict[str, Any] = {
+            "anonymous": method == "anon",
+            "retry_time_limit": _NATIVE_RETRY_LIMIT,
+        }
+        # gcsfs's endpoint: ``endpoint_url``, else STORAGE_EMULATOR_HOST, else Google's
+        endpoint = str(getattr(self.fs, "_location", "") or "")
         if endpoint and "storage.googleapis.com" not in endpoint:
             parsed = urlsplit(endpoint)
             options["endpoint_override"] = parsed.netloc

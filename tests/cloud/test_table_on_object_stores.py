@@ -57,6 +57,21 @@ def test_create_open_append_scan_and_time_travel(cloud: CloudStore) -> None:
     assert [s.id for s in table.snapshots()] == [1, 2]
 
 
+@pytest.mark.parametrize("inner", ["e//f", "e/./f", "e/../f", "e/.."])
+def test_a_location_with_an_empty_or_dot_segment_is_refused(cloud: CloudStore, inner: str) -> None:
+    """Found by a docs-only hunt: ``gs://.../e//f`` was created and committed to, then every
+    read raised pyarrow's "Empty path component"; on Azure ``a/../b`` failed as an
+    authentication error, and an emulator stored ``a/../b`` under ``b``. Nothing is written."""
+    uri = f"{cloud.uri}/{inner}"
+    for call in (
+        lambda: at.create_table(uri, EVENTS, storage_options=cloud.storage_options),
+        lambda: at.open_table(uri, storage_options=cloud.storage_options),
+    ):
+        with pytest.raises(at.InvalidOptionError, match=r"empty, '\.' or '\.\.' path segment"):
+            call()
+    assert cloud.objects(cloud.uri) == set()
+
+
 def test_appends_from_threads_all_land(cloud: CloudStore) -> None:
     at.create_table(
         cloud.uri, EVENTS, options={"write-only": True}, storage_options=cloud.storage_options

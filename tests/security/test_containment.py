@@ -288,3 +288,13 @@ def test_adopt_written_refuses_files_that_leave_the_area(tmp_path: Path) -> None
     table.committer().commit(area.adopt_written(messages))
     area.remove()
     assert table.scan().count() == 1
+
+
+@pytest.mark.parametrize("inner", ["a//b", "a/./b", "a/../b", "a/..", "./a"])
+def test_an_object_store_location_with_an_empty_or_dot_segment_is_refused(inner: str) -> None:
+    """Object stores keep such names literally, their clients do not (see tests/cloud)."""
+    prefix = f"/{uuid.uuid4().hex}"
+    schema = pa.schema([("a", pa.int64())])
+    with pytest.raises(at.InvalidOptionError, match=r"empty, '\.' or '\.\.' path segment"):
+        at.create_table(f"memory://{prefix}/{inner}", schema)
+    assert fsspec.filesystem("memory").find(prefix) == []

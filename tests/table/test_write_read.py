@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import os
+from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
@@ -12,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import appendtable as at
+from appendtable.metadata import layout
 from tests.helpers.data import EVENTS, events, sorted_rows
 
 
@@ -278,6 +280,21 @@ def test_time_travel_by_id_and_timestamp(uri: str) -> None:
         table.scan(timestamp_ms=first.time_ms - 10_000)
     assert [s.id for s in table.snapshots()] == [1, 2]
     assert table.snapshot(2).parent_id == 1
+
+
+def test_a_snapshot_lost_from_the_middle_of_the_log_is_named(tmp_path: Path) -> None:
+    """Found by a docs-only hunt (a storage that lost acknowledged objects): the error said
+    "no such snapshot: 2 (snapshots 1..3 exist)", which contradicts itself."""
+    table = at.create_table(str(tmp_path / "t"), EVENTS)
+    for i in range(3):
+        table.append(events(i, 1))
+    lost = tmp_path / "t" / layout.snapshot_path(2)
+    lost.unlink()
+    with pytest.raises(at.SnapshotNotFoundError) as raised:
+        at.open_table(str(tmp_path / "t")).scan(snapshot_id=2)
+    message = str(raised.value)
+    assert "snapshot 2 is missing though snapshots 1..3 were listed" in message
+    assert "lost by the storage" in message and str(lost) in message
 
 
 def test_scan_is_pinned_to_its_snapshot(uri: str) -> None:
