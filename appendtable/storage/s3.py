@@ -12,7 +12,9 @@
 * Errors: botocore's codes and statuses, throttling (``SlowDown``, 503) and 409
   ``ConditionalRequestConflict`` transient.
 * pyarrow reads data files with its own S3 client, configured like the s3fs file system (the
-  bridge through s3fs costs a HEAD per file opened; the native client reads with ranged GETs).
+  bridge through s3fs costs a HEAD per file opened; the native client reads with ranged GETs),
+  at the endpoint s3fs's client resolved: pyarrow reads neither ``AWS_ENDPOINT_URL`` nor the
+  AWS config's ``endpoint_url``.
 * Spark (Hadoop) reaches the table as ``s3a://``.
 """
 
@@ -75,6 +77,19 @@ S3_ERRORS = Translator(
 )
 
 
+def _configured_endpoint(fs: Any) -> str | None:
+    """The endpoint botocore resolved for s3fs's client from the environment or the AWS
+    config (``AWS_ENDPOINT_URL``, ``AWS_ENDPOINT_URL_S3``, a profile's ``endpoint_url``), which
+    pyarrow's client does not read; None for AWS's own endpoints."""
+    client = getattr(fs, "_s3", None)
+    if client is None:
+        fs.connect()  # the session s3fs's own calls would open
+        client = getattr(fs, "_s3", None)
+    endpoint = str(getattr(getattr(client, "meta", None), "endpoint_url", None) or "")
+    host = urlsplit(endpoint).hostname or ""
+    return endpoint if host and not host.endswith(".amazonaws.com") else None
+
+
 class S3Storage(ObjectStore):
     """A prefix of an S3 bucket."""
 
@@ -134,7 +149,11 @@ class S3Storage(ObjectStore):
         }
         if getattr(fs, "anon", False):
             options = {"anonymous": True, "region": options["region"]}
-        endpoint = client.get("endpoint_url") or getattr(fs, "endpoint_url", None)
+        endpoint = (
+            client.get("endpoint_url")
+            or getattr(fs, "endpoint_url", None)
+            or _configured_endpoint(fs)
+        )
         if endpoint:
             parsed = urlsplit(str(endpoint))
             options["endpoint_override"] = parsed.netloc or parsed.path
