@@ -102,6 +102,13 @@ def resolve_start(
             assert_never(mode)
 
 
+#: How a stream's start is kept from expiring (said when it has expired).
+_KEEPING = (
+    "A consumer id keeps what a reader needs only from the position it first saves (its "
+    "start, once resolved), so it cannot bring back a start that expired before"
+)
+
+
 def _from_snapshot(request: StartRequest, mode: StartMode, earliest: int | None) -> StreamStart:
     if request.snapshot_id is None:
         raise InvalidOptionError(f"scan.mode '{mode}' needs option 'scan.snapshot-id'")
@@ -109,8 +116,7 @@ def _from_snapshot(request: StartRequest, mode: StartMode, earliest: int | None)
     if earliest is not None and wanted < earliest:
         raise SnapshotExpiredError(
             f"the stream should start at snapshot {wanted}, which has expired (earliest "
-            f"retained is {earliest}); use a consumer id so the snapshots a reader still "
-            "needs are kept"
+            f"retained is {earliest}); start at a retained snapshot. {_KEEPING}"
         )
     return StreamStart(wanted, full=mode is StartMode.FROM_SNAPSHOT_FULL)
 
@@ -131,8 +137,7 @@ def _from_timestamp(
     if found == earliest and earliest is not None and earliest > 1:
         raise SnapshotExpiredError(
             f"snapshots up to {earliest - 1} have expired, and some of them may have been "
-            f"committed after {request.timestamp_ms}; use a consumer id so the snapshots a "
-            "reader still needs are kept"
+            f"committed after {request.timestamp_ms}; start at a later time. {_KEEPING}"
         )
     return StreamStart(found, full=False)
 

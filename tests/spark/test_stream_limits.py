@@ -4,10 +4,12 @@ defined (``load()``), naming the option, before any micro-batch."""
 
 from __future__ import annotations
 
+import functools
 import random
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 import appendtable as at
@@ -19,6 +21,8 @@ pytestmark = pytest.mark.spark
 pyspark = pytest.importorskip("pyspark")
 appendtable_spark = pytest.importorskip("appendtable_spark")
 from pyspark.errors import AnalysisException, StreamingQueryException  # noqa: E402
+
+_SEQ = pa.schema([("seq", pa.int64())])
 
 
 @pytest.fixture(scope="module")
@@ -210,3 +214,72 @@ def test_a_checkpoint_taking_a_commit_user_over_in_the_same_session(
         with pytest.raises(StreamingQueryException, match="CommitUserReusedError"):
             again.awaitTermination(300)
         assert sorted(sink_rows(sink)) == sorted(rows), attempt
+
+
+def test_trigger_once_takes_everything_available_whatever_the_limit(
+    spark_at: Any, tmp_path: Path
+) -> None:
+    """As docs/spark.md says (found by a docs-only hunt, which read "bounds every
+    micro-batch"): Spark asks every source for all it has under ``Trigger.Once``."""
+    uri = str(tmp_path / "t")
+    table = at.create_table(uri, _SEQ, options={"bucket": 2, "bucket-key": "seq"})
+    for start in range(0, 50, 10):
+        table.append(pa.table({"seq": pa.array(range(start, start + 10), pa.int64())}))
+    batches: dict[int, list[int]] = {}
+
+    def collect(batch: Any, batch_id: int) -> None:
+        batches[batch_id] = sorted(row.seq for row in batch.collect())
+
+    query = (
+        spark_at.readStream.format("appendtable")
+        .option("maxFilesPerTrigger", "1")
+        .load(uri)
+        .writeStream.foreachBatch(collect)
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(once=True)
+        .start()
+    )
+    assert query.awaitTermination(300)
+    assert batches == {0: list(range(50))}
+
+
+def _extend_seqs(seqs: list[int], batch: Any, _batch_id: int) -> None:
+    seqs.extend(row.seq for row in batch.collect())
+
+
+def test_a_bounded_watermark_ends_an_available_now_query_and_idles_a_timed_one(
+    spark_at: Any, tmp_path: Path
+) -> None:
+    """docs/spark.md: an ``availableNow`` query stops by itself at the bound; a
+    ``processingTime`` query delivers the same rows and stays active (Spark lets no source
+    end it)."""
+    uri = str(tmp_path / "t")
+    schema = pa.schema([("seq", pa.int64()), ("ts", pa.int64())])
+    table = at.create_table(uri, schema, options={"watermark.column": "ts"})
+    for minute in range(4):  # snapshot watermarks 0, 60_000, 120_000, 180_000
+        table.append(pa.table({"seq": [2 * minute, 2 * minute + 1], "ts": [minute * 60_000] * 2}))
+    for name, trigger in (
+        ("available-now", {"availableNow": True}),
+        ("timed", {"processingTime": "100 milliseconds"}),
+    ):
+        seqs: list[int] = []
+        query = (
+            spark_at.readStream.format("appendtable")
+            .option("scan.mode", "from-snapshot")
+            .option("scan.snapshot-id", "1")
+            .option("scan.bounded.watermark", "60000")
+            .load(uri)
+            .writeStream.foreachBatch(functools.partial(_extend_seqs, seqs))
+            .option("checkpointLocation", str(tmp_path / f"ckpt-{name}"))
+            .trigger(**trigger)
+            .start()
+        )
+        try:
+            if name == "available-now":
+                assert query.awaitTermination(300)
+            else:
+                query.processAllAvailable()
+                assert query.isActive
+        finally:
+            query.stop()
+        assert sorted(seqs) == [0, 1, 2, 3], name  # snapshots 1 and 2

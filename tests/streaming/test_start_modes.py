@@ -142,11 +142,19 @@ def test_a_reader_created_on_an_empty_table_misses_no_row_appended_after(
     assert table.consumers() == {"c": table.latest_snapshot().id + 1}
 
 
-def test_from_snapshot_on_an_expired_id_raises(five: at.Table) -> None:
+@pytest.mark.parametrize("consumer_id", [None, "c1"])
+def test_from_snapshot_on_an_expired_id_raises(five: at.Table, consumer_id: str | None) -> None:
+    """With a consumer id too (found by a docs-only hunt, which was told to "use a consumer
+    id" while it had one): the message says what a consumer id keeps, and nothing is saved."""
     five.expire_snapshots(retain_min=2, older_than_ms=int(time.time() * 1000) + 1000)
     assert five.snapshots()[0].id == 4
-    with pytest.raises(at.SnapshotExpiredError, match="consumer id"):
-        five.stream(mode="from-snapshot", snapshot_id=2)
+    with pytest.raises(at.SnapshotExpiredError) as raised:
+        five.stream(mode="from-snapshot", snapshot_id=2, consumer_id=consumer_id)
+    message = str(raised.value)
+    assert "start at a retained snapshot" in message
+    assert "consumer id keeps what a reader needs only from the position it first saves" in message
+    assert "use a consumer id" not in message
+    assert five.consumers() == {}
 
 
 def test_blocking_iteration_ends_for_bounded_streams(uri: str) -> None:

@@ -100,7 +100,7 @@ def test_an_expired_snapshot_used_by_id_says_how_to_keep_one(tmp_path: Path, use
     assert "snapshot 2 has expired (earliest retained is 7)" in message
     assert "tag it" in message and "snapshot.time-retained" in message
     assert "consumer id" not in message
-    with pytest.raises(at.SnapshotExpiredError, match="use a consumer id"):
+    with pytest.raises(at.SnapshotExpiredError, match="A consumer id keeps"):
         table.stream(mode="from-snapshot", snapshot_id=2)
 
 
