@@ -77,17 +77,23 @@ S3_ERRORS = Translator(
 )
 
 
-def _configured_endpoint(fs: Any) -> str | None:
-    """The endpoint botocore resolved for s3fs's client from the environment or the AWS
-    config (``AWS_ENDPOINT_URL``, ``AWS_ENDPOINT_URL_S3``, a profile's ``endpoint_url``), which
-    pyarrow's client does not read; None for AWS's own endpoints."""
+def _resolved(fs: Any) -> tuple[str | None, str | None]:
+    """The endpoint and region botocore resolved for s3fs's client from the environment or
+    the AWS config (``AWS_ENDPOINT_URL``, ``AWS_ENDPOINT_URL_S3``, ``AWS_DEFAULT_REGION``, a
+    profile's ``endpoint_url`` and ``region``), which pyarrow's client does not all read; the
+    endpoint is None for AWS's own endpoints (pyarrow's default)."""
     client = getattr(fs, "_s3", None)
     if client is None:
         fs.connect()  # the session s3fs's own calls would open
         client = getattr(fs, "_s3", None)
-    endpoint = str(getattr(getattr(client, "meta", None), "endpoint_url", None) or "")
+    meta = getattr(client, "meta", None)
+    endpoint = str(getattr(meta, "endpoint_url", None) or "")
     host = urlsplit(endpoint).hostname or ""
-    return endpoint if host and not host.endswith(".amazonaws.com") else None
+    region = getattr(meta, "region_name", None)
+    return (
+        endpoint if host and not host.endswith(".amazonaws.com") else None,
+        str(region) if region else None,
+    )
 
 
 class S3Storage(ObjectStore):
@@ -141,18 +147,17 @@ class S3Storage(ObjectStore):
         """pyarrow's S3 client with s3fs's credentials, region and endpoint."""
         fs = self.fs
         client = dict(getattr(fs, "client_kwargs", None) or {})
+        resolved_endpoint, resolved_region = _resolved(fs)
         options: dict[str, Any] = {
             "access_key": getattr(fs, "key", None),
             "secret_key": getattr(fs, "secret", None),
             "session_token": getattr(fs, "token", None),
-            "region": client.get("region_name") or "us-east-1",
+            "region": client.get("region_name") or resolved_region or "us-east-1",
         }
         if getattr(fs, "anon", False):
             options = {"anonymous": True, "region": options["region"]}
         endpoint = (
-            client.get("endpoint_url")
-            or getattr(fs, "endpoint_url", None)
-            or _configured_endpoint(fs)
+            client.get("endpoint_url") or getattr(fs, "endpoint_url", None) or resolved_endpoint
         )
         if endpoint:
             parsed = urlsplit(str(endpoint))

@@ -7,9 +7,11 @@ from __future__ import annotations
 import uuid
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pytest
 
 import appendtable as at
+from appendtable.storage.registry import open_storage
 from tests.s3.seaweedfs import SeaweedFS
 
 pytestmark = pytest.mark.s3
@@ -32,3 +34,19 @@ def test_data_files_are_read_from_the_endpoint_the_environment_names(
     reopened = at.open_table(uri, storage_options=options)
     assert sorted(reopened.scan().to_arrow()["a"].to_pylist()) == [1, 2, 3]
     assert sorted(reopened.scan(filter=[("a", ">", 1)]).to_arrow()["a"].to_pylist()) == [2, 3]
+
+
+def test_the_native_client_takes_the_region_the_environment_names(
+    seaweedfs: SeaweedFS, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """s3fs's client reads AWS_DEFAULT_REGION; pyarrow's client was given us-east-1 instead
+    (on AWS, a bucket elsewhere answers with a redirect that client does not follow)."""
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-3")
+    options = {
+        "key": seaweedfs.key,
+        "secret": seaweedfs.secret,
+        "endpoint_url": seaweedfs.endpoint_url,
+    }
+    storage = open_storage(seaweedfs.uri(f"tests/{uuid.uuid4().hex}"), options)
+    filesystem, _root = storage.arrow_filesystem()
+    assert isinstance(filesystem, pafs.S3FileSystem) and filesystem.region == "eu-west-3"
