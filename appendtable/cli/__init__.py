@@ -576,15 +576,34 @@ def attach_negative_values(argv: Sequence[str]) -> list[str]:
     return attached
 
 
+#: The loggers of the storage clients under the CLI, silent without ``--debug``.
+STORAGE_CLIENT_LOGGERS = (
+    "gcsfs",
+    "s3fs",
+    "adlfs",
+    "fsspec",
+    "aiobotocore",
+    "botocore",
+    "azure",
+    "google",
+    "urllib3",
+)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     args = build_parser().parse_args(attach_negative_values(sys.argv[1:] if argv is None else argv))
     debug = bool(args.debug or args.debug_sub)
     # Only the project's own loggers go to DEBUG: storage clients' debug output carries
-    # credentials (botocore logs access keys and session tokens), so theirs stays at WARNING.
+    # credentials (botocore logs access keys and session tokens), so theirs stays at WARNING,
+    # and without --debug they are silent: their failures reach the user as the one error line
+    # (gcsfs logs each request out of retries with its traceback).
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if debug:
         logging.getLogger("appendtable").setLevel(logging.DEBUG)
+    else:
+        for name in STORAGE_CLIENT_LOGGERS:
+            logging.getLogger(name).setLevel(logging.CRITICAL)
     try:
         if str(args.uri).startswith("memory://"):
             raise UsageError(

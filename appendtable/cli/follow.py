@@ -1,8 +1,10 @@
 """``appendtable tail``: follow a table like ``tail -f``, printing rows as snapshots land.
 
 With ``--consumer-id`` the reader's progress is committed after each printed unit (one
-snapshot's rows), so a restarted ``tail`` continues after the last unit it printed completely;
-a unit interrupted half-way is printed again (at-least-once). With ``--group`` it is a member of
+snapshot's rows), so a restarted ``tail`` continues after the last unit it printed completely,
+and when it catches up past snapshots without rows, so a consumer that drained the table
+holds back neither expiration nor purge. A unit interrupted half-way is printed again
+(at-least-once). With ``--group`` it is a member of
 a consumer group and the same holds per bucket it is given; a unit whose buckets were taken
 over meanwhile is printed again by their new holder. Ctrl-C ends it cleanly.
 """
@@ -79,6 +81,20 @@ def _commit(reader: at.StreamReader | at.GroupReader, ctx: Context) -> None:
         ctx.err.flush()
 
 
+def _uncommitted(
+    reader: at.StreamReader | at.GroupReader, committed: at.StreamPosition | None
+) -> bool:
+    """Whether the reader moved since its last commit (``committed``: a stream reader's)."""
+    if isinstance(reader, at.GroupReader):
+        return reader.positions != reader.committed
+    return reader.position != committed
+
+
+def _stream_position(reader: at.StreamReader | at.GroupReader) -> at.StreamPosition | None:
+    """A stream reader's position (a group member's are per bucket: see ``_uncommitted``)."""
+    return reader.position if isinstance(reader, at.StreamReader) else None
+
+
 def run_tail(args: argparse.Namespace, ctx: Context) -> int:
     poll = parse_duration(args.poll, "--poll")
     idle_exit = parse_duration(args.idle_exit, "--idle-exit") if args.idle_exit else None
@@ -91,11 +107,18 @@ def run_tail(args: argparse.Namespace, ctx: Context) -> int:
     header = True  # CSV: one header for the whole stream
     units = 0
     last_activity = time.monotonic()
+    keeps_progress = bool(args.consumer_id or args.group)
+    committed = _stream_position(reader)
     try:
         with reader:
             while args.max_units is None or units < args.max_units:
                 unit = reader.poll()
                 if unit is None:
+                    if keeps_progress and _uncommitted(reader, committed):
+                        # caught up past snapshots without rows (compactions, deletes,
+                        # schema changes): a consumer left before them would hold them
+                        _commit(reader, ctx)
+                        committed = _stream_position(reader)
                     if reader.finished:
                         break
                     if idle_exit is not None and time.monotonic() - last_activity >= idle_exit:
@@ -115,8 +138,9 @@ def run_tail(args: argparse.Namespace, ctx: Context) -> int:
                     writer.write(batch)
                 writer.close()
                 ctx.out.flush()
-                if args.consumer_id or args.group:
+                if keeps_progress:
                     _commit(reader, ctx)  # only after the whole unit was printed
+                    committed = _stream_position(reader)
                 units += 1
                 last_activity = time.monotonic()
     except KeyboardInterrupt:

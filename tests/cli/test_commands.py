@@ -643,6 +643,38 @@ def test_tail_joins_a_consumer_group(cli: Any, queue: tuple[str, at.Table]) -> N
     assert cli("tail", uri, *common, "--consumer-id", "c").code == 2
 
 
+@pytest.mark.parametrize("reader", ["consumer", "group"])
+def test_tail_commits_past_snapshots_without_rows(
+    cli: Any, queue: tuple[str, at.Table], reader: str
+) -> None:
+    """Found by a docs-only hunt: ``tail --consumer-id c --idle-exit`` committed only after
+    printed units, so a drained consumer stayed before trailing compactions, deletes and
+    schema changes and held back expiration and purge (queue.md says a drained, committed
+    consumer blocks neither)."""
+    uri, table = queue
+    who = ("--consumer-id", "c") if reader == "consumer" else ("--group", "g")
+    common = ("--format", "jsonl", "--idle-exit", "0.2", "--poll", "10ms", *who)
+    assert cli("tail", uri, *common).code == 0
+    table.compact(full=True)
+    table.delete([("seq", "=", 3)])
+    with table.update_schema() as update:
+        update.add_column("note", pa.string())
+    latest = table.latest_snapshot()
+    assert latest is not None and [s.kind for s in table.snapshots()][-3:] == [
+        at.CommitKind.COMPACT,
+        at.CommitKind.DELETE,
+        at.CommitKind.ALTER,
+    ]
+    result = cli("tail", uri, *common)
+    assert result.code == 0 and result.out == "", result.err
+    if reader == "consumer":
+        assert table.consumers() == {"c": latest.id + 1}
+    else:
+        assert set(table.consumer_lag(group="g")["snapshots_behind"].to_pylist()) == {0}
+    expired = table.expire_snapshots(retain_min=1, older_than_ms=int(time.time() * 1000) + 1000)
+    assert expired.expired_snapshots[-1] == latest.id - 1  # nothing held back
+
+
 def test_result_type_is_used() -> None:
     assert Result(0, "", "").code == 0
 

@@ -191,3 +191,45 @@ def test_broken_pipe_is_quiet(queue: tuple[str, at.Table]) -> None:
         err = scan.stderr.read()
     assert code == 0
     assert err == b""
+
+
+NOISY_STORE = """
+import logging, sys
+import appendtable as at
+import appendtable.cli
+
+
+def unreachable(uri, storage_options=None):
+    try:
+        raise ConnectionRefusedError("connect call failed")
+    except ConnectionRefusedError:  # as gcsfs logs every request out of retries
+        logging.getLogger("gcsfs").exception("_request out of retries on exception")
+        logging.getLogger("botocore").warning("endpoint unreachable")
+    raise at.TransientStorageError("list failed for gs://lake/t/schema: refused")
+
+
+at.open_table = unreachable
+sys.exit(appendtable.cli.main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_a_storage_clients_own_log_stays_out_of_the_one_error_line(debug: bool) -> None:
+    """Found by a docs-only hunt: with GCS unreachable, gcsfs's logger printed a traceback per
+    request before the CLI's ``error:`` line; cli.md promises one line, tracebacks only with
+    ``--debug``."""
+    args = ["--debug"] if debug else []
+    done = subprocess.run(
+        [sys.executable, "-c", NOISY_STORE, *args, "scan", "gs://lake/t", "--count"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1
+    if debug:
+        assert "out of retries" in done.stderr and "Traceback" in done.stderr
+    else:
+        assert done.stderr.splitlines() == ["error: list failed for gs://lake/t/schema: refused"], (
+            done.stderr
+        )
