@@ -31,8 +31,14 @@ def spark_at(spark: Any) -> Any:
     return spark
 
 
-def _collect(spark: Any, uri: str, checkpoint: Path, options: dict[str, str]) -> list[list[int]]:
-    """The seqs of each micro-batch of an AvailableNow run."""
+def _collect(
+    spark: Any,
+    uri: str,
+    checkpoint: Path,
+    options: dict[str, str],
+    trigger: dict[str, bool] | None = None,
+) -> list[list[int]]:
+    """The seqs of each micro-batch of a run that ends by itself (default: AvailableNow)."""
     batches: dict[int, list[int]] = {}
 
     def collect(batch: Any, batch_id: int) -> None:
@@ -44,10 +50,10 @@ def _collect(spark: Any, uri: str, checkpoint: Path, options: dict[str, str]) ->
         .load(uri)
         .writeStream.foreachBatch(collect)
         .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
+        .trigger(**(trigger or {"availableNow": True}))
         .start()
     )
-    query.awaitTermination(300)
+    assert query.awaitTermination(300)
     return [batches[b] for b in sorted(batches)]
 
 
@@ -225,22 +231,9 @@ def test_trigger_once_takes_everything_available_whatever_the_limit(
     table = at.create_table(uri, _SEQ, options={"bucket": 2, "bucket-key": "seq"})
     for start in range(0, 50, 10):
         table.append(pa.table({"seq": pa.array(range(start, start + 10), pa.int64())}))
-    batches: dict[int, list[int]] = {}
-
-    def collect(batch: Any, batch_id: int) -> None:
-        batches[batch_id] = sorted(row.seq for row in batch.collect())
-
-    query = (
-        spark_at.readStream.format("appendtable")
-        .option("maxFilesPerTrigger", "1")
-        .load(uri)
-        .writeStream.foreachBatch(collect)
-        .option("checkpointLocation", str(tmp_path / "ckpt"))
-        .trigger(once=True)
-        .start()
-    )
-    assert query.awaitTermination(300)
-    assert batches == {0: list(range(50))}
+    options = {"maxFilesPerTrigger": "1"}
+    batches = _collect(spark_at, uri, tmp_path / "ckpt", options, trigger={"once": True})
+    assert [sorted(batch) for batch in batches] == [list(range(50))]
 
 
 def _extend_seqs(seqs: list[int], batch: Any, _batch_id: int) -> None:
