@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+from appendtable.storage.fsspec_store import Limit
 from appendtable.storage.object_store import AIOHTTP_MODULES, AIOHTTP_TRANSIENT, ObjectStore
 from appendtable.storage.translate import Translator
 
@@ -49,5 +50,5 @@ class AzureStorage(ObjectStore):
     translator = AZURE_ERRORS
     extra = "azure"
 
-    def _upload_if_absent(self, full: str, data: bytes) -> None:
-        self.fs.pipe_file(full, data, overwrite=False)  # If-None-Match: *
+    def _upload_if_absent(self, full: str, data: bytes, limit: Limit) -> None:
+        self.fs.pipe_file(full, data, overwrite=False, **limit)  # If-None-Match: *

@@ -16,10 +16,20 @@ transient errors, on top of the client libraries' own retries; the last failure 
 ``TransientStorageError``. Streamed output (``open_output``) is not retried here. Only storage
 failures (``Translator.is_io_error``: ``OSError`` and the client library's errors) are caught;
 anything else is re-raised untouched.
+
+Time: on fsspec's asynchronous file systems (the object stores) one operation, its attempts
+and both layers' retries included, takes at most the storage option ``operation_timeout``
+(object stores: 60 s by default); an attempt still running then is cancelled and the operation
+fails with a ``TransientStorageError`` that names the limit. Without it a server that accepts
+connections and never answers held a caller for tens of minutes (the clients' read timeouts
+times their retries times ours). Whole-tree listings and deletions (``walk``,
+``delete_tree``: many requests, as many as the tree needs) and streamed output are bounded by
+the clients' own per-request timeouts only.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import posixpath
 import random
 import time
@@ -33,7 +43,7 @@ from appendtable.errors import InvalidOptionError, ObjectNotFoundError
 from appendtable.storage.base import Storage
 from appendtable.storage.entries import FileInfo
 
-__all__ = ["FsspecStorage", "backoff", "mtime_ms"]
+__all__ = ["OPERATION_TIMEOUT", "FsspecStorage", "Limit", "backoff", "mtime_ms"]
 
 _T = TypeVar("_T")
 
@@ -41,6 +51,17 @@ _T = TypeVar("_T")
 _IO_ATTEMPTS = 4
 _BACKOFF_FIRST_S = 0.02
 _BACKOFF_CAP_S = 1.0
+
+#: The storage option bounding one storage operation with all its retries (see the module
+#: docstring): seconds (a number or its text) or a ``timedelta``; 0 or None for no limit.
+OPERATION_TIMEOUT = "operation_timeout"
+
+#: What one attempt of an operation passes to the file system's method: ``{"timeout": s}``
+#: (fsspec's asynchronous file systems cancel the call after ``s`` seconds), or nothing.
+Limit = Mapping[str, float]
+
+_NO_LIMIT: Limit = {}
+_GIVEN_NOTHING = object()
 
 
 def backoff(attempt: int) -> float:
@@ -61,6 +82,27 @@ def _check_segments(root_path: str, uri: str) -> None:
         )
 
 
+def operation_timeout(value: object) -> float | None:
+    """Seconds from a value of the ``operation_timeout`` storage option (None: no limit)."""
+    seconds: float
+    if value is None:
+        return None
+    if isinstance(value, dt.timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+    elif isinstance(value, str) and value.strip().replace(".", "", 1).isdigit():
+        seconds = float(value)  # as the command line and Spark's options pass it
+    else:
+        seconds = -1.0
+    if not seconds >= 0 or seconds == float("inf"):
+        raise InvalidOptionError(
+            f"storage option {OPERATION_TIMEOUT!r} must be a number of seconds (30, '2.5') or a "
+            f"timedelta (0 or None: no limit), got {value!r}"
+        )
+    return seconds or None
+
+
 class FsspecStorage(Storage):
     """Files under ``root_path`` of the fsspec file system ``fs`` (``uri_root`` names the root
     in messages)."""
@@ -73,6 +115,8 @@ class FsspecStorage(Storage):
     #: The extra of the appendtable package that installs the store's library (for the message
     #: when it is missing).
     extra: ClassVar[str] = ""
+    #: ``operation_timeout`` when the storage options do not set it (seconds; None: no limit).
+    default_operation_timeout: ClassVar[float | None] = None
 
     def __init__(
         self,
@@ -81,12 +125,16 @@ class FsspecStorage(Storage):
         uri_root: str,
         *,
         sleep: Callable[[float], None] = time.sleep,
+        operation_timeout: float | None = None,
     ) -> None:
         super().__init__(uri_root)
         self.fs = fs
         self.root_path = root_path.rstrip("/")
         _check_segments(self.root_path, uri_root)
         self._sleep = sleep
+        #: Seconds one operation may take, retries included (None: no limit); it holds only on
+        #: fsspec's asynchronous file systems, which can cancel a call.
+        self.operation_timeout = operation_timeout if _can_cancel(fs) else None
         if type(self).backend == Storage.backend:  # no backend of its own: the protocol's name
             protocols = fs.protocol if isinstance(fs.protocol, tuple | list) else (fs.protocol,)
             self.backend = str(protocols[0])
@@ -94,17 +142,28 @@ class FsspecStorage(Storage):
     @classmethod
     def open(cls, uri: str, storage_options: Mapping[str, Any]) -> Self:
         """The storage at ``uri`` through fsspec, with ``storage_options`` as the file system's
-        keyword arguments (a factory for ``storage.registry``)."""
+        keyword arguments (a factory for ``storage.registry``), except ``operation_timeout``,
+        which is this storage's own."""
+        options = dict(storage_options)
+        given = options.pop(OPERATION_TIMEOUT, _GIVEN_NOTHING)
+        limit = cls.default_operation_timeout
+        if given is not _GIVEN_NOTHING:
+            limit = operation_timeout(given)
         with cls.translator.translated("open", uri):
             try:
-                fs, path = fsspec.core.url_to_fs(uri, **dict(storage_options))
+                fs, path = fsspec.core.url_to_fs(uri, **options)
             except ImportError as exc:
                 install = f" (install appendtable[{cls.extra}])" if cls.extra else ""
                 raise InvalidOptionError(
                     f"storage protocol '{uri.split('://', 1)[0]}' needs a package that is not "
                     f"installed: {exc}{install}"
                 ) from exc
-        return cls(fs, path, uri.rstrip("/"))
+        if given is not _GIVEN_NOTHING and limit is not None and not _can_cancel(fs):
+            raise InvalidOptionError(
+                f"storage option {OPERATION_TIMEOUT!r} applies to object stores (s3://, gs://, "
+                f"az:// and fsspec's other asynchronous file systems), not to {uri!r}"
+            )
+        return cls(fs, path, uri.rstrip("/"), operation_timeout=limit)
 
     def _full(self, path: str) -> str:
         """The file system path of a contained ``path`` ('' is the root)."""
@@ -114,40 +173,69 @@ class FsspecStorage(Storage):
         if self.has_directories:
             self.fs.makedirs(full.rsplit("/", 1)[0], exist_ok=True)
 
-    def _retrying(self, call: Callable[[], _T], attempts: int = _IO_ATTEMPTS) -> _T:
-        """``call()``, retried with backoff while it fails transiently (at most ``attempts``
-        tries). Only for idempotent calls. The last error propagates untranslated (``Storage``
-        translates it)."""
+    def _retrying(self, call: Callable[[Limit], _T], attempts: int = _IO_ATTEMPTS) -> _T:
+        """``call(limit)``, retried with backoff while it fails transiently (at most
+        ``attempts`` tries, all within ``operation_timeout``; ``call`` passes ``limit`` to the
+        file system's method). Only for idempotent calls. The last error propagates
+        untranslated (``Storage`` translates it)."""
+        deadline = self._deadline()
         attempt = 0
         while True:
             try:
-                return call()
+                return call(self._limit(deadline))
             except Exception as exc:  # storage failures only (is_io_error); the rest re-raised
                 attempt += 1
-                if (
-                    not self.translator.is_io_error(exc)
-                    or attempt >= attempts
-                    or not self.translator.is_transient(exc)
-                ):
+                if not self.translator.is_io_error(exc) or not self.translator.is_transient(exc):
                     raise
-            self._sleep(backoff(attempt))
+                self._check_deadline(deadline, exc)
+                if attempt >= attempts:
+                    raise
+            self._pause(backoff(attempt), deadline)
+
+    def _deadline(self) -> float | None:
+        """When an operation starting now must end (``time.monotonic``), None if never."""
+        limit = self.operation_timeout
+        return None if limit is None else time.monotonic() + limit
+
+    @staticmethod
+    def _limit(deadline: float | None) -> Limit:
+        """The keyword arguments that make one attempt end by ``deadline``."""
+        if deadline is None:
+            return _NO_LIMIT
+        return {"timeout": max(deadline - time.monotonic(), 0.001)}
+
+    def _check_deadline(self, deadline: float | None, failure: BaseException) -> None:
+        """Raise a ``TimeoutError`` naming the limit, caused by ``failure``, if ``deadline``
+        has passed."""
+        if deadline is not None and time.monotonic() >= deadline:
+            raise TimeoutError(
+                f"no answer within {self.operation_timeout:g} s, retries included (storage "
+                f"option {OPERATION_TIMEOUT!r}); last failure: {type(failure).__name__}"
+                f"{': ' if str(failure) else ''}{failure}"
+            ) from failure
+
+    def _pause(self, seconds: float, deadline: float | None) -> None:
+        """Back off for ``seconds``, or until ``deadline`` if that comes first."""
+        if deadline is not None:
+            seconds = max(min(seconds, deadline - time.monotonic()), 0.0)
+        self._sleep(seconds)
 
     # ---- reading ----------------------------------------------------------------------------
 
-    def _cat(self, full: str) -> bytes:
+    def _cat(self, full: str, limit: Limit) -> bytes:
         """The whole object in one request."""
-        data: bytes = self.fs.cat_file(full)
+        data: bytes = self.fs.cat_file(full, **limit)
         return data
 
     def _read(self, path: str) -> bytes:
         full = self._full(path)
-        return self._retrying(lambda: self._cat(full))
+        return self._retrying(lambda limit: self._cat(full, limit))
 
     def _read_range(self, path: str, offset: int, length: int) -> bytes:
         full = self._full(path)
 
-        def fetch() -> bytes:
-            data: bytes = self.fs.cat_file(full, start=offset, end=offset + length)
+        def fetch(limit: Limit) -> bytes:
+            data: bytes = self.fs.cat_file(full, start=offset, end=offset + length, **limit)
             return data
 
         return self._retrying(fetch)
@@ -155,12 +243,12 @@ class FsspecStorage(Storage):
     def _exists(self, path: str) -> bool:
         full = self._full(path)
         self.fs.invalidate_cache(full)
-        return bool(self._retrying(lambda: self.fs.exists(full)))
+        return bool(self._retrying(lambda limit: self.fs.exists(full, **limit)))
 
     def _info(self, path: str) -> FileInfo:
         full = self._full(path)
         self.fs.invalidate_cache(full)
-        details = self._retrying(lambda: self.fs.info(full))
+        details = self._retrying(lambda limit: self.fs.info(full, **limit))
         if details.get("type") == "directory":
             raise ObjectNotFoundError(
                 f"stat: not a file: {self.uri(path)}", path=self.uri(path), operation="stat"
@@ -174,10 +262,12 @@ class FsspecStorage(Storage):
         full = self._full(directory)
         prefix = f"{directory}/" if directory else ""
 
-        def listing() -> list[dict[str, Any]]:
+        def listing(limit: Limit) -> list[dict[str, Any]]:
             self.fs.invalidate_cache(full)
             try:
-                entries: list[dict[str, Any]] = self.fs.ls(full, detail=True, **self.fresh_listing)
+                entries: list[dict[str, Any]] = self.fs.ls(
+                    full, detail=True, **self.fresh_listing, **limit
+                )
             except FileNotFoundError:
                 return []
             return entries
@@ -195,7 +285,7 @@ class FsspecStorage(Storage):
     def _walk(self, directory: str) -> list[FileInfo]:
         full = self._full(directory)
 
-        def listing() -> dict[str, dict[str, Any]]:
+        def listing(_unbounded: Limit) -> dict[str, dict[str, Any]]:  # many requests
             self.fs.invalidate_cache(full)
             try:
                 entries: dict[str, dict[str, Any]] = self.fs.find(full, detail=True)
@@ -220,7 +310,7 @@ class FsspecStorage(Storage):
         """One PUT on an object store: readers see the old or the new object."""
         full = self._full(path)
         self._make_parent(full)
-        self._retrying(lambda: self.fs.pipe_file(full, data))
+        self._retrying(lambda limit: self.fs.pipe_file(full, data, **limit))
 
     def _put_if_absent(self, path: str, data: bytes) -> bool:
         """No atomic primitive: check, then write; for single-writer mode only."""
@@ -235,9 +325,9 @@ class FsspecStorage(Storage):
     def _delete(self, path: str) -> None:
         full = self._full(path)
 
-        def remove() -> None:
+        def remove(limit: Limit) -> None:
             try:
-                self.fs.rm_file(full)
+                self.fs.rm_file(full, **limit)
             except FileNotFoundError:
                 pass
             finally:
@@ -246,15 +336,17 @@ class FsspecStorage(Storage):
         self._retrying(remove)
 
     def _rename(self, source: str, target: str) -> None:
-        """On object stores a server-side copy then a delete of the source (fsspec ``mv``)."""
+        """On object stores a server-side copy then a delete of the source (what fsspec's
+        ``mv`` does, which drops the time limit)."""
         full_source, full_target = self._full(source), self._full(target)
 
-        def move() -> None:
+        def move(limit: Limit) -> None:
             try:
-                self.fs.mv(full_source, full_target)
+                self.fs.copy(full_source, full_target, on_error="raise", **limit)
+                self.fs.rm_file(full_source, **limit)
             except FileNotFoundError:
                 self.fs.invalidate_cache(full_target)
-                if not self.fs.exists(full_target):  # not a retry of a move that happened
+                if not self.fs.exists(full_target, **limit):  # not a retry of a move that happened
                     raise
             finally:
                 self.fs.invalidate_cache(full_source)
@@ -266,7 +358,7 @@ class FsspecStorage(Storage):
     def _delete_tree(self, directory: str) -> None:
         full = self._full(directory)
 
-        def remove() -> None:
+        def remove(_unbounded: Limit) -> None:  # as many requests as the tree needs
             try:
                 self.fs.rm(full, recursive=True)
             except FileNotFoundError:
@@ -298,7 +390,15 @@ class FsspecStorage(Storage):
         scheme = self.root.split("://", 1)[0]
         head = self.root.rpartition("/")[0]
         uri = head if len(head) > len(scheme) + 3 else f"{scheme}://"
-        return type(self)(self.fs, above, uri, sleep=self._sleep)
+        return type(self)(
+            self.fs, above, uri, sleep=self._sleep, operation_timeout=self.operation_timeout
+        )
+
+
+def _can_cancel(fs: Any) -> bool:
+    """Whether ``fs`` is one of fsspec's asynchronous file systems, whose blocking methods take
+    a ``timeout`` and cancel the call when it runs out."""
+    return bool(getattr(fs, "async_impl", False))
 
 
 def mtime_ms(details: Mapping[str, Any]) -> int:

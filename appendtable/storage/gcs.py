@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 import pyarrow.fs as pafs
 
+from appendtable.storage.fsspec_store import Limit
 from appendtable.storage.object_store import AIOHTTP_MODULES, AIOHTTP_TRANSIENT, ObjectStore
 from appendtable.storage.translate import Translator
 
@@ -57,8 +58,8 @@ class GcsStorage(ObjectStore):
     fresh_listing: ClassVar[Mapping[str, Any]] = {"refresh": True}
     extra = "gcs"
 
-    def _upload_if_absent(self, full: str, data: bytes) -> None:
-        self.fs.pipe_file(full, data, mode="create")  # ifGenerationMatch=0
+    def _upload_if_absent(self, full: str, data: bytes, limit: Limit) -> None:
+        self.fs.pipe_file(full, data, mode="create", **limit)  # ifGenerationMatch=0
 
     def _arrow_filesystem(self) -> tuple[pafs.FileSystem, str]:
         method = getattr(getattr(self.fs, "credentials", None), "method", None)

@@ -19,8 +19,9 @@ trusting it.
 from __future__ import annotations
 
 from abc import abstractmethod
+from typing import ClassVar
 
-from appendtable.storage.fsspec_store import FsspecStorage, backoff
+from appendtable.storage.fsspec_store import FsspecStorage, Limit, backoff
 
 __all__ = ["AIOHTTP_MODULES", "AIOHTTP_TRANSIENT", "ObjectStore"]
 
@@ -46,22 +47,25 @@ class ObjectStore(FsspecStorage):
 
     atomic_create = True
     has_directories = False
+    default_operation_timeout: ClassVar[float | None] = 60.0
 
     @abstractmethod
-    def _upload_if_absent(self, full: str, data: bytes) -> None:
-        """Upload ``data`` to ``full`` only if no object has that name; a taken name raises
-        what ``translator.is_precondition_failed`` recognises."""
+    def _upload_if_absent(self, full: str, data: bytes, limit: Limit) -> None:
+        """Upload ``data`` to ``full`` only if no object has that name (passing ``limit`` to
+        the file system's method); a taken name raises what
+        ``translator.is_precondition_failed`` recognises."""
 
     def _put_if_absent(self, path: str, data: bytes) -> bool:
         """True also when the stored bytes equal ``data`` after a "taken" answer (our own
         retried upload landed): identical content from two callers is indistinguishable, so
         callers must make their content unique."""
         full = self._full(path)
+        deadline = self._deadline()
         attempt = 0
         while True:
             taken = False
             try:
-                self._upload_if_absent(full, data)
+                self._upload_if_absent(full, data, self._limit(deadline))
                 return True
             except Exception as exc:  # storage failures only (is_io_error); the rest re-raised
                 if not self.translator.is_io_error(exc):
@@ -69,22 +73,25 @@ class ObjectStore(FsspecStorage):
                 taken = self.translator.is_precondition_failed(exc)
                 if not taken:
                     attempt += 1
-                    if attempt >= _PUBLISH_ATTEMPTS or not self.translator.is_transient(exc):
+                    if not self.translator.is_transient(exc):
+                        raise
+                    self._check_deadline(deadline, exc)
+                    if attempt >= _PUBLISH_ATTEMPTS:
                         raise
             # Outside the except block, so that errors of the read-back are not chained to
             # (and classified by) the "taken" answer.
             if taken:
                 return self._holds_bytes(full, data)
-            self._sleep(backoff(attempt))
+            self._pause(backoff(attempt), deadline)
 
     def _holds_bytes(self, full: str, data: bytes) -> bool:
         """After "taken": True if the object holds exactly ``data`` (our own upload landed
         before a retry of it), False if it holds anything else or vanished since (someone
         else's)."""
 
-        def stored() -> bytes | None:
+        def stored(limit: Limit) -> bytes | None:
             try:
-                return self._cat(full)
+                return self._cat(full, limit)
             except FileNotFoundError:
                 return None
 

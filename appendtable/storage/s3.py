@@ -28,7 +28,7 @@ import pyarrow.fs as pafs
 
 from appendtable.errors import ObjectNotFoundError
 from appendtable.storage.entries import FileInfo
-from appendtable.storage.fsspec_store import mtime_ms
+from appendtable.storage.fsspec_store import Limit, mtime_ms
 from appendtable.storage.object_store import AIOHTTP_MODULES, AIOHTTP_TRANSIENT, ObjectStore
 from appendtable.storage.translate import Translator
 
@@ -104,13 +104,13 @@ class S3Storage(ObjectStore):
     fresh_listing: ClassVar[Mapping[str, Any]] = {"refresh": True}
     extra = "s3"
 
-    def _upload_if_absent(self, full: str, data: bytes) -> None:
-        self.fs.pipe_file(full, data, mode="create")  # If-None-Match: *
+    def _upload_if_absent(self, full: str, data: bytes, limit: Limit) -> None:
+        self.fs.pipe_file(full, data, mode="create", **limit)  # If-None-Match: *
 
-    def _cat(self, full: str) -> bytes:
+    def _cat(self, full: str, limit: Limit) -> bytes:
         """One GET (s3fs's ``cat_file`` sends a HEAD first to decide whether to fetch large
         objects in concurrent ranges; ``max_concurrency=1`` skips it)."""
-        data: bytes = self.fs.cat_file(full, max_concurrency=1)
+        data: bytes = self.fs.cat_file(full, max_concurrency=1, **limit)
         return data
 
     def _exists(self, path: str) -> bool:
@@ -129,9 +129,11 @@ class S3Storage(ObjectStore):
         no cache."""
         bucket, key, _version = self.fs.split_path(full)
 
-        def head() -> dict[str, Any] | None:
+        def head(limit: Limit) -> dict[str, Any] | None:
             try:
-                response: dict[str, Any] = self.fs.call_s3("head_object", Bucket=bucket, Key=key)
+                response: dict[str, Any] = self.fs.call_s3(
+                    "head_object", Bucket=bucket, Key=key, **limit
+                )
             except Exception as exc:  # storage failures only (is_io_error); the rest re-raised
                 if self.translator.is_io_error(exc) and self.translator.is_not_found(exc):
                     return None

@@ -54,6 +54,7 @@ def test_settings_split_storage_table_and_adapter_options() -> None:
             "path": "file:///tmp/x",
             "storage.key": "k",
             "storage.client_kwargs": '{"endpoint_url": "http://127.0.0.1:9000"}',
+            "storage.operation_timeout": "10",
             "bucket": "4",
             "maxFilesPerTrigger": "3",
             "columns": "a, b",
@@ -64,6 +65,7 @@ def test_settings_split_storage_table_and_adapter_options() -> None:
     assert settings.storage_options == {
         "key": "k",
         "client_kwargs": {"endpoint_url": "http://127.0.0.1:9000"},
+        "operation_timeout": 10,
     }
     assert settings.format_options == {"bucket": "4"}
     assert settings.get(MAX_FILES_PER_TRIGGER) == 3

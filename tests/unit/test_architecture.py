@@ -253,6 +253,9 @@ BUILTIN_RAISES_ALLOWED = {
     "appendtable_spark.options:_partitions",
     "appendtable_spark.options:_partition_specs",
     "appendtable_spark.options:_choice.parse",
+    # A storage hook's failure, raised (as the hooks' OSErrors are) to Storage's operation,
+    # which translates it into a TransientStorageError naming the file.
+    "appendtable.storage.fsspec_store:FsspecStorage._check_deadline",
     # Literal coercion of temporal filter values: _instant_nanos is called only inside
     # _temporal_nanos's try, which catches TypeError and ValueError and raises
     # InvalidFilterError naming the column; _iso_nanos and _datetime64_nanos are called only

@@ -1,0 +1,171 @@
+"""``operation_timeout``: one storage operation on an object store, its attempts and both
+layers' retries included, ends within the limit, against a server that accepts connections
+and never answers (a hung load balancer, a stopped emulator). Before the limit a table's open
+on such a server ran for more than 400 s on S3, GCS and Azure alike.
+
+The server is a real listening socket of this process; the clients are the real s3fs, gcsfs
+and adlfs, so what is checked is that each of their calls we make is cancelled in time.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import appendtable as at
+from appendtable.storage import open_storage
+
+#: Azurite's well-known development key (public: it only opens the emulator).
+_AZURITE_KEY = (
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+)
+
+
+@pytest.fixture(scope="module")
+def silent_port() -> Iterator[int]:
+    """A port whose server accepts every connection and never sends a byte."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(512)
+    held: list[socket.socket] = []
+
+    def accept() -> None:
+        while True:
+            try:
+                connection, _ = server.accept()
+            except OSError:
+                return
+            held.append(connection)
+
+    threading.Thread(target=accept, daemon=True).start()
+    yield server.getsockname()[1]
+    server.close()
+    for connection in held:
+        connection.close()
+
+
+def _store(backend: str, port: int) -> tuple[str, dict[str, Any]]:
+    """A table location on ``backend`` served by the silent port, and its storage options."""
+    endpoint = f"http://127.0.0.1:{port}"
+    if backend == "s3":
+        return "s3://bucket/table", {"endpoint_url": endpoint, "key": "k", "secret": "s"}
+    if backend == "gcs":
+        return "gs://bucket/table", {"endpoint_url": endpoint, "token": "anon"}
+    account = "devstoreaccount1"
+    connection = (
+        f"DefaultEndpointsProtocol=http;AccountName={account};AccountKey={_AZURITE_KEY};"
+        f"BlobEndpoint={endpoint}/{account};"
+    )
+    return "az://container/table", {"connection_string": connection}
+
+
+_OPERATIONS: dict[str, Callable[[at.Storage], object]] = {
+    "read": lambda s: s.read("a"),
+    "read_range": lambda s: s.read_range("a", 0, 4),
+    "write": lambda s: s.write("a", b"1"),
+    "put_if_absent": lambda s: s.put_if_absent("b", b"1"),
+    "exists": lambda s: s.exists("a"),
+    "info": lambda s: s.info("a"),
+    "listdir": lambda s: s.listdir("d"),
+    "delete": lambda s: s.delete("a"),
+    "rename": lambda s: s.rename("a", "c"),
+}
+
+
+@pytest.mark.parametrize("operation", sorted(_OPERATIONS))
+@pytest.mark.parametrize("backend", ["s3", "gcs", "azure"])
+def test_each_operation_gives_up_at_the_limit_with_a_transient_error(
+    silent_port: int, backend: str, operation: str
+) -> None:
+    uri, options = _store(backend, silent_port)
+    storage = open_storage(uri, {**options, "operation_timeout": 0.5})
+    with pytest.raises(at.TransientStorageError, match=r"operation_timeout") as raised:
+        _OPERATIONS[operation](storage)
+    assert raised.value.path.startswith(uri), raised.value.path
+    assert "no answer within 0.5 s" in str(raised.value)
+
+
+@pytest.mark.parametrize("backend", ["s3", "gcs", "azure"])
+def test_tables_fail_to_open_and_create_at_the_limit(silent_port: int, backend: str) -> None:
+    uri, options = _store(backend, silent_port)
+    bounded = {**options, "operation_timeout": dt.timedelta(seconds=0.5)}
+    with pytest.raises(at.TransientStorageError, match=r"operation_timeout"):
+        at.open_table(uri, storage_options=bounded)
+    with pytest.raises(at.TransientStorageError, match=r"operation_timeout"):
+        at.create_table(uri, pa.schema([("id", pa.int64())]), storage_options=bounded)
+
+
+def test_the_cli_reports_a_silent_store_as_one_error_line(silent_port: int) -> None:
+    uri, options = _store("s3", silent_port)
+    args = [f"--storage-option={key}={value}" for key, value in options.items()]
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "appendtable.cli",
+            *args,
+            "--storage-option=operation_timeout=1",
+            "info",
+            uri,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+    assert done.returncode != 0
+    lines = done.stderr.strip().splitlines()
+    assert lines[-1].startswith("error:"), done.stderr
+    assert "no answer within 1 s" in lines[-1] and "s3://bucket/table" in lines[-1], lines
+
+
+@pytest.mark.parametrize("backend", ["s3", "gcs", "azure"])
+def test_object_stores_are_bounded_by_default(silent_port: int, backend: str) -> None:
+    uri, options = _store(backend, silent_port)
+    assert open_storage(uri, options).operation_timeout == 60.0
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        (30, 30.0),
+        (2.5, 2.5),
+        ("2.5", 2.5),
+        (dt.timedelta(seconds=45), 45.0),
+        (0, None),
+        (None, None),
+    ],
+)
+def test_the_limit_takes_seconds_a_timedelta_or_none(
+    silent_port: int, value: object, seconds: float | None
+) -> None:
+    uri, options = _store("s3", silent_port)
+    storage = open_storage(uri, {**options, "operation_timeout": value})
+    assert storage.operation_timeout == seconds
+
+
+@pytest.mark.parametrize(
+    "value", [-1, "-3", "2 min", "soon", True, float("inf"), float("nan"), [30]]
+)
+def test_a_bad_limit_is_refused_by_name(silent_port: int, value: object) -> None:
+    uri, options = _store("s3", silent_port)
+    with pytest.raises(at.InvalidOptionError, match=r"'operation_timeout'.*got"):
+        open_storage(uri, {**options, "operation_timeout": value})
+
+
+def test_a_store_that_cannot_cancel_a_call_refuses_the_limit() -> None:
+    with pytest.raises(at.InvalidOptionError, match=r"'operation_timeout' applies to object"):
+        open_storage("memory://bounded/t", {"operation_timeout": 5})
+    assert (
+        open_storage("memory://unbounded/t", {"operation_timeout": None}).operation_timeout is None
+    )
+    assert open_storage("memory://default/t").operation_timeout is None
