@@ -10,7 +10,8 @@
   falls back to a LIST on a miss and consults its listing cache); listings bypass the cache
   and drop what they put in it.
 * Errors: botocore's codes and statuses, throttling (``SlowDown``, 503) and 409
-  ``ConditionalRequestConflict`` transient.
+  ``ConditionalRequestConflict`` transient; pyarrow's client names the AWS SDK's error in its
+  messages (``AWS Error NETWORK_CONNECTION``), network failures and throttling transient.
 * pyarrow reads data files with its own S3 client, configured like the s3fs file system (the
   bridge through s3fs costs a HEAD per file opened; the native client reads with ranged GETs),
   at the endpoint s3fs's client resolved: pyarrow reads neither ``AWS_ENDPOINT_URL`` nor the
@@ -20,6 +21,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
@@ -35,11 +37,17 @@ from appendtable.storage.translate import Translator
 __all__ = ["S3_ERRORS", "S3Storage"]
 
 
-def _botocore_code(exc: BaseException) -> tuple[str, int]:
-    """The code and status of botocore's ``ClientError`` (its ``response``)."""
+#: How pyarrow's S3 client (the AWS C++ SDK) names an error in its ``OSError``'s message.
+_ARROW_AWS_ERROR = re.compile(r"\bAWS Error ([A-Z_]+)\b")
+
+
+def _s3_code(exc: BaseException) -> tuple[str, int]:
+    """The code and status of botocore's ``ClientError`` (its ``response``), or the AWS SDK's
+    error name in the message of pyarrow's ``OSError`` (``AWS Error NETWORK_CONNECTION``)."""
     response = getattr(exc, "response", None)
     if not isinstance(response, dict):
-        return "", 0
+        found = _ARROW_AWS_ERROR.search(str(exc)) if isinstance(exc, OSError) else None
+        return (found.group(1), 0) if found else ("", 0)
     error = response.get("Error") or {}
     meta = response.get("ResponseMetadata") or {}
     return str(error.get("Code", "")), int(meta.get("HTTPStatusCode", 0) or 0)
@@ -48,7 +56,7 @@ def _botocore_code(exc: BaseException) -> tuple[str, int]:
 #: How botocore (under s3fs and aiobotocore) reports S3's failures.
 S3_ERRORS = Translator(
     modules=("botocore.", "aiobotocore.", *AIOHTTP_MODULES),
-    code_of=_botocore_code,
+    code_of=_s3_code,
     not_found=frozenset({"NoSuchKey", "NotFound", "404"}),
     taken=frozenset({"PreconditionFailed"}),
     transient=frozenset(
@@ -62,6 +70,13 @@ S3_ERRORS = Translator(
             "ServiceUnavailable",
             "ConditionalRequestConflict",
             "OperationAborted",
+            # the AWS C++ SDK's names, in the messages of pyarrow's S3 client
+            "NETWORK_CONNECTION",
+            "SLOW_DOWN",
+            "THROTTLING",
+            "SERVICE_UNAVAILABLE",
+            "REQUEST_TIMEOUT",
+            "INTERNAL_FAILURE",
         }
     ),
     transient_classes=frozenset(

@@ -4,9 +4,13 @@ secrets never reach a message."""
 
 from __future__ import annotations
 
+import datetime as dt
+import socket
 import subprocess
 import sys
+from collections.abc import Callable
 
+import pyarrow.fs as pafs
 import pytest
 from azure.core.exceptions import (
     HttpResponseError,
@@ -114,3 +118,44 @@ def test_secrets_never_reach_a_message() -> None:
     message = str(caught.value)
     assert "SECRET" not in message and "sig=***" in message and "AccountKey=***" in message
     assert redacted("token=abc&x=1") == "token=***&x=1"
+
+
+def _arrow_failure(read: Callable[[], object]) -> OSError:
+    """The error pyarrow's own client raises reading from a port nobody listens on."""
+    try:
+        read()
+    except OSError as exc:
+        return exc
+    raise AssertionError("a read from a closed port succeeded")
+
+
+def test_pyarrow_clients_network_failures_are_transient() -> None:
+    """Data files are read by pyarrow's own S3 and GCS clients, whose errors are plain
+    ``OSError``s naming the SDK's error in the message: a refused connection is as transient
+    there as it is through s3fs and gcsfs."""
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        endpoint = f"127.0.0.1:{closed.getsockname()[1]}"
+        s3 = pafs.S3FileSystem(
+            access_key="k", secret_key="s", endpoint_override=endpoint, scheme="http"
+        )
+        gcs = pafs.GcsFileSystem(
+            anonymous=True,
+            endpoint_override=endpoint,
+            scheme="http",
+            retry_time_limit=dt.timedelta(seconds=0.5),
+        )
+        failures = {
+            S3_ERRORS: _arrow_failure(lambda: s3.open_input_file("bucket/t/x").read()),
+            GCS_ERRORS: _arrow_failure(lambda: gcs.open_input_file("bucket/t/x").read()),
+        }
+    for translator, error in failures.items():
+        with pytest.raises(at.TransientStorageError) as caught, translator.translated("read", "x"):
+            raise error
+        assert caught.value.__cause__ is error
+    assert S3_ERRORS.error_code(failures[S3_ERRORS])[0] == "NETWORK_CONNECTION"
+    assert GCS_ERRORS.error_code(failures[GCS_ERRORS])[0] == "UNAVAILABLE"
+    refused = OSError("When reading information for key 'x': AWS Error ACCESS_DENIED during Get")
+    with pytest.raises(at.StorageError) as caught, S3_ERRORS.translated("read", "x"):
+        raise refused
+    assert type(caught.value) is at.StorageError  # a permission problem is not retried
