@@ -19,7 +19,9 @@ trusting it.
 from __future__ import annotations
 
 from abc import abstractmethod
-from typing import ClassVar
+from typing import IO, ClassVar, cast
+
+import pyarrow.fs as pafs
 
 from appendtable.storage.fsspec_store import FsspecStorage, Limit, backoff
 
@@ -83,6 +85,22 @@ class ObjectStore(FsspecStorage):
             if taken:
                 return self._holds_bytes(full, data)
             self._pause(backoff(attempt), deadline)
+
+    def _open_output(self, path: str) -> IO[bytes]:
+        """Data files stream through pyarrow's own client where the store has one (S3, and
+        GCS with anonymous or default credentials), as they are read: its SDK bounds each
+        request and its retries, so a stalled upload fails in seconds, where s3fs sent a body
+        the server did not read without a limit (a stopped server held an append's data file
+        for more than 500 s). Other stores stream through fsspec."""
+        native = self._native_output()
+        if native is None:
+            return super()._open_output(path)
+        return cast(IO[bytes], native.open_output_stream(f"{self.root_path}/{path}"))
+
+    def _native_output(self) -> pafs.FileSystem | None:
+        """pyarrow's own client to stream data files into (None: fsspec's)."""
+        native, _root = self.arrow_filesystem()
+        return None if isinstance(native, pafs.PyFileSystem) else native
 
     def _holds_bytes(self, full: str, data: bytes) -> bool:
         """After "taken": True if the object holds exactly ``data`` (our own upload landed

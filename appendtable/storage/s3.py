@@ -12,8 +12,9 @@
 * Errors: botocore's codes and statuses, throttling (``SlowDown``, 503) and 409
   ``ConditionalRequestConflict`` transient; pyarrow's client names the AWS SDK's error in its
   messages (``AWS Error NETWORK_CONNECTION``), network failures and throttling transient.
-* pyarrow reads data files with its own S3 client, configured like the s3fs file system (the
-  bridge through s3fs costs a HEAD per file opened; the native client reads with ranged GETs),
+* pyarrow reads and writes data files with its own S3 client, configured like the s3fs file
+  system (the bridge through s3fs costs a HEAD per file opened; the native client reads with
+  ranged GETs, writes a small file in one PUT, and gives up on a stalled request),
   at the endpoint s3fs's client resolved: pyarrow reads neither ``AWS_ENDPOINT_URL`` nor the
   AWS config's ``endpoint_url``.
 * Spark (Hadoop) reaches the table as ``s3a://``.
@@ -118,6 +119,7 @@ class S3Storage(ObjectStore):
     translator = S3_ERRORS
     fresh_listing: ClassVar[Mapping[str, Any]] = {"refresh": True}
     extra = "s3"
+    _output: pafs.FileSystem | None = None
 
     def _upload_if_absent(self, full: str, data: bytes, limit: Limit) -> None:
         self.fs.pipe_file(full, data, mode="create", **limit)  # If-None-Match: *
@@ -162,6 +164,17 @@ class S3Storage(ObjectStore):
 
     def _arrow_filesystem(self) -> tuple[pafs.FileSystem, str]:
         """pyarrow's S3 client with s3fs's credentials, region and endpoint."""
+        return pafs.S3FileSystem(**self._native_options()), self.root_path
+
+    def _native_output(self) -> pafs.FileSystem:
+        """The native client, opening streams lazily: a data file smaller than a part is one
+        PUT at close (an eager open starts a multipart upload: three requests)."""
+        if self._output is None:
+            self._output = pafs.S3FileSystem(**self._native_options(), allow_delayed_open=True)
+        return self._output
+
+    def _native_options(self) -> dict[str, Any]:
+        """The keyword arguments of pyarrow's ``S3FileSystem`` that reach s3fs's bucket."""
         fs = self.fs
         client = dict(getattr(fs, "client_kwargs", None) or {})
         resolved_endpoint, resolved_region = _resolved(fs)
@@ -180,8 +193,7 @@ class S3Storage(ObjectStore):
             parsed = urlsplit(str(endpoint))
             options["endpoint_override"] = parsed.netloc or parsed.path
             options["scheme"] = parsed.scheme or "https"
-        native = pafs.S3FileSystem(**{k: v for k, v in options.items() if v is not None})
-        return native, self.root_path
+        return {k: v for k, v in options.items() if v is not None}
 
     def _hadoop_uri(self, path: str) -> str:
         """Hadoop's S3 file system is ``s3a://``."""

@@ -169,3 +169,21 @@ def test_a_store_that_cannot_cancel_a_call_refuses_the_limit() -> None:
         open_storage("memory://unbounded/t", {"operation_timeout": None}).operation_timeout is None
     )
     assert open_storage("memory://default/t").operation_timeout is None
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(150)
+def test_a_data_file_streamed_to_a_silent_s3_server_fails_instead_of_hanging(
+    silent_port: int,
+) -> None:
+    """Data files stream through pyarrow's S3 client, whose SDK gives up on a stalled request
+    (measured: about 30 s); s3fs's stream waited more than 500 s for a stopped server."""
+    uri, options = _store("s3", silent_port)
+    storage = open_storage(uri, options)
+    with (
+        pytest.raises(at.TransientStorageError, match=r"NETWORK_CONNECTION"),
+        storage.translated("write", "data-1.parquet"),
+    ):
+        stream = storage.open_output("data-1.parquet")
+        stream.write(b"x" * 100_000)
+        stream.close()
