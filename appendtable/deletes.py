@@ -46,6 +46,7 @@ from appendtable.datafiles.writing import FileWriteSpec
 from appendtable.errors import (
     AppendTableError,
     CommitConflictError,
+    CommitStateUnknownError,
     CorruptMetadataError,
     InvalidFilterError,
     ObjectNotFoundError,
@@ -209,6 +210,8 @@ def delete_rows(
                 raise
             attempt = _back_off(attempt, started, view, exc)
             continue
+        except CommitStateUnknownError:
+            raise  # it may land yet (a publish delivered late): every file it wrote stays
         except BaseException:
             _undo(state, written, data_files, latest.id)
             raise

@@ -70,6 +70,7 @@ from appendtable.datafiles.rewrite import rewrite_files
 from appendtable.datafiles.writing import FileWriteSpec
 from appendtable.errors import (
     CommitConflictError,
+    CommitStateUnknownError,
     CorruptMetadataError,
     InvalidArgumentError,
     ObjectNotFoundError,
@@ -399,6 +400,8 @@ def _rewrite(state: TableState, commit_user: str) -> tuple[Snapshot, int, int]:
             log.info("purge conflicted with a concurrent change; re-planning (attempt %d)", attempt)
             time.sleep(min(1.0, 0.01 * (1 << min(attempt, 7))) * random.uniform(0.5, 1.5))
             continue
+        except CommitStateUnknownError:
+            raise  # it may land yet (a publish delivered late): every file it wrote stays
         except BaseException:
             state.discard(created, since_snapshot_id=latest.id)
             raise
