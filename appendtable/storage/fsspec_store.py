@@ -43,7 +43,14 @@ from appendtable.errors import InvalidOptionError, ObjectNotFoundError
 from appendtable.storage.base import Storage
 from appendtable.storage.entries import FileInfo
 
-__all__ = ["OPERATION_TIMEOUT", "FsspecStorage", "Limit", "backoff", "mtime_ms"]
+__all__ = [
+    "OPERATION_TIMEOUT",
+    "FsspecStorage",
+    "Limit",
+    "backoff",
+    "mtime_ms",
+    "refuse_operation_timeout",
+]
 
 _T = TypeVar("_T")
 
@@ -103,6 +110,16 @@ def operation_timeout(value: object) -> float | None:
     return seconds or None
 
 
+def refuse_operation_timeout(storage_options: Mapping[str, Any], uri: str) -> None:
+    """Raise InvalidOptionError if ``storage_options`` set a limit (not 0 or None) for a store
+    that cannot cancel a call (local disk, fsspec's synchronous file systems)."""
+    if operation_timeout(storage_options.get(OPERATION_TIMEOUT)) is not None:
+        raise InvalidOptionError(
+            f"storage option {OPERATION_TIMEOUT!r} applies to object stores (s3://, gs://, "
+            f"az:// and fsspec's other asynchronous file systems), not to {uri!r}"
+        )
+
+
 class FsspecStorage(Storage):
     """Files under ``root_path`` of the fsspec file system ``fs`` (``uri_root`` names the root
     in messages)."""
@@ -158,11 +175,8 @@ class FsspecStorage(Storage):
                     f"storage protocol '{uri.split('://', 1)[0]}' needs a package that is not "
                     f"installed: {exc}{install}"
                 ) from exc
-        if given is not _GIVEN_NOTHING and limit is not None and not _can_cancel(fs):
-            raise InvalidOptionError(
-                f"storage option {OPERATION_TIMEOUT!r} applies to object stores (s3://, gs://, "
-                f"az:// and fsspec's other asynchronous file systems), not to {uri!r}"
-            )
+        if given is not _GIVEN_NOTHING and not _can_cancel(fs):
+            refuse_operation_timeout(storage_options, uri)
         return cls(fs, path, uri.rstrip("/"), operation_timeout=limit)
 
     def _full(self, path: str) -> str:
@@ -209,9 +223,10 @@ class FsspecStorage(Storage):
         has passed."""
         if deadline is not None and time.monotonic() >= deadline:
             raise TimeoutError(
-                f"no answer within {self.operation_timeout:g} s, retries included (storage "
-                f"option {OPERATION_TIMEOUT!r}); last failure: {type(failure).__name__}"
-                f"{': ' if str(failure) else ''}{failure}"
+                f"not done within {self.operation_timeout:g} s, retries included (storage "
+                f"option {OPERATION_TIMEOUT!r}): the store did not answer, or refused or failed "
+                "while the client library retried; last failure: "
+                f"{type(failure).__name__}{': ' if str(failure) else ''}{failure}"
             ) from failure
 
     def _pause(self, seconds: float, deadline: float | None) -> None:

@@ -24,7 +24,7 @@ import fsspec
 from appendtable.errors import InvalidArgumentError, InvalidOptionError
 from appendtable.storage.azure import AzureStorage
 from appendtable.storage.base import Storage, final_operations
-from appendtable.storage.fsspec_store import FsspecStorage
+from appendtable.storage.fsspec_store import FsspecStorage, refuse_operation_timeout
 from appendtable.storage.gcs import GcsStorage
 from appendtable.storage.local import LocalStorage
 from appendtable.storage.memory import MemoryStorage
@@ -88,11 +88,10 @@ def open_storage(
     text = str(uri)
     if not text.strip():
         raise InvalidOptionError("a table location must not be empty")
-    if "://" not in text:
-        return LocalStorage(text, fsync=fsync)
-    scheme = text.split("://", 1)[0]
+    scheme = text.split("://", 1)[0] if "://" in text else "file"
     if scheme == "file":
-        return LocalStorage(text[len("file://") :], fsync=fsync)
+        refuse_operation_timeout(storage_options or {}, text)
+        return LocalStorage(text.removeprefix("file://"), fsync=fsync)
     with _LOCK:
         factory = _FACTORIES.get(scheme)
     if factory is None:
