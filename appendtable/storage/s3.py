@@ -166,9 +166,14 @@ class S3Storage(ObjectStore):
         """pyarrow's S3 client with s3fs's credentials, region and endpoint."""
         return pafs.S3FileSystem(**self._native_options()), self.root_path
 
-    def _native_output(self) -> pafs.FileSystem:
+    def _native_output(self) -> pafs.FileSystem | None:
         """The native client, opening streams lazily: a data file smaller than a part is one
-        PUT at close (an eager open starts a multipart upload: three requests)."""
+        PUT at close (an eager open starts a multipart upload: three requests). None (stream
+        through s3fs) when the storage options add headers to s3fs's requests
+        (``s3_additional_kwargs`` such as server-side encryption, ``requester_pays``), which
+        pyarrow's client would not send."""
+        if getattr(self.fs, "s3_additional_kwargs", None) or getattr(self.fs, "req_kw", None):
+            return None
         if self._output is None:
             self._output = pafs.S3FileSystem(**self._native_options(), allow_delayed_open=True)
         return self._output

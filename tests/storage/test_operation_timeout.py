@@ -20,10 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pytest
 
 import appendtable as at
 from appendtable.storage import open_storage
+from appendtable.storage.object_store import ObjectStore
 
 #: Azurite's well-known development key (public: it only opens the emulator).
 _AZURITE_KEY = (
@@ -203,3 +205,21 @@ def test_a_data_file_streamed_to_a_silent_s3_server_fails_instead_of_hanging(
         stream = storage.open_output("data-1.parquet")
         stream.write(b"x" * 100_000)
         stream.close()
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [{"s3_additional_kwargs": {"ServerSideEncryption": "aws:kms"}}, {"requester_pays": True}],
+    ids=["encryption-headers", "requester-pays"],
+)
+def test_s3_options_that_add_headers_keep_data_files_on_s3fs(
+    silent_port: int, extra: dict[str, Any]
+) -> None:
+    """pyarrow's client would not send s3fs's extra headers (a bucket policy requiring
+    server-side encryption refuses a PUT without them): such tables stream through s3fs."""
+    uri, options = _store("s3", silent_port)
+    plain = open_storage(uri, options)
+    with_headers = open_storage(uri, {**options, **extra})
+    assert isinstance(plain, ObjectStore) and isinstance(with_headers, ObjectStore)
+    assert isinstance(plain._native_output(), pafs.S3FileSystem)
+    assert with_headers._native_output() is None  # fsspec's stream: s3fs sends the headers
