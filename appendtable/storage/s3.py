@@ -163,20 +163,29 @@ class S3Storage(ObjectStore):
         self.fs.invalidate_cache(full)  # keep no listing for s3fs's other methods
 
     def _arrow_filesystem(self) -> tuple[pafs.FileSystem, str]:
-        """pyarrow's S3 client with s3fs's credentials, region and endpoint."""
+        """pyarrow's S3 client with s3fs's credentials, region and endpoint; the bridge to s3fs
+        when the storage options add headers to s3fs's requests (``s3_additional_kwargs``, such
+        as server-side encryption with a customer key, ``requester_pays``), which pyarrow's
+        client would not send (the store would refuse its requests)."""
+        if self._adds_headers():
+            return super()._arrow_filesystem()
         return pafs.S3FileSystem(**self._native_options()), self.root_path
 
     def _native_output(self) -> pafs.FileSystem | None:
         """The native client, opening streams lazily: a data file smaller than a part is one
-        PUT at close (an eager open starts a multipart upload: three requests). None (stream
-        through s3fs) when the storage options add headers to s3fs's requests
-        (``s3_additional_kwargs`` such as server-side encryption, ``requester_pays``), which
-        pyarrow's client would not send."""
-        if getattr(self.fs, "s3_additional_kwargs", None) or getattr(self.fs, "req_kw", None):
+        PUT at close (an eager open starts a multipart upload: three requests); None (s3fs's
+        stream) where ``_arrow_filesystem`` is the bridge."""
+        if self._adds_headers():
             return None
         if self._output is None:
             self._output = pafs.S3FileSystem(**self._native_options(), allow_delayed_open=True)
         return self._output
+
+    def _adds_headers(self) -> bool:
+        """Whether the storage options add headers to every s3fs request."""
+        return bool(
+            getattr(self.fs, "s3_additional_kwargs", None) or getattr(self.fs, "req_kw", None)
+        )
 
     def _native_options(self) -> dict[str, Any]:
         """The keyword arguments of pyarrow's ``S3FileSystem`` that reach s3fs's bucket."""

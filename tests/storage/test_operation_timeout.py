@@ -216,10 +216,13 @@ def test_s3_options_that_add_headers_keep_data_files_on_s3fs(
     silent_port: int, extra: dict[str, Any]
 ) -> None:
     """pyarrow's client would not send s3fs's extra headers (a bucket policy requiring
-    server-side encryption refuses a PUT without them): such tables stream through s3fs."""
+    server-side encryption refuses a PUT without them; a requester-pays bucket refuses a GET
+    without its header): such tables write and read data files through s3fs."""
     uri, options = _store("s3", silent_port)
     plain = open_storage(uri, options)
     with_headers = open_storage(uri, {**options, **extra})
     assert isinstance(plain, ObjectStore) and isinstance(with_headers, ObjectStore)
     assert isinstance(plain._native_output(), pafs.S3FileSystem)
+    assert isinstance(plain.arrow_filesystem()[0], pafs.S3FileSystem)
     assert with_headers._native_output() is None  # fsspec's stream: s3fs sends the headers
+    assert isinstance(with_headers.arrow_filesystem()[0], pafs.PyFileSystem)  # reads too
