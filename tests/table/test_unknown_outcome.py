@@ -70,7 +70,7 @@ def _tables(tmp_path: Path, *, vectors: bool) -> tuple[str, Table, _LateSnapshot
     return uri, Table(TableState(storage, writer._state.schema)), storage
 
 
-def _expected(uri: str, keep: pa.compute.Expression) -> list[int]:
+def _expected(keep: pa.compute.Expression) -> list[int]:
     rows = events(0, 400)
     return sorted(rows.filter(keep).column("seq").to_pylist())
 
@@ -85,7 +85,7 @@ def test_a_delete_whose_outcome_is_unknown_keeps_its_files(tmp_path: Path, vecto
     fresh = at.open_table(uri)
     assert [s.kind for s in fresh.snapshots()][-1] == at.CommitKind.DELETE  # it landed
     seqs = sorted(fresh.scan().to_arrow().column("seq").to_pylist())
-    assert seqs == _expected(uri, pc.field("seq") >= 50)
+    assert seqs == _expected(pc.field("seq") >= 50)
 
 
 def test_a_purge_whose_rewrite_has_an_unknown_outcome_keeps_its_files(tmp_path: Path) -> None:
@@ -98,7 +98,7 @@ def test_a_purge_whose_rewrite_has_an_unknown_outcome_keeps_its_files(tmp_path: 
     fresh = at.open_table(uri)
     assert fresh.snapshots()[-1].properties.get("purge") == "true"  # the rewrite landed
     seqs = sorted(fresh.scan().to_arrow().column("seq").to_pylist())
-    assert seqs == _expected(uri, pc.field("seq") >= 50)
+    assert seqs == _expected(pc.field("seq") >= 50)
 
 
 @pytest.mark.parametrize("kind", ["append", "overwrite"])
