@@ -97,31 +97,43 @@ def test_maintenance_that_gives_way_logs_one_line_and_faults_a_traceback(
     assert fault.exc_info is not None and "disk on fire" in fault.getMessage()
 
 
-def _appender(uri: str, number: int, results: Any) -> None:
-    """Appends small batches with background maintenance; returns its process's log."""
+#: Batches each appender writes at least, and at most while no process has seen a race.
+_BATCHES, _MAX_BATCHES = 30, 400
+
+
+def _appender(uri: str, number: int, raced: str, results: Any) -> None:
+    """Appends small batches of 5 rows with background maintenance, at least ``_BATCHES`` and
+    then until some process's compaction has re-planned (the file ``raced`` exists; bounded);
+    returns its process's log and how many batches it appended."""
     buffer = io.StringIO()
     handler = logging.StreamHandler(buffer)
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s %(message)s"))
     logger = logging.getLogger("appendtable")
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
+    marker = Path(raced)
+    batches = 0
     with at.open_table(uri) as table:
-        for i in range(30):
-            table.append(events(number * 10_000 + i * 5, 5))
+        while batches < _BATCHES or (not marker.exists() and batches < _MAX_BATCHES):
+            table.append(events(number * 10_000 + batches * 5, 5))
+            batches += 1
+            if "re-planning" in buffer.getvalue():
+                marker.touch()
         assert table.wait_for_maintenance(timeout=120)
-    results.put(buffer.getvalue())
+    results.put((buffer.getvalue(), batches))
 
 
 @pytest.mark.slow
 def test_processes_appending_to_one_table_log_no_tracebacks(tmp_path: Path) -> None:
     """4 processes appending to one table: compaction kept losing races and logged a 25-line
-    traceback."""
+    traceback. The processes keep appending (bounded) until one has lost a race."""
     uri = str(tmp_path / "t")
+    raced = str(tmp_path / "raced")
     at.create_table(uri, EVENTS, options={"compaction.min.file-num": 3})
-    logs = run_in_processes(_appender, [(uri, n) for n in range(4)], timeout=600)
-    text = "\n".join(logs)
+    results = run_in_processes(_appender, [(uri, n, raced) for n in range(4)], timeout=600)
+    text = "\n".join(log for log, _ in results)
     assert "Traceback" not in text, text[text.find("Traceback") - 300 :][:3000]
     assert "re-planning" in text  # the races happened
     for line in filter(None, text.splitlines()):
         assert line.startswith(("INFO ", "WARNING ")), line
-    assert at.open_table(uri).scan().count() == 4 * 30 * 5
+    assert at.open_table(uri).scan().count() == 5 * sum(batches for _, batches in results)

@@ -12,6 +12,8 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from appendtable.commit.snapshots import flush_hints
+
 SKEW_MARGIN_MS = 10 * 60 * 1000
 
 
@@ -26,3 +28,11 @@ def age(paths: Iterable[Path], *, seconds: float) -> None:
     then = time.time() - seconds
     for path in paths:
         os.utime(path, (then, then))
+
+
+def age_tree(root: str | Path, *, seconds: float) -> None:
+    """Age every file under ``root`` by ``seconds``, once the LATEST hints written in the
+    background have landed: a hint is written to a temporary file and renamed, so a walk
+    beside it can list a file that is gone when its time is set."""
+    flush_hints()
+    age([Path(d, n) for d, _, names in os.walk(root) for n in names], seconds=seconds)

@@ -11,7 +11,6 @@ last runs the user's three processes."""
 from __future__ import annotations
 
 import datetime as dt
-import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -31,6 +30,7 @@ from appendtable.commit import rollback_pins
 from appendtable.commit.metadata_cache import clear_metadata_caches
 from appendtable.metadata import layout
 from appendtable.storage import Storage
+from tests.helpers.clock import age_tree
 from tests.helpers.integrity import assert_table_intact
 from tests.helpers.maintenance_loops import (
     FAR_FUTURE_MS,
@@ -383,10 +383,7 @@ def test_processes_rolling_back_expiring_and_removing_orphans_keep_the_table_rea
     table = at.create_table(uri, SCHEMA, options={"write-only": True})
     for n in range(30):
         table.append(pa.table({"n": [n]}, schema=SCHEMA))
-    hour_ago = time.time() - 3600
-    for path in Path(uri).rglob("*"):
-        if path.is_file():
-            os.utime(path, (hour_ago, hour_ago))
+    age_tree(uri, seconds=3600)
     run_together(
         uri,
         6.0,

@@ -18,7 +18,7 @@ from appendtable.cli import main
 from appendtable.commit.snapshots import flush_hints
 from appendtable.storage.local import LocalStorage
 from appendtable.table import Table
-from tests.helpers.clock import age, past_every_file_ms
+from tests.helpers.clock import age, age_tree, past_every_file_ms
 from tests.helpers.data import EVENTS, events
 from tests.helpers.integrity import assert_table_intact
 from tests.security.hostile import tree
@@ -32,8 +32,7 @@ pytestmark = pytest.mark.usefixtures("tables_stay_intact")
 def _age_everything(root: Path) -> None:
     """Make every file older than a day (and than the temporary-file minimum age), once the
     hints written in the background have landed (their temp files come and go)."""
-    flush_hints()
-    age([Path(d, n) for d, _, names in os.walk(root) for n in names], seconds=3 * 86400)
+    age_tree(root, seconds=3 * 86400)
 
 
 def test_a_table_nested_in_another_is_never_touched(tmp_path: Path) -> None:

@@ -11,8 +11,6 @@ whose data files expiration had deleted meanwhile."""
 from __future__ import annotations
 
 import datetime as dt
-import os
-import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -21,6 +19,7 @@ from pyiceberg.table import StaticTable
 
 import appendtable as at
 from appendtable.commit.iceberg_mirror import IcebergMirror
+from tests.helpers.clock import age_tree
 from tests.helpers.integrity import assert_mirror_intact
 
 #: Every test ends with the shared integrity check (tests/helpers/integrity.py).
@@ -57,19 +56,12 @@ def _agree(table: at.Table) -> None:
     assert sorted(theirs) == sorted(table.scan().to_arrow().column("n").to_pylist())
 
 
-def _age(root: str, seconds: float) -> None:
-    then = time.time() - seconds
-    for directory, _, names in os.walk(root):
-        for name in names:
-            os.utime(os.path.join(directory, name), (then, then))
-
-
 def test_orphan_removal_through_a_handle_that_saw_the_mirror_off_keeps_it(
     tmp_path: Path,
 ) -> None:
     """It deleted every file of the mirror (metadata versions, manifests, lists, the hint)."""
     admin, job = _off_and_on_again(tmp_path)
-    _age(admin.uri, 3 * 86400)
+    age_tree(admin.uri, seconds=3 * 86400)
     removed = job.remove_orphan_files(older_than=dt.timedelta(days=1), dry_run=False).files
     assert not [p for p in removed if p.endswith("-m0.avro") or "version-hint" in p], removed
     assert_mirror_intact(admin._state.storage)
@@ -130,7 +122,7 @@ def test_a_mirror_turned_on_while_orphan_removal_deletes_its_files_is_written_an
     for n in range(3):
         table.append(_rows(n))
     table.set_options(OFF)
-    _age(table.uri, 3 * 86400)
+    age_tree(table.uri, seconds=3 * 86400)
     remover = at.open_table(table.uri)
     storage = remover._state.storage
     real_delete = storage.delete
