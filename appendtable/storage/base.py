@@ -9,10 +9,14 @@ library's errors, which its translator knows): no backend, built in or registere
 (``storage.registry``), can skip the containment check or leak a foreign exception.
 
 The one operation that races is :meth:`Storage.put_if_absent`, the commit point of the table.
+:meth:`Storage.replace_if_unchanged` replaces a small record (a consumer's progress) only if it
+still holds the version its writer last saw, so that a request the network delivers late
+cannot overwrite a later one.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
@@ -25,7 +29,14 @@ from appendtable.storage.containment import check_contained
 from appendtable.storage.entries import DirectoryListing, FileInfo
 from appendtable.storage.translate import OS_ERRORS, Translated, Translator
 
-__all__ = ["DirectoryListing", "FileInfo", "Storage", "final_operations", "is_temp_name"]
+__all__ = [
+    "DirectoryListing",
+    "FileInfo",
+    "Storage",
+    "content_version",
+    "final_operations",
+    "is_temp_name",
+]
 
 #: A temporary file of a write in flight: ``.<name>.<hex>.tmp`` beside its final name (local
 #: disk writes whole files this way, then renames or links them into place).
@@ -52,6 +63,11 @@ class Storage(ABC):
 
     #: True when ``put_if_absent`` is atomic across processes (and hosts, for object stores).
     atomic_create: bool = False
+    #: True when the store itself checks ``replace_if_unchanged``'s version with the write (a
+    #: conditional request), so the write is refused whenever it arrives after another one.
+    #: Elsewhere the check and the write are two steps: right for stores whose requests cannot
+    #: arrive late (local disk, memory), not for two writers racing.
+    conditional_replace: bool = False
     #: A short name of the backend for messages: "local", "memory", "s3", ...
     backend: str = "unknown"
     #: How the backend's failures become ``StorageError``s.
@@ -113,6 +129,30 @@ class Storage(ABC):
         relative = self._contained(path)
         with self.translated("publish", relative):
             return self._put_if_absent(relative, data)
+
+    @final
+    def version(self, path: str) -> str | None:
+        """A token for the content ``path`` holds now (None if it does not exist), for
+        ``replace_if_unchanged``: an object store's ETag or generation, elsewhere a digest of
+        the content."""
+        relative = self._contained(path)
+        with self.translated("read", relative):
+            return self._version(relative)
+
+    @final
+    def replace_if_unchanged(self, path: str, data: bytes, version: str | None) -> str | None:
+        """Replace ``path`` with ``data`` if it still holds ``version`` (from ``version`` or
+        an earlier call of this; None: only if it does not exist). Returns the version written,
+        or None if ``path`` holds another version (nothing written). Atomic as ``write``.
+
+        On stores with ``conditional_replace`` the condition travels with the request: a
+        request delivered late (after its client gave up and wrote again) finds another
+        version and is refused. A retried request whose first attempt landed is recognised by
+        its content, as in ``put_if_absent`` (callers make their content unique). Raises
+        ``StorageError`` when the outcome is unknown."""
+        relative = self._contained(path)
+        with self.translated("write", relative):
+            return self._replace_if_unchanged(relative, data, version)
 
     @final
     def exists(self, path: str) -> bool:
@@ -281,6 +321,20 @@ class Storage(ABC):
     @abstractmethod
     def _put_if_absent(self, path: str, data: bytes) -> bool: ...
 
+    def _version(self, path: str) -> str | None:
+        """A digest of the content (a store with versions of its own overrides this)."""
+        try:
+            return content_version(self._read(path))
+        except FileNotFoundError:
+            return None
+
+    def _replace_if_unchanged(self, path: str, data: bytes, version: str | None) -> str | None:
+        """Check, then write (see ``conditional_replace``)."""
+        if self._version(path) != version:
+            return None
+        self._write(path, data)
+        return content_version(data)
+
     @abstractmethod
     def _exists(self, path: str) -> bool: ...
 
@@ -366,6 +420,11 @@ class Storage(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.root!r})"
+
+
+def content_version(data: bytes) -> str:
+    """The version token of stores without versions of their own: a digest of the content."""
+    return hashlib.sha256(data).hexdigest()
 
 
 def final_operations() -> frozenset[str]:

@@ -1,8 +1,9 @@
 """Google Cloud Storage, through gcsfs (``gs://``, ``gcs://``).
 
-* Atomic create: an upload with ``ifGenerationMatch=0`` through the JSON API (gcsfs
-  ``pipe_file(mode="create")``), which succeeds only if no live object has the name; 412 means
-  it exists. Never the S3-interoperability endpoint, which ignores create-only preconditions.
+* Atomic create: an upload with ``ifGenerationMatch=0`` through the JSON API, which succeeds
+  only if no live object has the name; 412 means it exists. A conditional replace is the same
+  upload matching the object's generation. Never the S3-interoperability endpoint, which
+  ignores create-only preconditions.
 * Freshness: listings bypass gcsfs's cache (``refresh=True``).
 * Errors: gcsfs's ``HttpError`` carries the HTTP status (429 and 5xx transient); the HTTP and
   auth libraries under gcsfs raise their own; pyarrow's client names google-cloud-cpp's
@@ -19,10 +20,12 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
+import uuid
 from collections.abc import Mapping
 from typing import Any, ClassVar
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import pyarrow.fs as pafs
 
@@ -61,6 +64,14 @@ GCS_ERRORS = Translator(
 )
 
 
+def _boundary(parts: bytes) -> bytes:
+    """A separator for a multipart upload that occurs nowhere in ``parts``."""
+    while True:
+        boundary = f"appendtable-{uuid.uuid4().hex}".encode()
+        if boundary not in parts:
+            return boundary
+
+
 class GcsStorage(ObjectStore):
     """A prefix of a GCS bucket."""
 
@@ -69,8 +80,38 @@ class GcsStorage(ObjectStore):
     fresh_listing: ClassVar[Mapping[str, Any]] = {"refresh": True}
     extra = "gcs"
 
-    def _upload_if_absent(self, full: str, data: bytes, limit: Limit) -> None:
-        self.fs.pipe_file(full, data, mode="create", **limit)  # ifGenerationMatch=0
+    def _upload_if_version(self, full: str, data: bytes, version: str | None, limit: Limit) -> str:
+        """One multipart upload through the JSON API with ``ifGenerationMatch`` (0: only if no
+        live object has the name; gcsfs's ``pipe_file`` takes no generation to match, and
+        fake-gcs-server ignores the condition on media uploads)."""
+        bucket, key, _generation = self.fs.split_path(full)
+        metadata = json.dumps({"name": key}).encode()
+        boundary = _boundary(metadata + data)
+        body = b"".join(
+            (
+                b"--" + boundary + b"\r\nContent-Type: application/json; charset=UTF-8\r\n\r\n",
+                metadata,
+                b"\r\n--" + boundary + b"\r\nContent-Type: application/octet-stream\r\n\r\n",
+                data,
+                b"\r\n--" + boundary + b"--\r\n",
+            )
+        )
+        written = self.fs.call(
+            "POST",
+            f"{self.fs._location}/upload/storage/v1/b/{quote(bucket, safe='')}/o",
+            uploadType="multipart",
+            ifGenerationMatch=version or "0",
+            data=body,
+            headers={"Content-Type": f'multipart/related; boundary="{boundary.decode()}"'},
+            json_out=True,
+            **limit,
+        )
+        return str(written["generation"])
+
+    def _version(self, path: str) -> str | None:
+        """The object's generation (one metadata GET)."""
+        info = self._fresh_info(self._full(path))
+        return None if info is None else str(info["generation"])
 
     def _arrow_filesystem(self) -> tuple[pafs.FileSystem, str]:
         method = getattr(getattr(self.fs, "credentials", None), "method", None)

@@ -2,7 +2,9 @@
 and an atomic create that is a conditional upload.
 
 Each store's class (``storage.s3``, ``storage.gcs``, ``storage.azure``) supplies the upload
-that succeeds only if no object has the name (``_upload_if_absent``) and its error codes. On
+that succeeds only if the object has a given version or none (``_upload_if_version``: ETag or
+generation; with none it is the atomic create), how to read the version (``_version``) and
+its error codes. On
 every object store a client retries a PUT whose response was lost, and a retry whose first
 attempt landed finds *our own* object, so "taken" is followed by a read-back: True if the
 stored bytes equal ours (the caller makes its content unique: every snapshot carries a nonce),
@@ -19,7 +21,8 @@ trusting it.
 from __future__ import annotations
 
 from abc import abstractmethod
-from typing import IO, ClassVar, cast
+from collections.abc import Callable, Mapping
+from typing import IO, Any, ClassVar, TypeVar, cast
 
 import pyarrow.fs as pafs
 
@@ -43,37 +46,75 @@ AIOHTTP_TRANSIENT = frozenset(
 #: Attempts of a conditional create on 409 / throttling / 5xx / timeouts before giving up.
 _PUBLISH_ATTEMPTS = 8
 
+_T = TypeVar("_T")
+
 
 class ObjectStore(FsspecStorage):
     """A prefix of a bucket (or container) on an object store."""
 
     atomic_create = True
+    conditional_replace = True
     has_directories = False
     default_operation_timeout: ClassVar[float | None] = 60.0
 
     @abstractmethod
-    def _upload_if_absent(self, full: str, data: bytes, limit: Limit) -> None:
-        """Upload ``data`` to ``full`` only if no object has that name (passing ``limit`` to
-        the file system's method); a taken name raises what
-        ``translator.is_precondition_failed`` recognises."""
+    def _upload_if_version(self, full: str, data: bytes, version: str | None, limit: Limit) -> str:
+        """Upload ``data`` to ``full`` only if the object holds ``version`` (None: only if
+        there is none), passing ``limit`` to the file system's method; returns the version
+        written. Another version raises what ``translator.is_precondition_failed``
+        recognises."""
 
     def _put_if_absent(self, path: str, data: bytes) -> bool:
         """True also when the stored bytes equal ``data`` after a "taken" answer (our own
         retried upload landed): identical content from two callers is indistinguishable, so
         callers must make their content unique."""
         full = self._full(path)
+        landed = self._conditionally(
+            full, data, lambda limit: self._upload_if_version(full, data, None, limit)
+        )
+        return landed is not False
+
+    def _fresh_info(self, full: str) -> Mapping[str, Any] | None:
+        """The file system's ``info`` of ``full`` (never from its cache), None if absent."""
+
+        def head(limit: Limit) -> Mapping[str, Any] | None:
+            self.fs.invalidate_cache(full)
+            try:
+                return cast(Mapping[str, Any], self.fs.info(full, **limit))
+            except FileNotFoundError:
+                return None
+
+        return self._retrying(head)
+
+    def _replace_if_unchanged(self, path: str, data: bytes, version: str | None) -> str | None:
+        """One conditional upload (If-Match, ifGenerationMatch), retried like a create."""
+        full = self._full(path)
+        try:
+            landed = self._conditionally(
+                full, data, lambda limit: self._upload_if_version(full, data, version, limit)
+            )
+        finally:
+            self.fs.invalidate_cache(full)
+        if landed is True:  # our own retried upload had landed: its version now
+            return self._version(path)
+        return None if landed is False else landed
+
+    def _conditionally(self, full: str, data: bytes, upload: Callable[[Limit], _T]) -> _T | bool:
+        """``upload``'s result, retried on 409 / throttling / 5xx / timeouts within the
+        operation's time limit. When the store refuses it for its condition: True if the
+        object holds exactly ``data`` (our own upload landed before a retry of it), else
+        False."""
         deadline = self._deadline()
         attempt = 0
         while True:
-            taken = False
+            refused = False
             try:
-                self._upload_if_absent(full, data, self._limit(deadline))
-                return True
+                return upload(self._limit(deadline))
             except Exception as exc:  # storage failures only (is_io_error); the rest re-raised
                 if not self.translator.is_io_error(exc):
                     raise
-                taken = self.translator.is_precondition_failed(exc)
-                if not taken:
+                refused = self.translator.is_precondition_failed(exc)
+                if not refused:
                     attempt += 1
                     if not self.translator.is_transient(exc):
                         raise
@@ -81,8 +122,8 @@ class ObjectStore(FsspecStorage):
                     if attempt >= _PUBLISH_ATTEMPTS:
                         raise
             # Outside the except block, so that errors of the read-back are not chained to
-            # (and classified by) the "taken" answer.
-            if taken:
+            # (and classified by) the refusal.
+            if refused:
                 return self._holds_bytes(full, data)
             self._pause(backoff(attempt), deadline)
 

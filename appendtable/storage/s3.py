@@ -2,7 +2,8 @@
 
 * Atomic create: a conditional PUT (``If-None-Match: *``, s3fs ``pipe_file(mode="create")``);
   the server creates the object only if the key is absent, atomically, with its complete
-  content. A 412 means the key exists. s3fs raises ``FileExistsError`` only when the server
+  content. A 412 means the key exists. A conditional replace is a PUT with ``If-Match`` (the
+  object's ETag; AWS since 2024, SeaweedFS). s3fs raises ``FileExistsError`` only when the server
   names the condition (AWS, moto); SeaweedFS and others answer without it and s3fs raises
   ``OSError(EINVAL)`` caused by the ``ClientError``, which ``S3_ERRORS`` finds through the
   cause.
@@ -121,8 +122,16 @@ class S3Storage(ObjectStore):
     extra = "s3"
     _output: pafs.FileSystem | None = None
 
-    def _upload_if_absent(self, full: str, data: bytes, limit: Limit) -> None:
-        self.fs.pipe_file(full, data, mode="create", **limit)  # If-None-Match: *
+    def _upload_if_version(self, full: str, data: bytes, version: str | None, limit: Limit) -> str:
+        condition: dict[str, str] = {"mode": "create"} if version is None else {"IfMatch": version}
+        # If-None-Match: * or If-Match: <ETag>
+        response: Mapping[str, Any] = self.fs.pipe_file(full, data, **condition, **limit)
+        return str(response["ETag"])
+
+    def _version(self, path: str) -> str | None:
+        """The object's ETag (one HEAD)."""
+        head = self._head(self._full(path))
+        return None if head is None else str(head["ETag"])
 
     def _cat(self, full: str, limit: Limit) -> bytes:
         """One GET (s3fs's ``cat_file`` sends a HEAD first to decide whether to fetch large

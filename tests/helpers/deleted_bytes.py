@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import appendtable as at
+from appendtable.commit.snapshots import flush_hints
 
 MARKER_SCHEMA = pa.schema(
     [("id", pa.int64()), ("secret", pa.int64()), ("marker", pa.string()), ("day", pa.string())]
@@ -90,7 +91,9 @@ def _patterns(k: int) -> list[bytes]:
 
 
 def local_files(root: Path) -> dict[str, bytes]:
-    """Every file under ``root`` (hidden ones included), by relative path."""
+    """Every file under ``root`` (hidden ones included), by relative path, once the LATEST
+    hints written in the background have landed (their temp files come and go)."""
+    flush_hints()
     return {
         str(path.relative_to(root)): path.read_bytes()
         for path in sorted(root.rglob("*"))

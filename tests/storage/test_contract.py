@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -35,22 +36,56 @@ def test_put_if_absent_creates_once(storage: Storage) -> None:
     assert storage.read("snap/s-1") == b"first"
 
 
-def test_put_if_absent_under_thread_races(storage: Storage) -> None:
+def _winners(attempt: Callable[[int], object], threads: int = 8) -> list[int]:
+    """The indexes of the threads (started together) whose ``attempt(index)`` was truthy."""
     winners: list[int] = []
-    barrier = threading.Barrier(8)
+    barrier = threading.Barrier(threads)
 
     def race(index: int) -> None:
         barrier.wait()
-        if storage.put_if_absent("race/key", f"writer-{index}".encode()):
+        if attempt(index):
             winners.append(index)
 
-    threads = [threading.Thread(target=race, args=(i,)) for i in range(8)]
-    for thread in threads:
+    started = [threading.Thread(target=race, args=(i,)) for i in range(threads)]
+    for thread in started:
         thread.start()
-    for thread in threads:
+    for thread in started:
         thread.join()
+    return winners
+
+
+def test_put_if_absent_under_thread_races(storage: Storage) -> None:
+    winners = _winners(lambda index: storage.put_if_absent("race/key", f"w-{index}".encode()))
     assert len(winners) == 1
-    assert storage.read("race/key") == f"writer-{winners[0]}".encode()
+    assert storage.read("race/key") == f"w-{winners[0]}".encode()
+
+
+def test_replace_if_unchanged_refuses_every_other_version(storage: Storage) -> None:
+    assert storage.conditional_replace == (storage.backend in ("s3", "gcs", "azure"))
+    assert storage.version("rec/c") is None
+    first = storage.replace_if_unchanged("rec/c", b"one", None)
+    assert first is not None and first == storage.version("rec/c")
+    assert storage.replace_if_unchanged("rec/c", b"again", None) is None  # it exists now
+    second = storage.replace_if_unchanged("rec/c", b"two", first)
+    assert second is not None and second not in (first, None)
+    assert second == storage.version("rec/c")
+    # a request made on the first version and delivered after the second one: refused
+    assert storage.replace_if_unchanged("rec/c", b"late", first) is None
+    assert storage.read("rec/c") == b"two"
+    storage.delete("rec/c")
+    assert storage.replace_if_unchanged("rec/c", b"gone", second) is None
+    assert not storage.exists("rec/c")
+
+
+def test_conditional_replace_under_thread_races(storage: Storage) -> None:
+    if not storage.conditional_replace:
+        pytest.skip(f"{storage.backend}: the version is checked, then written (two steps)")
+    version = storage.replace_if_unchanged("race/rec", b"start", None)
+    winners = _winners(
+        lambda index: storage.replace_if_unchanged("race/rec", f"w-{index}".encode(), version)
+    )
+    assert len(winners) == 1
+    assert storage.read("race/rec") == f"w-{winners[0]}".encode()
 
 
 def test_listing_and_walking(storage: Storage) -> None:
