@@ -263,11 +263,13 @@ def _scan_kept(
 ) -> pa.Table:
     """The unfiltered rows of ``files`` (at the dataset paths ``full``) without their deleted
     ones (``kept_scan``)."""
-    keep = {path: _kept_rows(storage, file, None) for path, file in zip(full, files, strict=True)}
+    deleted = {
+        path: deleted_positions(storage, file) for path, file in zip(full, files, strict=True)
+    }
     rows = {path: file.row_count for path, file in zip(full, files, strict=True)}
     wanted = schema if selected is None else pa.schema([schema.field(c) for c in selected])
     try:
-        return scan_kept(dataset, selected, keep, rows, wanted)
+        return scan_kept(dataset, selected, deleted, rows, wanted)
     except RowCountMismatch as exc:  # e.g. a page header lost
         uri = storage.uri(files[list(full).index(exc.path)].path)
         raise _corrupt(uri, exc, path=uri) from exc

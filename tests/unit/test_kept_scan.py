@@ -1,5 +1,5 @@
 """``kept_scan``: a dataset scan of several files without their deleted rows, in order, each
-mask applied to the rows of its own file whatever the batches the scanner cuts."""
+file's deleted positions applied to its own rows whatever the batches the scanner cuts."""
 
 from __future__ import annotations
 
@@ -55,10 +55,11 @@ def test_every_file_loses_exactly_its_masked_rows_in_order(
     rng = np.random.default_rng(seed)
     masks = [rng.random(t.num_rows) >= deleted if rng.random() < 0.8 else None for t in tables]
     wanted = SCHEMA if columns is None else pa.schema([SCHEMA.field(c) for c in columns])
+    deleted = [None if m is None else np.flatnonzero(~m).astype(np.uint64) for m in masks]
     result = scan_kept(
         ds.dataset(paths, schema=SCHEMA, format="parquet"),
         columns,
-        dict(zip(paths, masks, strict=True)),
+        dict(zip(paths, deleted, strict=True)),
         {p: t.num_rows for p, t in zip(paths, tables, strict=True)},
         wanted,
     )
@@ -73,12 +74,12 @@ def test_every_file_loses_exactly_its_masked_rows_in_order(
 @pytest.mark.parametrize("claimed", [99, 101])
 def test_a_file_of_other_than_its_rows_is_named(tmp_path: Path, claimed: int) -> None:
     paths, _ = _write(tmp_path, [100, 50], 30)
-    masks = {paths[0]: np.ones(claimed, dtype=np.bool_), paths[1]: None}
+    deleted = {paths[0]: np.array([0, claimed - 1], dtype=np.uint64), paths[1]: None}
     with pytest.raises(RowCountMismatch) as caught:
         scan_kept(
             ds.dataset(paths, schema=SCHEMA, format="parquet"),
             None,
-            masks,
+            deleted,
             {paths[0]: claimed, paths[1]: 50},
             SCHEMA,
         )
