@@ -484,6 +484,10 @@ first and read the other columns only for row groups with a match: a query on `v
 one row took 249 ms against 497 ms before (the table without deletes: 418 ms, as its scan
 reads every column). The point query on the bucket key matches rows in every file of its bucket,
 so it gains nothing from that: 1.25 to 1.35x its time without deletes, before and after.
+Measured again on 2026-11-28 on a slower 2-core host (0.41 to 0.45 s without deletes), 15
+alternating repetitions per run: 1.12 to 1.27x from run to run; masks built from each batch's
+share of the positions, jemalloc, and filtering per file on threads changed nothing beyond
+that spread. The full-scan target stays missed: the copy of the kept values is the cost.
 """,
     ),
     Section(
