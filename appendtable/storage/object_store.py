@@ -4,13 +4,13 @@ and an atomic create that is a conditional upload.
 Each store's class (``storage.s3``, ``storage.gcs``, ``storage.azure``) supplies the upload
 that succeeds only if the object has a given version or none (``_upload_if_version``: ETag or
 generation; with none it is the atomic create), how to read the version (``_version``) and
-its error codes. On
-every object store a client retries a PUT whose response was lost, and a retry whose first
-attempt landed finds *our own* object, so "taken" is followed by a read-back: True if the
-stored bytes equal ours (the caller makes its content unique: every snapshot carries a nonce),
-False otherwise. Conflicts, throttling, timeouts and 5xx are retried with capped exponential
-backoff and jitter; if they persist, a ``TransientStorageError`` is raised and the outcome is
-unknown (the committer then reads the snapshot back).
+its error codes. On every object store a client retries a PUT whose response was lost, and a
+retry whose first attempt landed finds *our own* object, so "taken" (or "changed") is followed
+by a read-back: ours if the stored bytes equal ours (the caller makes its content unique:
+every snapshot carries a nonce, every consumer record its time), someone else's otherwise.
+Conflicts, throttling, timeouts and 5xx are retried with capped exponential backoff and
+jitter; if they persist, a ``TransientStorageError`` is raised and the outcome is unknown (the
+committer then reads the snapshot back).
 
 ``atomic_create`` holds on servers whose conditional create is atomic: AWS S3, GCS and Azure
 Blob Storage, and the SeaweedFS, fake-gcs-server and Azurite emulators as raced in
