@@ -322,7 +322,9 @@ class Storage(ABC):
     def _put_if_absent(self, path: str, data: bytes) -> bool: ...
 
     def _version(self, path: str) -> str | None:
-        """A digest of the content (a store with versions of its own overrides this)."""
+        """A digest of the content (a store with versions of its own overrides this): a
+        rewrite with the same bytes counts as unchanged, which is harmless, as they are the
+        same."""
         try:
             return content_version(self._read(path))
         except FileNotFoundError:
