@@ -63,6 +63,7 @@ from appendtable.planning.bucket import bucket_ids
 from appendtable.planning.filters import filter_clauses
 from appendtable.planning.operators import FilterOp, FilterOperands, FilterOperator, filter_operator
 from appendtable.scan import Scan
+from appendtable.schema_text import format_schema, format_type
 from appendtable.schema_update import UpdateSchema
 from appendtable.staging import StagingArea
 from appendtable.storage import FileInfo, Storage, StorageFactory, register_storage
@@ -149,6 +150,8 @@ __all__ = [
     "create_table",
     "filter_clauses",
     "filter_operator",
+    "format_schema",
+    "format_type",
     "open_table",
     "option_keys",
     "register_storage",

@@ -15,17 +15,19 @@ from __future__ import annotations
 
 import datetime as dt
 import html
+import json
 from collections.abc import Iterable, Sequence
 from typing import Protocol, assert_never
 
 from appendtable._state import SchemaView, TableState
+from appendtable.datafiles.arrow_schema import arrow_schema
 from appendtable.errors import AppendTableError
 from appendtable.metadata.models import CommitKind, CompactionTask, Snapshot, Split
 from appendtable.metadata.types import FieldSpec
 from appendtable.metadata.values import to_python
 from appendtable.planning.filters import Filter, Predicate
 from appendtable.planning.operators import FilterOperands, filter_operator
-from appendtable.planning.schema_changes import describe_type
+from appendtable.schema_text import format_field
 
 __all__ = [
     "expire_html",
@@ -243,11 +245,12 @@ def _cut(text: str, limit: int = MAX_VALUE_CHARS * 2) -> str:
 
 
 def columns_text(fields: Sequence[FieldSpec]) -> str:
-    """Columns as ``name type [not null] [(doc: ...)]``, comma-separated (schema history)."""
+    """Columns as DDL (``schema_text``: names quoted where needed, nested fields with their
+    names and nullability), each with its doc as a JSON string, ``(doc: "...")``, if it has
+    one; comma-separated (schema history). Without docs, the DDL the command line reads."""
     return ", ".join(
-        f"{f.name} {describe_type(f.type)}{'' if f.nullable else ' not null'}"
-        + (f" (doc: {f.doc})" if f.doc else "")
-        for f in fields
+        format_field(column) + (f" (doc: {json.dumps(f.doc)})" if f.doc else "")
+        for f, column in zip(fields, arrow_schema(fields), strict=True)
     )
 
 

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 import appendtable as at
-from appendtable.cli.ddl import format_schema, parse_schema
+from appendtable.cli.ddl import parse_schema
 from appendtable.cli.input_errors import InputError, UsageError
 from appendtable.cli.inputs import NULL_VALUES, InputFile, open_input, read_schema
 from appendtable.cli.output import (
@@ -79,7 +79,7 @@ def run_create(args: argparse.Namespace, ctx: Context) -> int:
         storage_options=ctx.storage_options or None,
     )
     ctx.say(f"created table {table.uri}")
-    ctx.say(f"  schema: {format_schema(table.schema)}")
+    ctx.say(f"  schema: {at.format_schema(table.schema)}")
     if partition_by:
         ctx.say(f"  partitioned by: {', '.join(partition_by)}")
     if table.options:
@@ -228,7 +228,7 @@ def run_info(args: argparse.Namespace, ctx: Context) -> int:
     pairs.append(("small files", f"{small_count:,} ({ratio}) below {format_bytes(threshold)}"))
     print_pairs(ctx.out, pairs)
     ctx.say("schema (as --schema takes it):")
-    ctx.say("  " + format_schema(table.schema, separator=",\n  "))
+    ctx.say("  " + at.format_schema(table.schema, separator=",\n  "))
     if files.num_rows:
         ctx.say("")
         groups = (

@@ -12,8 +12,8 @@ separated by commas or new lines)::
 
 Parameters take ``[...]`` or ``(...)`` alike; ``--`` starts a comment that runs to the end of
 the line. The text pyarrow prints for a type or a schema (``str(pa.schema(...))``) parses back
-to the same thing, and :func:`format_schema` writes a schema in this syntax. Errors name the
-offending token and its position.
+to the same thing, and ``appendtable.format_schema`` writes a schema in this syntax (its bare
+names are this module's identifiers). Errors name the offending token and its position.
 
 ``alter`` takes one column at a time (:func:`parse_column`), ``name type [not null] [first |
 after column]``, and column moves (:func:`parse_move`), ``name first | after column | before
@@ -35,8 +35,6 @@ __all__ = [
     "ColumnDefinition",
     "ColumnMove",
     "DdlError",
-    "format_schema",
-    "format_type",
     "parse_column",
     "parse_move",
     "parse_path",
@@ -556,54 +554,3 @@ def quoted_name(text: str, start: int) -> tuple[str, int] | None:
         if text[end + 1 : end + 2] != quote:
             return quote.join(parts), end + 1
         begin = end + 2
-
-
-def _quote(name: str) -> str:
-    if _BARE_NAME.fullmatch(name) and name.lower() not in ("not", "null"):
-        return name
-    if "`" not in name:
-        return f"`{name}`"
-    if '"' not in name:
-        return f'"{name}"'
-    return "`" + name.replace("`", "``") + "`"  # both kinds: a doubled backtick stands for one
-
-
-def _child_text(field: pa.Field, default_name: str) -> str:
-    text = format_type(field.type) + ("" if field.nullable else " not null")
-    return text if field.name == default_name else f"{_quote(field.name)}: {text}"
-
-
-def format_type(dtype: pa.DataType) -> str:
-    """The DDL of one type (pyarrow's own spelling, with names quoted where needed)."""
-    if pa.types.is_struct(dtype):
-        inner = ", ".join(_field_text(dtype.field(i)) for i in range(dtype.num_fields))
-        return f"struct<{inner}>"
-    if pa.types.is_map(dtype):
-        flag = ", keys_sorted" if dtype.keys_sorted else ""
-        return f"map<{format_type(dtype.key_type)}, {_child_text(dtype.item_field, 'value')}{flag}>"
-    if pa.types.is_fixed_size_list(dtype):
-        return f"fixed_size_list<{_child_text(dtype.value_field, 'item')}>[{dtype.list_size}]"
-    if pa.types.is_large_list(dtype):
-        return f"large_list<{_child_text(dtype.value_field, 'item')}>"
-    if pa.types.is_list(dtype):
-        return f"list<{_child_text(dtype.value_field, 'item')}>"
-    if pa.types.is_decimal(dtype):
-        name = "decimal256" if dtype.bit_width == 256 else "decimal"
-        return f"{name}({dtype.precision}, {dtype.scale})"
-    if pa.types.is_dictionary(dtype):
-        return format_type(dtype.value_type)
-    if pa.types.is_string_view(dtype):
-        return "string"
-    if pa.types.is_binary_view(dtype):
-        return "binary"
-    return str(dtype)
-
-
-def _field_text(field: pa.Field) -> str:
-    nullable = "" if field.nullable else " not null"
-    return f"{_quote(field.name)} {format_type(field.type)}{nullable}"
-
-
-def format_schema(schema: pa.Schema, *, separator: str = ", ") -> str:
-    """A schema in the DDL that :func:`parse_schema` reads."""
-    return separator.join(_field_text(field) for field in schema)

@@ -11,8 +11,6 @@ import pyarrow as pa
 import appendtable as at
 from appendtable.cli.commands import Context, snapshot_line
 from appendtable.cli.ddl import (
-    format_schema,
-    format_type,
     parse_column,
     parse_move,
     parse_path,
@@ -105,7 +103,7 @@ def _plan(
             )
             place = " first" if column.first else f" after {column.after}" if column.after else ""
             null = "" if column.nullable else " not null"
-            lines.append(f"added column {column.name} {format_type(column.type)}{null}{place}")
+            lines.append(f"added column {column.name} {at.format_type(column.type)}{null}{place}")
             if not column.nullable:
                 required.append(column.name)
         elif flag == "--rename":
@@ -125,8 +123,8 @@ def _plan(
             dtype = parse_type(type_text, what=f"{flag} column '{_name(path)}'")
             update.update_column(path, type=dtype)
             old_type = _field_type(schema, path)
-            was = "" if old_type is None else f" from {format_type(old_type)}"
-            lines.append(f"widened column {_name(path)}{was} to {format_type(dtype)}")
+            was = "" if old_type is None else f" from {at.format_type(old_type)}"
+            lines.append(f"widened column {_name(path)}{was} to {at.format_type(dtype)}")
         elif flag == "--nullable":
             path = _column(text, flag)
             update.update_column(path, nullable=True)
@@ -192,7 +190,7 @@ def run_alter(args: argparse.Namespace, ctx: Context) -> int:
     )
     for line in lines:
         ctx.say(f"  {line}")
-    ctx.say(f"  schema: {format_schema(table.schemas()[snapshot.schema_id])}")
+    ctx.say(f"  schema: {at.format_schema(table.schemas()[snapshot.schema_id])}")
     return 0
 
 
@@ -206,7 +204,7 @@ def _versions(table: at.Table) -> pa.Table:
     ids = history["schema_id"].to_pylist()
     listed = history["columns"].to_pylist()
     columns = [
-        format_schema(schemas[i]) if i in schemas else text
+        at.format_schema(schemas[i]) if i in schemas else text
         for i, text in zip(ids, listed, strict=True)
     ]
     return history.set_column(
@@ -228,7 +226,7 @@ def run_schema(args: argparse.Namespace, ctx: Context) -> int:
             ctx.say(f"-- partitioned by: {', '.join(table.partition_by)}")
         if row["options"]:
             ctx.say(f"-- options: {row['options']}")
-        ctx.say(format_schema(table.schemas()[row["schema_id"]], separator=",\n"))
+        ctx.say(at.format_schema(table.schemas()[row["schema_id"]], separator=",\n"))
         return 0
     if args.format != "table":
         write_rows(args.format, ctx.out, versions.schema, [versions])

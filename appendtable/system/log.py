@@ -124,7 +124,10 @@ SCHEMAS = SystemTableInfo(
         Column(
             "columns",
             STRING,
-            "The columns as compact text: 'name type [not null] [(doc: ...)]', comma-separated.",
+            "The columns as DDL, comma-separated: 'name type [not null]' (names quoted with "
+            "backticks where they are not plain identifiers, nested fields with their names "
+            "and nullability, as `appendtable.format_schema` writes and the command line "
+            "reads), each followed by '(doc: \"...\")' (a JSON string) when it has a doc.",
         ),
         Column("partition_keys", STRING_LIST, "The partition columns, in order."),
         Column("options", STRING_MAP, "The options set in this version (defaults omitted)."),

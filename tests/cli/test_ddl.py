@@ -5,7 +5,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from appendtable.cli.ddl import DdlError, format_schema, format_type, parse_schema, parse_type
+from appendtable import format_schema, format_type
+from appendtable.cli.ddl import DdlError, parse_schema, parse_type
 
 EXAMPLE = (
     "id int64 not null, name string, ts timestamp[us, UTC], amount decimal(10,2), tags list<string>"

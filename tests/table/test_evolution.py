@@ -591,7 +591,8 @@ def test_a_refused_required_column_writes_no_schema_version(table: at.Table) -> 
 def test_docs_show_in_the_schema_history(table: at.Table) -> None:
     with table.update_schema() as update:
         update.update_column("action", doc="what the user did")
-    assert "action string (doc: what the user did)" in table.schema_history()["columns"][-1].as_py()
+    columns = table.schema_history()["columns"][-1].as_py()
+    assert 'action string (doc: "what the user did")' in columns
 
 
 def test_a_top_level_name_cannot_hide_a_struct_field_path(table: at.Table) -> None:

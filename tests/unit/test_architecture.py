@@ -203,6 +203,8 @@ def test_public_api_is_pinned() -> None:
         "UnsupportedFormatVersionError",
         "__version__",
         "create_table",
+        "format_schema",
+        "format_type",
         "open_table",
         "register_storage",
         "system_table_info",
