@@ -24,7 +24,7 @@ from tests.streaming.helpers import drain, rows_of, seqs
 @pytest.fixture
 def proxied(cloud: CloudStore) -> Iterator[tuple[CloudStore, HoldingProxy]]:
     proxy, options = through_proxy(cloud.storage_options)
-    yield CloudStore(cloud.name, cloud.uri, {**options, "operation_timeout": 3}), proxy
+    yield CloudStore(cloud.name, cloud.uri, {**options, "operation_timeout": 5}), proxy
     proxy.close()
 
 
