@@ -324,14 +324,14 @@ class StreamReader:
     def _start_position(self) -> StreamPosition:
         config = self._config
         if config.consumer_id is not None and not config.ignore_progress:
-            saved = self._consumers.get(config.consumer_id)
+            saved = self._consumers.resume(config.consumer_id)
             if saved is not None:
                 self._check_same_buckets(config.consumer_id, saved)
                 return StreamPosition(saved.next_snapshot, saved.full)
         position = self.start_mode_position()
         if config.consumer_id is not None and position.next_snapshot is not None:
             # Register at once: expiration must keep what this consumer will need.
-            self._save(position)
+            self._save(position, reset=config.ignore_progress)
         return position
 
     def start_mode_position(self) -> StreamPosition:
@@ -537,6 +537,15 @@ class StreamReader:
             kept_by = f"consumer '{self._config.consumer_id}'"
         if kept_by is None:
             return "use a consumer id, which keeps the snapshots a reader still needs from expiring"
+        consumer_id = self._config.consumer_id if self._kept_by is None else None
+        saved = self._consumers.get(consumer_id) if consumer_id is not None else None
+        if saved is not None and saved.next_snapshot < (self._state.snapshots.earliest_id() or 0):
+            return (
+                f"{kept_by} holds a position (next snapshot {saved.next_snapshot}) that has "
+                "expired too: it was saved after expiration had passed it (by another reader "
+                f"with the same id?); table.delete_consumer('{consumer_id}') or "
+                "'consumer.ignore-progress' starts it again from its start mode"
+            )
         return (
             f"{kept_by} no longer kept it: its record was removed (idle longer than "
             "'consumer.expiration-time', or forgotten) before it got there; a reader created "
@@ -705,7 +714,7 @@ class StreamReader:
             return  # nothing read yet from an empty table
         self._save(position)
 
-    def _save(self, position: StreamPosition) -> None:
+    def _save(self, position: StreamPosition, *, reset: bool = False) -> None:
         assert self._config.consumer_id is not None and position.next_snapshot is not None
         self._consumers.put(
             self._config.consumer_id,
@@ -715,6 +724,7 @@ class StreamReader:
                 time_ms=int(time.time() * 1000),
                 buckets=self._bucket_selection(),
             ),
+            reset=reset,
         )
 
     # ---- watermark alignment -------------------------------------------------------------------

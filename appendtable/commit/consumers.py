@@ -27,10 +27,15 @@ _SAVE_ATTEMPTS = 8
 
 
 class ConsumerStore:
+    """The consumers' progress records. One store serves one reader (or a listing): it
+    remembers the version of each record it resumed from or saved last, so that a save finds
+    out whether anyone else changed the record since."""
+
     def __init__(self, storage: Storage) -> None:
         self._storage = storage
-        #: The version of each consumer's file this store wrote last (unknown: read first).
-        self._versions: dict[str, str] = {}
+        #: The version of each consumer's record this store read or wrote last (None: known
+        #: absent); a consumer missing here is unknown.
+        self._versions: dict[str, str | None] = {}
 
     def get(self, consumer_id: str) -> ConsumerState | None:
         path = layout.consumer_path(consumer_id)
@@ -40,25 +45,64 @@ class ConsumerStore:
             return None
         return codec.decode(data, ConsumerState, codec.Kind.CONSUMER, self._storage.uri(path))
 
-    def put(self, consumer_id: str, state: ConsumerState) -> None:
-        """Save ``state`` as the consumer's progress, replacing whatever the file holds; but
-        each request is conditional on the version read (or written) just before it, so an
-        earlier save delivered late never overwrites this one. The version this store wrote
-        last is reused: one request per save, unless the file changed meanwhile (another
-        reader with the same id, ``delete_consumer``, expiration, a late save)."""
+    def resume(self, consumer_id: str) -> ConsumerState | None:
+        """``get``, remembering the record's version: a reader resumes from it, and its saves
+        then replace this record only (see ``put``)."""
+        version = self._storage.version(layout.consumer_path(consumer_id))
+        state = self.get(consumer_id) if version is not None else None
+        self._versions[consumer_id] = version if state is not None else None
+        return state
+
+    def put(self, consumer_id: str, state: ConsumerState, *, reset: bool = False) -> None:
+        """Save ``state`` as the consumer's progress. Each request is conditional on the
+        version this store resumed from or saved last, so an earlier save of this reader
+        delivered late never overwrites this one (one request per save). When the record
+        changed since (a save of this reader that failed and still landed), it is replaced
+        anyway, unless another writer moved it: a record removed meanwhile
+        (``delete_consumer``, ``consumer.expiration-time``) or ahead of ``state`` (another
+        reader with the same id) raises CommitConflictError, and nothing is saved, so a
+        consumer never moves back and is never brought back at a position that may have
+        expired. ``reset``: replace whatever the record holds (``consumer.ignore-progress``)."""
         path = layout.consumer_path(consumer_id)
         data = codec.encode(state, codec.Kind.CONSUMER)
+        known = consumer_id in self._versions and not reset
+        version = self._versions.get(consumer_id)
         for _attempt in range(_SAVE_ATTEMPTS):
-            # (forgotten first: after a failure the file's version is unknown)
-            version = self._versions.pop(consumer_id, None) or self._storage.version(path)
+            if not known:
+                version = self._storage.version(path)
             written = self._storage.replace_if_unchanged(path, data, version)
             if written is not None:
                 self._versions[consumer_id] = written
                 return
+            if not reset:
+                self._check_not_superseded(consumer_id, state, had_record=version is not None)
+            known = False  # (kept on failures: a save that failed may still land)
         raise CommitConflictError(
             f"consumer {consumer_id!r}: its progress file {self._storage.uri(path)} changed "
             f"under each of {_SAVE_ATTEMPTS} saves (is another reader using the same id?)"
         )
+
+    def _check_not_superseded(
+        self, consumer_id: str, state: ConsumerState, *, had_record: bool
+    ) -> None:
+        """After a refused save: raise if the record was removed, or moved ahead of
+        ``state``, by someone else."""
+        stored = self.get(consumer_id)
+        if stored is None and had_record:
+            raise CommitConflictError(
+                f"consumer {consumer_id!r} was removed since this reader resumed or last "
+                "saved (delete_consumer, or idle longer than 'consumer.expiration-time'): its "
+                "progress is not saved, and a reader created again with the id starts from "
+                "its start mode"
+            )
+        if stored is not None and stored.next_snapshot > state.next_snapshot:
+            raise CommitConflictError(
+                f"consumer {consumer_id!r}: another reader with the same id saved a later "
+                f"position (next snapshot {stored.next_snapshot}) since this reader resumed "
+                f"or last saved; its own (next snapshot {state.next_snapshot}) is not saved, "
+                "so the consumer does not move back (a consumer id is for one reader at a "
+                "time)"
+            )
 
     def delete(self, consumer_id: str) -> None:
         self._storage.delete(layout.consumer_path(consumer_id))

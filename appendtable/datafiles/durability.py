@@ -44,6 +44,7 @@ class DeferredSync(Storage):
         super().__init__(inner.root)
         self.inner = inner
         self.atomic_create = inner.atomic_create
+        self.conditional_replace = inner.conditional_replace
         self.backend = inner.backend
         self.translator = inner.translator
         self._threads = threads
@@ -130,6 +131,12 @@ class DeferredSync(Storage):
 
     def _put_if_absent(self, path: str, data: bytes) -> bool:
         return self.inner.put_if_absent(path, data)
+
+    def _version(self, path: str) -> str | None:
+        return self.inner.version(path)
+
+    def _replace_if_unchanged(self, path: str, data: bytes, version: str | None) -> str | None:
+        return self.inner.replace_if_unchanged(path, data, version)
 
     def _exists(self, path: str) -> bool:
         return self.inner.exists(path)
