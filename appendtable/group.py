@@ -482,28 +482,30 @@ class GroupReader:
             if h.position != h.committed
         ]
         now = wall_ms()
-        records = [
-            UnitProgress(
-                unit=u,
-                seq=h.seq + 1,
-                generation=h.generation,
-                member=self.member,
-                session=self._membership.session,
-                next_snapshot=h.position.next_snapshot or 1,
-                full=h.position.full,
-                time_ms=now,
-            )
-            for u, h in pending
-        ]
+        records = [self._record(u, h, now) for u, h in pending]
         outcomes = self._store.create_all(records)
+        # A name taken by this member's own earlier commit (which failed here and reached the
+        # store later) is still this member's chain: that record is adopted and the position
+        # goes in the next one. Anyone else's record there means the unit was claimed.
+        late = [
+            i
+            for i, outcome in enumerate(outcomes)
+            if outcome is False and self._own_record(records[i])
+        ]
+        for i in late:
+            unit, held = pending[i]
+            self._advance(unit, held, records[i].seq)
+            records[i] = self._record(unit, held, now)
+        for i, outcome in zip(
+            late, self._store.create_all([records[i] for i in late]), strict=True
+        ):
+            outcomes[i] = outcome
         committed: list[int] = []
         fenced: list[int] = []
         failure: StorageError | None = None
         for (u, held), record, outcome in zip(pending, records, outcomes, strict=True):
             if outcome is True:
-                if held.seq != held.claim_seq:
-                    self._store.remove_record(u, held.seq)
-                held.seq = record.seq
+                self._advance(u, held, record.seq)
                 held.committed = _position_of(record)
                 committed.append(u)
             elif outcome is False:
@@ -520,6 +522,37 @@ class GroupReader:
             raise self._fenced([*fenced, *voided], committed=committed)
         if failure is not None:
             raise failure
+
+    def _record(self, unit: int, held: _Held, now: int) -> UnitProgress:
+        """The next progress record of ``unit``: its position now."""
+        return UnitProgress(
+            unit=unit,
+            seq=held.seq + 1,
+            generation=held.generation,
+            member=self.member,
+            session=self._membership.session,
+            next_snapshot=held.position.next_snapshot or 1,
+            full=held.position.full,
+            time_ms=now,
+        )
+
+    def _own_record(self, record: UnitProgress) -> bool:
+        """Whether the record stored under ``record``'s name is this member's own (this
+        session's, of the same generation): an earlier commit of it that landed late."""
+        stored = self._store.record(record.unit, record.seq)
+        return (
+            stored is not None
+            and not stored.claim
+            and (stored.member, stored.session, stored.generation)
+            == (record.member, record.session, record.generation)
+        )
+
+    def _advance(self, unit: int, held: _Held, seq: int) -> None:
+        """Record ``seq`` of ``unit``'s chain is this member's newest: the one before it goes
+        (unless it is the claim, which stays)."""
+        if held.seq != held.claim_seq:
+            self._store.remove_record(unit, held.seq)
+        held.seq = seq
 
     def _fenced(
         self, fenced: Sequence[int], *, committed: Sequence[int], why: str = _CLAIMED

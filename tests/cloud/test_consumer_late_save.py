@@ -58,3 +58,37 @@ def test_a_save_delivered_late_is_refused_and_the_consumer_keeps_its_later_posit
     )
     (unit,) = drain(restarted)
     assert seqs(rows_of(restarted, [unit])) == list(range(30, 40))  # nothing delivered twice
+
+
+def test_a_group_members_own_progress_delivered_late_is_adopted_not_fenced(
+    proxied: tuple[CloudStore, HoldingProxy],
+) -> None:
+    """Found by a docs-only hunt: a member's commit failed, its progress record reached the
+    store later (before its next commit), and the next commit took that record for another
+    member's claim: ConsumerFencedError with no other member, and the rows delivered again."""
+    cloud, proxy = proxied
+    table = at.create_table(
+        cloud.uri,
+        EVENTS,
+        options={"bucket": 2, "bucket-key": "key", "write-only": True},
+        storage_options=cloud.storage_options,
+    )
+    lease = {"consumer.group.lease-time": "60 s"}
+    member = table.stream(group="g", member="m1", poll_interval=0.05, options=lease)
+    delivered: list[int] = []
+    for batch in range(3):
+        table.append(events(batch * 10, 10))
+        delivered += seqs(rows_of(member, drain(member)))
+        if batch == 1:
+            proxy.hold(b"/progress/")
+            with pytest.raises(TransientStorageError, match="operation_timeout"):
+                member.commit()
+            assert proxy.deliver() in (200, 201)  # the record lands now, after the failure
+        else:
+            member.commit()  # (the third: after the late record)
+    member.close()
+    assert sorted(delivered) == list(range(30))
+    table.append(events(30, 10))
+    other = table.stream(group="g", member="m2", poll_interval=0.05, options=lease)
+    assert sorted(seqs(rows_of(other, drain(other)))) == list(range(30, 40))  # none again
+    other.close()
