@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 
+from appendtable.commit.snapshots import SnapshotStore
 from appendtable.errors import CommitConflictError, CorruptMetadataError, ObjectNotFoundError
 from appendtable.metadata import codec, layout
 from appendtable.metadata.models import ConsumerState, WatermarkMember
@@ -57,12 +58,13 @@ class ConsumerStore:
         """Save ``state`` as the consumer's progress. Each request is conditional on the
         version this store resumed from or saved last, so an earlier save of this reader
         delivered late never overwrites this one (one request per save). When the record
-        changed since (a save of this reader that failed and still landed), it is replaced
-        anyway, unless another writer moved it: a record removed meanwhile
-        (``delete_consumer``, ``consumer.expiration-time``) or ahead of ``state`` (another
-        reader with the same id) raises CommitConflictError, and nothing is saved, so a
-        consumer never moves back and is never brought back at a position that may have
-        expired. ``reset``: replace whatever the record holds (``consumer.ignore-progress``)."""
+        changed since (a save of this reader that failed and still landed; a record removed
+        by ``delete_consumer`` or ``consumer.expiration-time``: the running reader registers
+        its consumer again), it is replaced anyway, unless that would lose or repeat rows: a
+        record ahead of ``state`` (another reader with the same id), or removed while the
+        snapshot ``state`` needs expired, raises CommitConflictError and nothing is saved. So
+        a consumer never moves back and is never brought back at an expired position.
+        ``reset``: replace whatever the record holds (``consumer.ignore-progress``)."""
         path = layout.consumer_path(consumer_id)
         data = codec.encode(state, codec.Kind.CONSUMER)
         known = consumer_id in self._versions and not reset
@@ -85,16 +87,19 @@ class ConsumerStore:
     def _check_not_superseded(
         self, consumer_id: str, state: ConsumerState, *, had_record: bool
     ) -> None:
-        """After a refused save: raise if the record was removed, or moved ahead of
-        ``state``, by someone else."""
+        """After a refused save: raise if the record moved ahead of ``state``, or was removed
+        while the snapshot ``state`` needs expired."""
         stored = self.get(consumer_id)
         if stored is None and had_record:
-            raise CommitConflictError(
-                f"consumer {consumer_id!r} was removed since this reader resumed or last "
-                "saved (delete_consumer, or idle longer than 'consumer.expiration-time'): its "
-                "progress is not saved, and a reader created again with the id starts from "
-                "its start mode"
-            )
+            earliest = SnapshotStore(self._storage).earliest_id()
+            if earliest is not None and state.next_snapshot < earliest:
+                raise CommitConflictError(
+                    f"consumer {consumer_id!r} was removed since this reader resumed or last "
+                    "saved (delete_consumer, or idle longer than 'consumer.expiration-time'), "
+                    f"and the snapshot its position needs ({state.next_snapshot}) has expired "
+                    f"since (earliest retained: {earliest}): its progress is not saved, and a "
+                    "reader created again with the id starts from its start mode"
+                )
         if stored is not None and stored.next_snapshot > state.next_snapshot:
             raise CommitConflictError(
                 f"consumer {consumer_id!r}: another reader with the same id saved a later "

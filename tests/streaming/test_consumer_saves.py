@@ -58,15 +58,13 @@ def test_a_record_changing_under_every_save_is_reported(tmp_path: Path) -> None:
     assert store.get("c") == _rival(100 - 7)  # the last of the 8 rivals
 
 
-def test_a_consumer_deleted_elsewhere_is_not_saved_again(tmp_path: Path) -> None:
+def test_a_consumer_deleted_elsewhere_is_registered_again_by_its_reader(tmp_path: Path) -> None:
     store = ConsumerStore(LocalStorage(str(tmp_path)))
     store.put("c", ConsumerState(next_snapshot=5, time_ms=2))
     ConsumerStore(LocalStorage(str(tmp_path))).delete("c")  # delete_consumer, elsewhere
-    with pytest.raises(CommitConflictError, match="was removed"):
-        store.put("c", ConsumerState(next_snapshot=9, time_ms=3))
-    assert store.get("c") is None
-    store.put("c", ConsumerState(next_snapshot=1, time_ms=4), reset=True)  # ignore-progress
-    assert store.get("c") == ConsumerState(next_snapshot=1, time_ms=4)
+    mine = ConsumerState(next_snapshot=9, time_ms=3)
+    store.put("c", mine)  # no snapshot expired: nothing is lost by saving it again
+    assert store.get("c") == mine
 
 
 # ---- through the public API: two readers with one id, a removed consumer -------------------
@@ -113,11 +111,26 @@ def test_a_reader_of_a_removed_consumer_does_not_bring_it_back(tmp_path: Path) -
     now_ms = int(dt.datetime.now().timestamp() * 1000)
     table.expire_snapshots(retain_min=1, retain_max=1, older_than_ms=now_ms + 60_000)
     assert [s.id for s in table.snapshots()] == [4]
-    with pytest.raises(CommitConflictError, match=r"consumer 'c' was removed.*start mode"):
+    with pytest.raises(CommitConflictError, match=r"consumer 'c' was removed.*has expired"):
         reader.commit()
     assert table.consumers() == {}
     again = table.stream(consumer_id="c")  # starts from its start mode: the latest in full
     assert _seqs_of(again) == list(range(40))
+
+
+def test_a_reader_registers_its_consumer_again_while_its_position_is_retained(
+    tmp_path: Path,
+) -> None:
+    table = at.create_table(str(tmp_path / "t"), EVENTS, options={"write-only": True})
+    table.append(events(0, 10))
+    reader = table.stream(consumer_id="c")
+    assert _seqs_of(reader) == list(range(10))
+    reader.commit()
+    table.delete_consumer("c")  # (or removed by consumer.expiration-time while idle)
+    table.append(events(10, 10))
+    assert _seqs_of(reader) == list(range(10, 20))
+    reader.commit()
+    assert table.consumers() == {"c": 3}
 
 
 def test_a_reader_may_rewind_its_own_consumer(tmp_path: Path) -> None:
