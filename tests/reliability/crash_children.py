@@ -246,14 +246,15 @@ class CommitKillingStorage(LocalStorage):
         super().__init__(root, fsync=False)
         self.log, self.run, self.nth = log, run, nth
 
-    def write(self, path: str, data: bytes) -> None:
+    def _write(self, path: str, data: bytes) -> None:
+        """(The hook under every write, ``write`` and ``replace_if_unchanged`` alike.)"""
         if path.startswith("consumer/"):
             self.nth -= 1
             if self.nth == 0:
                 temp = _write_temp_beside(self._abs(path), data)
                 self.log.write(f"kill {self.run} consumer-commit {os.path.basename(temp)}")
                 os.kill(os.getpid(), signal.SIGKILL)
-        super().write(path, data)
+        super()._write(path, data)
 
 
 def reader_child(
